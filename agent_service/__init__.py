@@ -1,0 +1,1 @@
+"""Agent service: models under test, loaded by name from a model root, acting in batches."""

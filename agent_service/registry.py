@@ -1,0 +1,69 @@
+"""Models under test, loaded lazily by name from a model root (never from a request payload).
+
+A model root holds `manifest.yaml` (name -> subject, algorithm, training metadata) and one
+folder per model with `model.zip`. Only names listed in the manifest can be loaded.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from agent_service.algorithms import algorithm_class
+from common.errors import InvalidArgument, NotFound
+
+DEFAULT_MODEL_ROOT = Path(__file__).parent / "zoo"
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    name: str
+    subject: str
+    algorithm: str
+    description: str
+    metadata: dict[str, Any]
+
+
+class ModelRegistry:
+    def __init__(self, root: Path = DEFAULT_MODEL_ROOT) -> None:
+        self.root = root
+        manifest = root / "manifest.yaml"
+        data = yaml.safe_load(manifest.read_text()) if manifest.exists() else {}
+        self.entries = {
+            name: ModelEntry(name, str(e["subject"]), str(e["algorithm"]), str(e.get("description", "")), dict(e))
+            for name, e in (data.get("models") or {}).items()
+        }
+        self._loaded: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def entry(self, name: str) -> ModelEntry:
+        if name not in self.entries:
+            known = ", ".join(sorted(self.entries)) or "none"
+            raise NotFound(f"unknown model {name!r}; installed models: {known} (model root {self.root})")
+        return self.entries[name]
+
+    def load(self, name: str) -> Any:
+        entry = self.entry(name)
+        with self._lock:
+            if name not in self._loaded:
+                path = self.root / name / "model.zip"
+                if not path.exists():
+                    raise NotFound(f"model {name!r} is in the manifest but {path} is missing")
+                self._loaded[name] = algorithm_class(entry.algorithm).load(path, device="cpu")
+            return self._loaded[name]
+
+    def act(self, name: str, observations: np.ndarray) -> np.ndarray:
+        model = self.load(name)
+        expected = tuple(model.observation_space.shape)
+        if observations.ndim != len(expected) + 1 or tuple(observations.shape[1:]) != expected:
+            raise InvalidArgument(
+                f"model {name!r} expects observations of shape (batch, {', '.join(map(str, expected))}), "
+                f"got {tuple(observations.shape)}")
+        actions, _ = model.predict(observations, deterministic=True)
+        actions = np.asarray(actions)
+        return actions.astype(np.int64) if np.issubdtype(actions.dtype, np.integer) else actions.astype(np.float32)

@@ -1,0 +1,70 @@
+"""gRPC servicer of the agent service."""
+
+from __future__ import annotations
+
+import time
+from typing import Iterator
+
+import grpc
+from prometheus_client import Counter, Histogram
+
+from agent_service.registry import ModelRegistry
+from common.errors import InvalidArgument, grpc_method
+from common.generated.gauntlet.v1 import agent_pb2, agent_pb2_grpc
+from common.spaces import space_to_proto
+from common.tensor import TensorError, from_tensor, to_tensor
+
+ACT_LATENCY = Histogram("gauntlet_agent_act_seconds", "Latency of one batched act call", ["model"])
+ACT_OBSERVATIONS = Counter("gauntlet_agent_observations_total", "Observations acted on", ["model"])
+
+
+class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
+    def __init__(self, registry: ModelRegistry) -> None:
+        self.registry = registry
+
+    def _summary(self, name: str) -> agent_pb2.ModelSummary:
+        e = self.registry.entry(name)
+        return agent_pb2.ModelSummary(name=e.name, algorithm=e.algorithm, subject=e.subject, description=e.description)
+
+    @grpc_method
+    def ListModels(self, request: agent_pb2.ListModelsRequest, context: grpc.ServicerContext) -> agent_pb2.ListModelsResponse:
+        return agent_pb2.ListModelsResponse(models=[self._summary(n) for n in sorted(self.registry.entries)])
+
+    @grpc_method
+    def DescribeModel(self, request: agent_pb2.DescribeModelRequest,
+                      context: grpc.ServicerContext) -> agent_pb2.DescribeModelResponse:
+        model = self.registry.load(request.name)
+        meta = {k: str(v) for k, v in self.registry.entry(request.name).metadata.items()}
+        return agent_pb2.DescribeModelResponse(summary=self._summary(request.name),
+                                               observation_space=space_to_proto(model.observation_space),
+                                               action_space=space_to_proto(model.action_space), metadata=meta)
+
+    def _act(self, name: str, tensor: object) -> agent_pb2.ActResponse:
+        try:
+            observations = from_tensor(tensor)  # type: ignore[arg-type]
+        except TensorError as exc:
+            raise InvalidArgument(f"observations: {exc}") from None
+        started = time.perf_counter()
+        actions = self.registry.act(name, observations)
+        ACT_LATENCY.labels(name).observe(time.perf_counter() - started)
+        ACT_OBSERVATIONS.labels(name).inc(len(observations))
+        return to_tensor(actions)
+
+    @grpc_method
+    def Act(self, request: agent_pb2.ActRequest, context: grpc.ServicerContext) -> agent_pb2.ActResponse:
+        return agent_pb2.ActResponse(actions=self._act(request.model.name, request.observations))
+
+    @grpc_method
+    def ActStream(self, requests: Iterator[agent_pb2.ActStreamRequest],
+                  context: grpc.ServicerContext) -> Iterator[agent_pb2.ActStreamResponse]:
+        name = ""
+        for request in requests:
+            name = request.model.name or name
+            if not name:
+                raise InvalidArgument("ActStreamRequest.model.name must be set on the first message of a stream")
+            yield agent_pb2.ActStreamResponse(actions=self._act(name, request.observations))
+
+
+def register(server: grpc.Server, registry: ModelRegistry) -> list[str]:
+    agent_pb2_grpc.add_AgentServiceServicer_to_server(AgentServicer(registry), server)
+    return [agent_pb2.DESCRIPTOR.services_by_name["AgentService"].full_name]

@@ -1,0 +1,169 @@
+"""Trains the zoo's agents on the same subject environments the simulator serves, logging every episode.
+
+The per-episode log (test case, verdict under the subject's oracle, margin, episode index,
+timestep) is Indago's interaction dataset: surrogates learn from it which inputs fail.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any, Callable
+
+import gymnasium as gym
+import numpy as np
+import yaml
+
+from oracle_service.oracles import Episode, get_oracle
+from simulator_service.backends import make_env
+from simulator_service.subject import Subject, get_subject
+from simulator_service.trace import TraceRecorder
+
+ZOO_ROOT = Path(__file__).parent / "zoo"
+RECIPES = ZOO_ROOT / "recipes.yaml"
+LOG_NAME = "training_log.jsonl.gz"
+MODEL_NAME = "model.zip"
+
+
+@dataclass(frozen=True)
+class Recipe:
+    name: str
+    subject: str
+    algorithm: str
+    seed: int
+    timesteps: int
+    n_envs: int
+    hyperparams: dict[str, Any]
+
+
+def load_recipes(path: Path = RECIPES) -> dict[str, Recipe]:
+    data = yaml.safe_load(path.read_text())
+    return {name: Recipe(name=name, **entry) for name, entry in data.items()}
+
+
+def get_recipe(name: str) -> Recipe:
+    recipes = load_recipes()
+    if name not in recipes:
+        raise KeyError(f"unknown zoo model {name!r}; recipes: {', '.join(sorted(recipes))}")
+    return recipes[name]
+
+
+class InteractionLog:
+    """Shared, append-only JSONL log of training episodes (one writer per training run)."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self._stream = stream
+        self.episodes = 0
+        self.timesteps = 0
+        self.failures = 0
+
+    def write(self, values: dict[str, Any], failed: bool, margin: float, reward: float, steps: int) -> None:
+        self.episodes += 1
+        self.failures += int(failed)
+        row = {"episode": self.episodes, "timestep": self.timesteps, "config": values,
+               "verdict": "fail" if failed else "pass", "margin": margin, "reward": reward, "steps": steps}
+        self._stream.write(json.dumps(row) + "\n")
+
+
+class InteractionLogger(gym.Wrapper):
+    """Judges each finished training episode with the subject's oracle and appends it to the log."""
+
+    def __init__(self, env: gym.Env, subject: Subject, log: InteractionLog) -> None:
+        super().__init__(env)
+        self._oracle = get_oracle(subject.oracle)
+        self._recorder = TraceRecorder(subject, list(self._oracle.required_signals))
+        self._log = log
+        self._obs: Any = None
+        self._reward = 0.0
+        self._steps = 0
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict]:
+        self._obs, info = self.env.reset(**kwargs)
+        self._recorder.start()
+        self._reward, self._steps = 0.0, 0
+        return self._obs, info
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self._recorder.step(self.env, self._obs, np.asarray(action), float(reward))
+        self._obs = obs
+        self._reward += float(reward)
+        self._steps += 1
+        self._log.timesteps += 1
+        if terminated or truncated:
+            signals = self._recorder.finish(self.env, obs)
+            verdict = self._oracle.evaluate(Episode(self._steps, self._reward, terminated, truncated, signals))
+            values = {k: v for k, v in self.env.current_values.items()}  # type: ignore[attr-defined]
+            self._log.write(values, verdict.failed, verdict.margin, self._reward, self._steps)
+        return obs, reward, terminated, truncated, info
+
+
+def train(recipe: Recipe, out_dir: Path, timesteps: int | None = None,
+          progress: Callable[[int, int, InteractionLog], None] | None = None) -> dict[str, Any]:
+    """Trains `recipe` (optionally with a smaller budget), writes model.zip and the interaction log into out_dir."""
+    import torch
+    from stable_baselines3.common.callbacks import BaseCallback, CheckpointCallback, CallbackList
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    from agent_service.algorithms import algorithm_class
+
+    torch.set_num_threads(1)  # small MLPs: one thread is fastest and leaves the other core free
+    subject = get_subject(recipe.subject)
+    budget = timesteps or recipe.timesteps
+    out_dir.mkdir(parents=True, exist_ok=True)
+    started = time.time()
+    with gzip.open(out_dir / LOG_NAME, "wt") as stream:
+        log = InteractionLog(stream)
+
+        def factory(rank: int) -> Callable[[], gym.Env]:
+            def build() -> gym.Env:
+                env = make_env(subject)
+                env._sampler = np.random.default_rng([recipe.seed, rank])  # type: ignore[attr-defined]
+                return InteractionLogger(env, subject, log)
+            return build
+
+        vec = DummyVecEnv([factory(r) for r in range(recipe.n_envs)])
+        params = dict(recipe.hyperparams)
+        policy = params.pop("policy", "MlpPolicy")
+        model = algorithm_class(recipe.algorithm)(policy, vec, seed=recipe.seed, verbose=0, device="cpu", **params)
+
+        class Progress(BaseCallback):
+            def _on_step(self) -> bool:
+                if progress and self.num_timesteps % 2048 < recipe.n_envs:
+                    progress(self.num_timesteps, budget, log)
+                return True
+
+        checkpoints = CheckpointCallback(save_freq=max(budget // (10 * recipe.n_envs), 1),
+                                         save_path=str(out_dir / "checkpoints"), name_prefix="ckpt")
+        model.learn(total_timesteps=budget, callback=CallbackList([Progress(), checkpoints]))
+        model.save(out_dir / MODEL_NAME)
+    return {
+        "subject": recipe.subject,
+        "algorithm": recipe.algorithm,
+        "seed": recipe.seed,
+        "timesteps": budget,
+        "n_envs": recipe.n_envs,
+        "train_wall_seconds": round(time.time() - started, 1),
+        "training_episodes": log.episodes,
+        "training_failures": log.failures,
+        "file_bytes": (out_dir / MODEL_NAME).stat().st_size,
+    }
+
+
+def read_interaction_log(path: Path) -> list[dict[str, Any]]:
+    """Reads a training log, failing with the line number on a malformed row."""
+    rows = []
+    with gzip.open(path, "rt") as stream:
+        for number, line in enumerate(stream, 1):
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{path}:{number}: not JSON ({exc.msg})") from None
+            missing = {"episode", "timestep", "config", "verdict", "margin"} - set(row)
+            if missing:
+                raise ValueError(f"{path}:{number}: missing field(s) {', '.join(sorted(missing))}")
+            rows.append(row)
+    return rows

@@ -1,0 +1,1 @@
+"""Analysis service: metrics, statistics and reports over stored campaigns."""

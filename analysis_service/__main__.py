@@ -1,0 +1,29 @@
+"""python -m analysis_service: metrics and reports over stored campaigns."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from common.server import add_service_arguments, options_from_args, serve
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m analysis_service",
+        description="Computes campaign metrics (failures, distinct failing inputs, tests/seconds to first failure, "
+                    "failure rate with a 95%% Wilson interval) and writes JSON + HTML reports "
+                    "(gauntlet.v1.AnalysisService).")
+    parser.add_argument("--generator-endpoint", required=True, help="host:port of the generator service")
+    parser.add_argument("--report-root", type=Path, default=Path("runs/reports"),
+                        help="where reports are written when a request names no folder (default runs/reports)")
+    add_service_arguments(parser, port=50055, metrics_port=9105)
+    args = parser.parse_args()
+    options = options_from_args(args)
+    from analysis_service.server import register
+
+    serve("analysis", options, lambda server: register(server, args.generator_endpoint, args.report_root))
+
+
+if __name__ == "__main__":
+    main()

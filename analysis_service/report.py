@@ -1,0 +1,373 @@
+"""Campaign reports: a JSON-serialisable dict and a self-contained HTML page.
+
+matplotlib is imported lazily inside the plotting helpers, so building the JSON
+report (the common path) does not pay matplotlib's import time. Plots are drawn
+with the object-oriented `matplotlib.figure.Figure` API, which always renders
+through Agg and never touches pyplot's global figure registry: no GUI backend,
+no global state, safe in a server thread.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import html
+import io
+import json
+import math
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from analysis_service.metrics import ExecutionRecord, compute_metrics, cumulative_failures
+
+if TYPE_CHECKING:  # only for type hints; keeps matplotlib off the import path
+    from matplotlib.figure import Figure
+
+REPORT_VERSION = "1"
+MAX_FAILURES_LISTED = 50
+INFO_KEYS = ("campaign_id", "name", "subject", "model", "strategy", "seed", "state", "stop_reason", "budget")
+
+CampaignRecords = Mapping[str, Sequence[ExecutionRecord]]
+
+
+# --------------------------------------------------------------------------- JSON report
+
+
+def _jsonable(value: Any) -> Any:
+    """Plain-JSON copy of a value: numpy scalars -> Python, tuples -> lists.
+
+    Non-finite floats become None so the report is strict JSON (browsers'
+    JSON.parse rejects NaN/Infinity).
+    """
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        x = float(value)
+        return x if math.isfinite(x) else None
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return [_jsonable(v) for v in value]
+    return str(value)
+
+
+def _failure_entry(record: ExecutionRecord) -> dict[str, Any]:
+    return {
+        "index": record.index,
+        "values": record.values,
+        "margin": record.margin,
+        "steps": record.steps,
+        "total_reward": record.total_reward,
+        "elapsed_seconds": record.elapsed_seconds,
+        "descriptors": list(record.descriptors),
+    }
+
+
+def _campaign_entry(info: Mapping[str, Any], records: Sequence[ExecutionRecord]) -> dict[str, Any]:
+    campaign_id = str(info.get("campaign_id", ""))
+    metrics = compute_metrics(campaign_id, records)
+    failing = sorted((r for r in records if r.verdict == "fail"), key=lambda r: r.index)
+    # Keep the known keys in a stable order, then anything extra the caller passed.
+    info_out = {k: info.get(k) for k in INFO_KEYS}
+    info_out.update({k: v for k, v in info.items() if k not in info_out})
+    return {
+        "info": info_out,
+        "metrics": dataclasses.asdict(metrics),
+        "failures": [_failure_entry(r) for r in failing[:MAX_FAILURES_LISTED]],
+        "failures_truncated": len(failing) > MAX_FAILURES_LISTED,
+    }
+
+
+def build_report(campaigns: list[tuple[dict, list[ExecutionRecord]]]) -> dict:
+    """JSON-serialisable report of campaigns, each given as (info, records).
+
+    info keys: campaign_id, name, subject, model, strategy, seed, state,
+    stop_reason, budget (dict). At most 50 failing executions are listed per
+    campaign, sorted by index; `failures_truncated` says when more exist.
+    """
+    report = {
+        "gauntlet_report_version": REPORT_VERSION,
+        "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "campaigns": [_campaign_entry(info, records) for info, records in campaigns],
+    }
+    return _jsonable(report)
+
+
+# --------------------------------------------------------------------------- plots
+
+
+def _new_figure(width: float = 7.0, height: float = 3.6) -> Figure:
+    from matplotlib.figure import Figure  # lazy: see module docstring
+
+    return Figure(figsize=(width, height), dpi=100, layout="constrained")
+
+
+def _figure_png_base64(fig: Figure) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def _integer_x(ax: Any) -> None:
+    # Execution indices are counts: fractional ticks like 2.5 would mislead.
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+
+
+def _plot_label(text: str) -> str:
+    # '$' would switch matplotlib to mathtext and can raise on user-provided names.
+    return text.replace("$", r"\$")
+
+
+def _campaign_title(info: Mapping[str, Any]) -> str:
+    return str(info.get("name") or info.get("campaign_id") or "campaign")
+
+
+def _plot_cumulative(report: Mapping[str, Any], records: CampaignRecords) -> str:
+    fig = _new_figure()
+    ax = fig.add_subplot()
+    drawn = False
+    for entry in report["campaigns"]:
+        info = entry["info"]
+        x, y = cumulative_failures(records.get(str(info.get("campaign_id")), ()))
+        if len(x):
+            ax.step(x, y, where="post", label=_plot_label(_campaign_title(info)))
+            drawn = True
+    if drawn:
+        ax.legend(loc="upper left", fontsize="small")
+    else:
+        ax.text(0.5, 0.5, "no executions", ha="center", va="center", transform=ax.transAxes)
+    ax.set_xlabel("executions")
+    _integer_x(ax)
+    ax.set_ylabel("cumulative failures")
+    ax.set_title("Cumulative failures")
+    ax.grid(alpha=0.3)
+    return _figure_png_base64(fig)
+
+
+def _plot_margins(title: str, records: Sequence[ExecutionRecord]) -> str | None:
+    points = [(r.index, r.margin, r.verdict) for r in records if math.isfinite(r.margin)]
+    if not points:
+        return None
+    fig = _new_figure()
+    ax = fig.add_subplot()
+    for verdict, style in (
+        ("pass", {"color": "0.55", "marker": "o", "label": "pass"}),
+        ("invalid", {"color": "tab:orange", "marker": "x", "label": "invalid"}),
+        ("fail", {"color": "red", "marker": "o", "label": "fail"}),  # drawn last: on top
+    ):
+        sel = [(i, m) for i, m, v in points if v == verdict]
+        if sel:
+            xs, ys = zip(*sel)
+            ax.scatter(xs, ys, s=12, linewidths=1, **style)
+    ax.axhline(0.0, color="black", linewidth=0.6)
+    ax.set_xlabel("execution index")
+    _integer_x(ax)
+    ax.set_ylabel("margin")
+    ax.set_title(_plot_label(f"Margin per execution: {title}"))
+    ax.legend(loc="best", fontsize="small")
+    ax.grid(alpha=0.3)
+    return _figure_png_base64(fig)
+
+
+def _is_real(value: object) -> bool:
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+
+
+def real_parameters(records: Sequence[ExecutionRecord]) -> list[str]:
+    """Names of real-valued parameters, in the order of the first record's input.
+
+    A parameter counts when every record that has it holds a number and at
+    least one of them is a float (an all-int parameter is discrete, not real).
+    """
+    if not records:
+        return []
+    names: list[str] = []
+    for name in records[0].values:
+        seen = [r.values[name] for r in records if name in r.values]
+        if all(_is_real(v) for v in seen) and any(isinstance(v, (float, np.floating)) for v in seen):
+            names.append(name)
+    return names
+
+
+def _plot_input_scatter(title: str, records: Sequence[ExecutionRecord]) -> str | None:
+    params = real_parameters(records)
+    if len(params) < 2:
+        return None
+    px, py = params[:2]
+    fig = _new_figure(5.5, 4.5)
+    ax = fig.add_subplot()
+    for verdict, colour, label in (("pass", "0.6", "pass"), ("fail", "red", "fail")):
+        pts = [
+            (float(r.values[px]), float(r.values[py]))
+            for r in records
+            if r.verdict == verdict and px in r.values and py in r.values
+        ]
+        if pts:
+            xs, ys = zip(*pts)
+            ax.scatter(xs, ys, s=14, color=colour, label=label, alpha=0.8)
+    ax.set_xlabel(_plot_label(px))
+    ax.set_ylabel(_plot_label(py))
+    ax.set_title(_plot_label(f"Inputs: {title}"))
+    ax.legend(loc="best", fontsize="small")
+    ax.grid(alpha=0.3)
+    return _figure_png_base64(fig)
+
+
+# --------------------------------------------------------------------------- HTML
+
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem;color:#222;max-width:1200px}
+h1{margin-bottom:.2rem} .meta{color:#666;font-size:.9rem}
+table{border-collapse:collapse;margin:1rem 0;font-size:.88rem}
+th,td{border:1px solid #ccc;padding:.3rem .55rem;text-align:left;vertical-align:top}
+th{background:#f2f2f2} td.num{text-align:right;font-variant-numeric:tabular-nums}
+code{font-size:.82rem;word-break:break-all}
+.nofail{background:#e8f5e9;border:1px solid #66bb6a;padding:.6rem 1rem;font-weight:600;margin:1rem 0}
+.warn{color:#8a6d00}
+img{max-width:100%;height:auto;display:block;margin:.5rem 0}
+section{margin-top:2rem}
+"""
+
+
+def _e(value: object) -> str:
+    return html.escape("" if value is None else str(value), quote=True)
+
+
+def _img(b64: str, alt: str) -> str:
+    return f'<img alt="{_e(alt)}" src="data:image/png;base64,{b64}">'
+
+
+def _pct(x: float) -> str:
+    return f"{100.0 * x:.1f}%"
+
+
+def _fmt_float(x: object, digits: int = 3) -> str:
+    return "—" if x is None else f"{float(x):.{digits}f}"
+
+
+def _fmt_budget(budget: object) -> str:
+    if isinstance(budget, Mapping):
+        return ", ".join(f"{k}={v}" for k, v in budget.items())
+    return "" if budget is None else str(budget)
+
+
+def _summary_table(report: Mapping[str, Any]) -> str:
+    headers = (
+        "campaign", "subject", "model", "strategy", "seed", "state", "stop reason", "budget",
+        "executions", "failures", "distinct failures", "failure rate [95% CI]", "invalid",
+        "tests to 1st failure", "seconds to 1st failure", "steps", "wall seconds",
+    )
+    rows = []
+    for entry in report["campaigns"]:
+        info, m = entry["info"], entry["metrics"]
+        found = m["failures"] > 0
+        cells = [
+            f"<td>{_e(_campaign_title(info))}<br><span class=meta>{_e(info.get('campaign_id'))}</span></td>",
+            *(f"<td>{_e(info.get(k))}</td>" for k in ("subject", "model", "strategy", "seed", "state", "stop_reason")),
+            f"<td>{_e(_fmt_budget(info.get('budget')))}</td>",
+            f"<td class=num>{m['executions']}</td>",
+            f"<td class=num>{m['failures']}</td>",
+            f"<td class=num>{m['distinct_failures']}</td>",
+            f"<td class=num>{_pct(m['failure_rate'])} [{_pct(m['failure_rate_low'])}, {_pct(m['failure_rate_high'])}]</td>",
+            f"<td class=num>{m['invalid']}</td>",
+            f"<td class=num>{m['tests_to_first_failure'] if found else '—'}</td>",
+            f"<td class=num>{_fmt_float(m['seconds_to_first_failure'], 1) if found else '—'}</td>",
+            f"<td class=num>{m['steps']}</td>",
+            f"<td class=num>{_fmt_float(m['wall_seconds'], 1)}</td>",
+        ]
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    head = "".join(f"<th>{_e(h)}</th>" for h in headers)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+
+
+def _failures_table(entry: Mapping[str, Any]) -> str:
+    failures = entry["failures"]
+    if not failures:
+        return '<div class="nofail">no failures found</div>'
+    rows = "".join(
+        "<tr>"
+        f"<td class=num>{f['index']}</td>"
+        f"<td class=num>{_fmt_float(f['margin'], 4)}</td>"
+        f"<td class=num>{_fmt_float(f['total_reward'], 2)}</td>"
+        f"<td class=num>{f['steps']}</td>"
+        f"<td class=num>{_fmt_float(f['elapsed_seconds'], 1)}</td>"
+        f"<td><code>{_e(json.dumps(f['values'], sort_keys=True))}</code></td>"
+        "</tr>"
+        for f in failures
+    )
+    note = ""
+    if entry.get("failures_truncated"):
+        total = entry["metrics"]["failures"]
+        note = f'<p class="warn">showing the first {len(failures)} of {total} failures</p>'
+    head = "<tr><th>index</th><th>margin</th><th>total reward</th><th>steps</th><th>elapsed s</th><th>input</th></tr>"
+    return f"{note}<table><thead>{head}</thead><tbody>{rows}</tbody></table>"
+
+
+def _campaign_section(entry: Mapping[str, Any], records: Sequence[ExecutionRecord]) -> str:
+    title = _campaign_title(entry["info"])
+    parts = [f"<section><h2>{_e(title)}</h2>"]
+    margin_png = _plot_margins(title, records)
+    if margin_png:
+        parts.append(_img(margin_png, f"margin per execution, {title}"))
+    scatter_png = _plot_input_scatter(title, records)
+    if scatter_png:
+        parts.append(_img(scatter_png, f"inputs, {title}"))
+    parts.append("<h3>Failing inputs</h3>")
+    parts.append(_failures_table(entry))
+    parts.append("</section>")
+    return "".join(parts)
+
+
+def render_html(report: dict, records_by_campaign: CampaignRecords) -> str:
+    """Self-contained HTML page for a report from `build_report`.
+
+    records_by_campaign maps campaign_id -> its execution records (the plots
+    need every execution, the report only lists failures). Plots are inline
+    base64 PNGs and the CSS is inline, so the page is one file. Every
+    user-provided string is passed through html.escape.
+    """
+    total_failures = sum(e["metrics"]["failures"] for e in report["campaigns"])
+    banner = '<div class="nofail">no failures found</div>' if total_failures == 0 else ""
+    sections = "".join(
+        _campaign_section(e, records_by_campaign.get(str(e["info"].get("campaign_id")), ()))
+        for e in report["campaigns"]
+    )
+    return (
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        "<title>Gauntlet report</title>"
+        f"<style>{_CSS}</style></head><body>"
+        "<h1>Gauntlet report</h1>"
+        f"<p class=meta>generated {_e(report.get('generated_at'))} · "
+        f"report version {_e(report.get('gauntlet_report_version'))}</p>"
+        f"{banner}"
+        "<h2>Summary</h2>"
+        f"{_summary_table(report)}"
+        f"{_img(_plot_cumulative(report, records_by_campaign), 'cumulative failures vs executions')}"
+        f"{sections}"
+        "</body></html>\n"
+    )
+
+
+def write_report(report: dict, html: str, out_dir: Path, stem: str) -> tuple[Path, Path]:
+    """Write `<stem>.json` (indent 2) and `<stem>.html` into out_dir; return both paths."""
+    # A stem with a separator would write outside out_dir.
+    if not stem or stem in (".", "..") or Path(stem).name != stem:
+        raise ValueError(f"stem must be a plain file name, got {stem!r}")
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    json_path = out_dir / f"{stem}.json"
+    html_path = out_dir / f"{stem}.html"
+    json_path.write_text(json.dumps(report, indent=2, allow_nan=False) + "\n", encoding="utf-8")
+    html_path.write_text(html, encoding="utf-8")
+    return json_path, html_path

@@ -1,0 +1,78 @@
+"""gRPC servicer of the analysis service: reads executions from the generator, computes metrics, writes reports."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+import grpc
+from google.protobuf import json_format
+
+from analysis_service.metrics import ExecutionRecord, compute_metrics
+from analysis_service.report import build_report, render_html, write_report
+from common.errors import InvalidArgument, NotFound, Unavailable, grpc_method
+from common.generated.gauntlet.v1 import analysis_pb2, analysis_pb2_grpc, generator_pb2, generator_pb2_grpc
+from common.server import client_channel
+from common.space import value_from_proto
+
+_VERDICT = {1: "pass", 2: "fail", 3: "invalid"}
+_STATE = {1: "running", 2: "completed", 3: "cancelled", 4: "interrupted"}
+
+
+class AnalysisServicer(analysis_pb2_grpc.AnalysisServiceServicer):
+    def __init__(self, generator_endpoint: str, report_root: Path) -> None:
+        self.generator = generator_pb2_grpc.GeneratorServiceStub(client_channel(generator_endpoint))
+        self.report_root = report_root
+
+    def _fetch(self, campaign_id: str) -> tuple[dict[str, Any], list[ExecutionRecord]]:
+        try:
+            status = self.generator.GetCampaign(generator_pb2.GetCampaignRequest(campaign_id=campaign_id),
+                                                timeout=30).status
+            records = [
+                ExecutionRecord(index=e.index, values={k: value_from_proto(v) for k, v in e.test_case.values.items()},
+                                verdict=_VERDICT[e.verdict], margin=e.margin, steps=e.steps,
+                                total_reward=e.total_reward, elapsed_seconds=e.elapsed_seconds,
+                                descriptors=tuple(e.descriptors))
+                for e in (r.execution for r in self.generator.ListExecutions(
+                    generator_pb2.ListExecutionsRequest(campaign_id=campaign_id), timeout=300))]
+        except grpc.RpcError as exc:
+            if exc.code() == grpc.StatusCode.NOT_FOUND:  # type: ignore[attr-defined]
+                raise NotFound(exc.details()) from None  # type: ignore[attr-defined]
+            raise Unavailable(f"generator service: {exc.code().name}: {exc.details()}") from None  # type: ignore[attr-defined]
+        spec = status.spec
+        info = {"campaign_id": campaign_id, "name": spec.name, "subject": spec.subject, "model": spec.model.name,
+                "strategy": spec.strategy, "seed": spec.seed, "state": _STATE.get(status.state, "unknown"),
+                "stop_reason": status.stop_reason, "repetitions": spec.repetitions,
+                "budget": json_format.MessageToDict(spec.budget, preserving_proto_field_name=True)}
+        return info, records
+
+    @grpc_method
+    def ComputeMetrics(self, request, context):  # type: ignore[no-untyped-def]
+        if not request.campaign_ids:
+            raise InvalidArgument("campaign_ids must name at least one campaign")
+        out = []
+        for cid in request.campaign_ids:
+            _, records = self._fetch(cid)
+            m = compute_metrics(cid, records)
+            out.append(analysis_pb2.CampaignMetrics(**dataclasses.asdict(m)))
+        return analysis_pb2.ComputeMetricsResponse(metrics=out)
+
+    @grpc_method
+    def RenderReport(self, request, context):  # type: ignore[no-untyped-def]
+        if not request.campaign_ids:
+            raise InvalidArgument("campaign_ids must name at least one campaign")
+        fetched = [self._fetch(cid) for cid in request.campaign_ids]
+        report = build_report([(info, records) for info, records in fetched])
+        html = render_html(report, {info["campaign_id"]: records for info, records in fetched})
+        out_dir = Path(request.output_dir) if request.output_dir else self.report_root
+        stem = "report-" + "-".join(request.campaign_ids)[:100]
+        json_path, html_path = write_report(report, html, out_dir, stem)
+        return analysis_pb2.RenderReportResponse(json_path=str(json_path.resolve()), html_path=str(html_path.resolve()),
+                                                 json=json.dumps(report))
+
+
+def register(server: grpc.Server, generator_endpoint: str, report_root: Path) -> list[str]:
+    analysis_pb2_grpc.add_AnalysisServiceServicer_to_server(AnalysisServicer(generator_endpoint, report_root), server)
+    return [analysis_pb2.DESCRIPTOR.services_by_name["AnalysisService"].full_name]

@@ -1,0 +1,253 @@
+"""Implementations of the gauntlet subcommands (the parser lives in cli.main)."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import grpc
+import yaml
+from pydantic import ValidationError
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from cli.launcher import LaunchError, LocalSuite
+from common.generated.gauntlet.v1 import analysis_pb2, analysis_pb2_grpc, generator_pb2, generator_pb2_grpc
+from common.server import client_channel
+from generator_service.config import CampaignConfig, explain
+from generator_service.store import default_store_url
+
+console = Console()
+STATE = {1: "running", 2: "completed", 3: "cancelled", 4: "interrupted"}
+
+
+class UserError(Exception):
+    """Printed as `error: <message>` with exit code 2, never with a traceback."""
+
+
+# -- campaign files ---------------------------------------------------------------------------------
+def load_campaign_file(path: Path) -> tuple[CampaignConfig, dict[str, Any]]:
+    if not path.exists():
+        raise UserError(f"campaign file {path} does not exist (examples: {', '.join(sorted(str(p) for p in Path('examples').glob('*.yaml')))})")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise UserError(f"{path}: not valid YAML: {exc}") from None
+    if not isinstance(data, dict) or "campaign" not in data:
+        raise UserError(f"{path}: expected a mapping with a 'campaign' section (and optional 'endpoints', 'store_url')")
+    unknown = set(data) - {"campaign", "endpoints", "store_url"}
+    if unknown:
+        raise UserError(f"{path}: unknown top-level key(s) {', '.join(sorted(unknown))}; allowed: campaign, endpoints, store_url")
+    try:
+        config = CampaignConfig.model_validate(data["campaign"])
+    except ValidationError as exc:
+        raise UserError(f"{path}: {explain(exc, prefix='campaign.')}") from None
+    return config, data
+
+
+@contextlib.contextmanager
+def suite(args: argparse.Namespace, store_url: str | None = None) -> Iterator[tuple[str, str]]:
+    """(generator, analysis) endpoints: the given ones, or a local suite started for this command."""
+    if getattr(args, "generator", None):
+        if not args.analysis:
+            raise UserError("--generator needs --analysis too (the report is rendered by the analysis service)")
+        yield args.generator, args.analysis
+        return
+    url = getattr(args, "store_url", None) or store_url or default_store_url()
+    with console.status("starting the Gauntlet services on loopback..."):
+        try:
+            local = LocalSuite(store_url=url, report_root=getattr(args, "report_dir", Path("runs/reports"))).start()
+        except LaunchError as exc:
+            raise UserError(str(exc)) from None
+    try:
+        yield local.endpoint("generator"), local.endpoint("analysis")
+    finally:
+        with console.status("stopping the services..."):
+            local.stop()
+
+
+def _rpc(call: Any, *a: Any, **kw: Any) -> Any:
+    try:
+        return call(*a, **kw)
+    except grpc.RpcError as exc:
+        raise UserError(f"{exc.code().name}: {exc.details()}") from None  # type: ignore[attr-defined]
+
+
+# -- run / resume / report ------------------------------------------------------------------------------
+def _watch(generator: generator_pb2_grpc.GeneratorServiceStub, campaign_id: str, total: int) -> generator_pb2.CampaignStatus:
+    status = None
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TextColumn("failures [red]{task.fields[failures]}"), TimeElapsedColumn(), console=console) as bar:
+        task = bar.add_task(campaign_id, total=total or None, failures=0)
+        for event in _rpc(lambda: list_or_iter(generator.WatchCampaign(
+                generator_pb2.WatchCampaignRequest(campaign_id=campaign_id)))):
+            status = event.status
+            bar.update(task, completed=status.executions, failures=status.failures)
+            if event.kind in ("failure", "error") and event.message:
+                bar.console.print(f"  [red]{event.kind}[/red] {event.message}")
+            elif event.message:
+                bar.console.print(f"  {event.message}")
+    assert status is not None
+    return status
+
+
+def list_or_iter(stream: Any) -> Iterator[Any]:
+    try:
+        yield from stream
+    except grpc.RpcError as exc:
+        raise UserError(f"lost the campaign's progress stream: {exc.code().name}: {exc.details()}") from None  # type: ignore[attr-defined]
+
+
+def _report(analysis: analysis_pb2_grpc.AnalysisServiceStub, ids: list[str], out: Path) -> analysis_pb2.RenderReportResponse:
+    with console.status("rendering the report..."):
+        return _rpc(analysis.RenderReport, analysis_pb2.RenderReportRequest(campaign_ids=ids, output_dir=str(out.resolve())),
+                    timeout=300)
+
+
+def _summary(report: analysis_pb2.RenderReportResponse) -> None:
+    data = json.loads(report.json)
+    table = Table(title="Campaign summary")
+    for col in ("campaign", "subject / model", "strategy", "executions", "failures", "distinct", "first failure",
+                "failure rate (95% CI)", "stop"):
+        table.add_column(col)
+    for c in data["campaigns"]:
+        info, m = c["info"], c["metrics"]
+        first = f"test {m['tests_to_first_failure']} ({m['seconds_to_first_failure']:.1f} s)" if m["failures"] else "-"
+        rate = f"{100 * m['failure_rate']:.2f}% [{100 * m['failure_rate_low']:.2f}, {100 * m['failure_rate_high']:.2f}]"
+        table.add_row(info["campaign_id"], f"{info['subject']} / {info['model']}", info["strategy"],
+                      str(m["executions"]), f"[red]{m['failures']}[/red]" if m["failures"] else "0",
+                      str(m["distinct_failures"]), first, rate, info["stop_reason"] or info["state"])
+    console.print(table)
+    console.print(f"report: [bold]{report.html_path}[/bold]\n        {report.json_path}")
+
+
+def cmd_run(args: argparse.Namespace) -> None:
+    config, data = load_campaign_file(args.campaign)
+    endpoints = data.get("endpoints") or {}
+    if endpoints and not args.generator:
+        args.generator, args.analysis = endpoints.get("generator"), endpoints.get("analysis")
+    with suite(args, data.get("store_url")) as (gen_ep, ana_ep):
+        generator = generator_pb2_grpc.GeneratorServiceStub(client_channel(gen_ep))
+        started = _rpc(generator.StartCampaign, generator_pb2.StartCampaignRequest(
+            campaign_id=args.id or "", spec=config.to_proto()), timeout=300).status
+        console.print(f"campaign [bold]{started.campaign_id}[/bold]: {config.strategy} on {config.subject} "
+                      f"with {config.model}, seed {config.seed}")
+        status = _watch(generator, started.campaign_id, config.budget.max_executions)
+        if status.error:
+            console.print(f"[red]campaign interrupted:[/red] {status.error}\n"
+                          f"resume it with: gauntlet resume {status.campaign_id}")
+        _summary(_report(analysis_pb2_grpc.AnalysisServiceStub(client_channel(ana_ep)), [started.campaign_id],
+                         args.report_dir))
+
+
+def cmd_resume(args: argparse.Namespace) -> None:
+    with suite(args) as (gen_ep, ana_ep):
+        generator = generator_pb2_grpc.GeneratorServiceStub(client_channel(gen_ep))
+        status = _rpc(generator.ResumeCampaign, generator_pb2.ResumeCampaignRequest(campaign_id=args.campaign_id),
+                      timeout=60).status
+        status = _watch(generator, args.campaign_id, status.spec.budget.max_executions)
+        _summary(_report(analysis_pb2_grpc.AnalysisServiceStub(client_channel(ana_ep)), [args.campaign_id],
+                         args.report_dir))
+
+
+def cmd_report(args: argparse.Namespace) -> None:
+    with suite(args) as (_, ana_ep):
+        _summary(_report(analysis_pb2_grpc.AnalysisServiceStub(client_channel(ana_ep)), args.campaign_ids,
+                         args.report_dir))
+
+
+def cmd_up(args: argparse.Namespace) -> None:
+    local = LocalSuite(store_url=args.store_url or default_store_url())
+    try:
+        local.start()
+    except LaunchError as exc:
+        raise UserError(str(exc)) from None
+    table = Table(title="Gauntlet services (loopback)")
+    for col in ("service", "gRPC endpoint", "metrics", "log"):
+        table.add_column(col)
+    for s in local.services.values():
+        table.add_row(s.name, s.endpoint, f"http://127.0.0.1:{s.metrics_port}/metrics", str(s.log_path))
+    console.print(table)
+    console.print("Ctrl-C stops the suite.")
+    try:
+        while all(s.process.poll() is None for s in local.services.values()):
+            time.sleep(1)
+        raise UserError("a service exited; see its log")
+    finally:
+        local.stop()
+
+
+# -- listings (read locally: they need no running service) ------------------------------------------------
+def cmd_environments(args: argparse.Namespace) -> None:
+    from simulator_service.subject import load_subjects
+
+    table = Table(title="Subjects")
+    for col in ("subject", "environment", "parameters", "oracle", "max steps"):
+        table.add_column(col)
+    for s in load_subjects().values():
+        params = s.space.parameters
+        shown = ", ".join(f"{p.name} {p.domain_text()}" for p in params[:4]) + (f", ... ({len(params)} in all)" if len(params) > 4 else "")
+        table.add_row(s.name, s.env_id, shown, s.oracle, str(s.max_steps))
+    console.print(table)
+
+
+def cmd_models(args: argparse.Namespace) -> None:
+    import yaml as _yaml
+
+    from agent_service.registry import DEFAULT_MODEL_ROOT
+
+    manifest = DEFAULT_MODEL_ROOT / "manifest.yaml"
+    models = (_yaml.safe_load(manifest.read_text()) or {}).get("models", {}) if manifest.exists() else {}
+    table = Table(title=f"Zoo models ({DEFAULT_MODEL_ROOT})")
+    for col in ("model", "subject", "algorithm", "timesteps", "success rate", "eval tests"):
+        table.add_column(col)
+    for name, m in models.items():
+        table.add_row(name, m["subject"], m["algorithm"], str(m.get("timesteps", "")),
+                      f"{100 * m['success_rate']:.2f}%" if "success_rate" in m else "-", str(m.get("eval_tests", "")))
+    console.print(table)
+
+
+def cmd_strategies(args: argparse.Namespace) -> None:
+    from generator_service.strategies import strategies
+
+    table = Table(title="Strategies")
+    for col in ("strategy", "description", "parameters (defaults)", "source"):
+        table.add_column(col)
+    for info in strategies().values():
+        table.add_row(info.name, info.description, json.dumps(dict(info.defaults)), info.source)
+    console.print(table)
+
+
+def cmd_oracles(args: argparse.Namespace) -> None:
+    from oracle_service.oracles import ORACLES
+
+    table = Table(title="Oracles")
+    for col in ("oracle", "description", "signals", "descriptors"):
+        table.add_column(col)
+    for o in ORACLES.values():
+        table.add_row(o.name, o.description, ", ".join(o.required_signals), ", ".join(o.descriptor_names))
+    console.print(table)
+
+
+def cmd_train(args: argparse.Namespace) -> None:
+    from agent_service.training import get_recipe, train
+
+    try:
+        recipe = get_recipe(args.name)
+    except KeyError as exc:
+        raise UserError(str(exc.args[0])) from None
+    out = args.out or Path("runs/zoo") / args.name
+    budget = args.timesteps or recipe.timesteps
+    with Progress(TextColumn(f"[bold]training {args.name}"), BarColumn(), MofNCompleteColumn(),
+                  TextColumn("episodes {task.fields[episodes]} failures {task.fields[failures]}"), TimeElapsedColumn(),
+                  console=console) as bar:
+        task = bar.add_task("train", total=budget, episodes=0, failures=0)
+        meta = train(recipe, out, timesteps=budget,
+                     progress=lambda t, b, log: bar.update(task, completed=t, episodes=log.episodes, failures=log.failures))
+    console.print(f"model: {out / 'model.zip'}\ninteraction log: {out / 'training_log.jsonl.gz'}")
+    console.print_json(json.dumps(meta))

@@ -1,0 +1,107 @@
+"""Starts the whole suite as local processes on loopback, and tears it down (`gauntlet run` / `gauntlet up`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+
+class LaunchError(RuntimeError):
+    """A service did not come up; the message carries the tail of its log."""
+
+
+@dataclass
+class Service:
+    name: str
+    process: subprocess.Popen
+    port: int
+    metrics_port: int
+    log_path: Path
+
+    @property
+    def endpoint(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+
+@dataclass
+class LocalSuite:
+    """Context manager: oracle, agent, simulator, generator, analysis, translator on free loopback ports."""
+
+    store_url: str
+    log_dir: Path = Path("runs/logs")
+    report_root: Path = Path("runs/reports")
+    model_root: Path | None = None
+    generator_retry_seconds: float = 60.0
+    services: dict[str, Service] = field(default_factory=dict)
+
+    def start_service(self, name: str, module: str, *args: str, timeout: float = 120.0) -> Service:
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        log_path = self.log_dir / f"{name}.log"
+        log_file = log_path.open("a")
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        process = subprocess.Popen([sys.executable, "-m", module, "--port", "0", "--metrics-port", "0", *args],
+                                   stdout=subprocess.PIPE, stderr=log_file, text=True, env=env)
+        line = _read_line(process.stdout, timeout)  # type: ignore[arg-type]
+        if not line:
+            process.kill()
+            process.wait()
+            tail = log_path.read_text()[-2000:]
+            raise LaunchError(f"{name} service did not start (exit code {process.returncode}); log {log_path}:\n{tail}")
+        ready = json.loads(line)
+        service = Service(name, process, int(ready["port"]), int(ready["metrics_port"]), log_path)
+        self.services[name] = service
+        return service
+
+    def start(self) -> "LocalSuite":
+        try:
+            oracle = self.start_service("oracle", "oracle_service")
+            agent_args = ["--model-root", str(self.model_root)] if self.model_root else []
+            agent = self.start_service("agent", "agent_service", *agent_args)
+            simulator = self.start_service("simulator", "simulator_service", "--agent-endpoint", agent.endpoint)
+            generator = self.start_service("generator", "generator_service", "--simulator-endpoint", simulator.endpoint,
+                                           "--oracle-endpoint", oracle.endpoint, "--store-url", self.store_url,
+                                           "--retry-seconds", str(self.generator_retry_seconds))
+            self.start_service("analysis", "analysis_service", "--generator-endpoint", generator.endpoint,
+                               "--report-root", str(self.report_root))
+            self.start_service("translator", "translator_service")
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def endpoint(self, name: str) -> str:
+        return self.services[name].endpoint
+
+    def stop(self) -> None:
+        for service in reversed(list(self.services.values())):
+            if service.process.poll() is None:
+                service.process.send_signal(signal.SIGTERM)
+        for service in self.services.values():
+            try:
+                service.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                service.process.kill()
+                service.process.wait()
+        self.services.clear()
+
+    def __enter__(self) -> "LocalSuite":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _read_line(stream: IO[str], timeout: float) -> str:
+    """First stdout line of a child, or '' if it exits or stays silent past the timeout."""
+    box: list[str] = []
+    reader = threading.Thread(target=lambda: box.append(stream.readline()), daemon=True)
+    reader.start()
+    reader.join(timeout)
+    return box[0].strip() if box else ""

@@ -1,0 +1,74 @@
+"""The `gauntlet` command: run campaigns, start the suite, list what is installed, render reports, train agents."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import grpc
+import yaml
+from pydantic import ValidationError
+
+EPILOG = """examples:
+  gauntlet run examples/cartpole_random.yaml      run a campaign on a local suite, then write its report
+  gauntlet up                                     start every service on loopback and print the endpoints
+  gauntlet environments                           subjects, with their parameter spaces
+  gauntlet models | gauntlet strategies | gauntlet oracles
+  gauntlet report <campaign-id>                   (re)render the report of a stored campaign
+  gauntlet resume <campaign-id>                   continue an interrupted campaign
+  gauntlet train cartpole-ppo                     retrain a zoo agent from its recipe
+"""
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="gauntlet", description="Search for the inputs that make trained agents fail.",
+                                     epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="command")
+
+    def suite_args(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--store-url", help="campaign store (default sqlite:///runs/gauntlet.db)")
+        p.add_argument("--generator", help="host:port of a running generator service (skip the local suite)")
+        p.add_argument("--analysis", help="host:port of a running analysis service (with --generator)")
+        p.add_argument("--report-dir", type=Path, default=Path("runs/reports"), help="where reports go (default runs/reports)")
+
+    p = sub.add_parser("run", help="run a campaign file and write its report",
+                       description="Runs the campaign in CAMPAIGN (YAML). Without endpoints every service starts as a "
+                                   "local process on loopback and stops afterwards.")
+    p.add_argument("campaign", type=Path, help="campaign YAML (see examples/)")
+    p.add_argument("--id", help="campaign id (idempotency key; default: generated)")
+    suite_args(p)
+    p = sub.add_parser("resume", help="continue an interrupted or cancelled campaign")
+    p.add_argument("campaign_id")
+    suite_args(p)
+    p = sub.add_parser("report", help="render the JSON + HTML report of stored campaigns")
+    p.add_argument("campaign_ids", nargs="+")
+    suite_args(p)
+    p = sub.add_parser("up", help="start the whole suite on loopback and print its endpoints (Ctrl-C stops it)")
+    p.add_argument("--store-url", help="campaign store (default sqlite:///runs/gauntlet.db)")
+    sub.add_parser("environments", help="list the subjects (environment + parameter space + oracle)")
+    sub.add_parser("models", help="list the bundled zoo models with their measured success rates")
+    sub.add_parser("strategies", help="list the test-generation strategies and their parameters")
+    sub.add_parser("oracles", help="list the oracles and the signals they need")
+    p = sub.add_parser("train", help="train a zoo agent from its recipe (agent_service/zoo/recipes.yaml)")
+    p.add_argument("name", help="recipe name, e.g. cartpole-ppo")
+    p.add_argument("--timesteps", type=int, help="override the recipe's budget (e.g. for a smoke test)")
+    p.add_argument("--out", type=Path, help="output folder (default runs/zoo/<name>)")
+
+    args = parser.parse_args(argv)
+    from cli import commands
+
+    try:
+        getattr(commands, f"cmd_{args.command}")(args)
+    except commands.UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        raise SystemExit(130) from None
+
+
+if __name__ == "__main__":
+    main()

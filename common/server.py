@@ -1,0 +1,193 @@
+"""Bootstrap shared by every service: gRPC server, health, reflection, metrics, TLS, token auth, shutdown."""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import logging
+import signal
+import sys
+import threading
+from concurrent import futures
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+from prometheus_client import start_http_server
+
+MAX_MESSAGE_BYTES = 256 * 1024 * 1024  # long traces and image batches
+GRPC_OPTIONS = [("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)]
+TOKEN_HEADER = "authorization"
+
+
+@dataclass(frozen=True)
+class ServiceOptions:
+    host: str
+    port: int
+    metrics_port: int
+    tls_cert: Path | None
+    tls_key: Path | None
+    tls_client_ca: Path | None
+    token: str | None
+    workers: int
+    log_level: str
+
+
+def add_service_arguments(parser: argparse.ArgumentParser, port: int, metrics_port: int) -> None:
+    g = parser.add_argument_group("server")
+    g.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only; 0.0.0.0 in containers)")
+    g.add_argument("--port", type=int, default=port, help=f"gRPC port, 0 = any free port (default {port})")
+    g.add_argument("--metrics-port", type=int, default=metrics_port,
+                   help=f"Prometheus /metrics port, 0 = any free port, -1 = off (default {metrics_port})")
+    g.add_argument("--tls-cert", type=Path, help="PEM certificate: serve TLS instead of plaintext")
+    g.add_argument("--tls-key", type=Path, help="PEM private key for --tls-cert")
+    g.add_argument("--tls-client-ca", type=Path, help="PEM CA bundle: require client certificates (mTLS)")
+    g.add_argument("--token", help="require 'authorization: Bearer <token>' on every call except health checks")
+    g.add_argument("--workers", type=int, default=16, help="gRPC worker threads (default 16)")
+    g.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+
+
+def options_from_args(args: argparse.Namespace) -> ServiceOptions:
+    if bool(args.tls_cert) != bool(args.tls_key):
+        raise SystemExit("error: --tls-cert and --tls-key go together")
+    return ServiceOptions(args.host, args.port, args.metrics_port, args.tls_cert, args.tls_key, args.tls_client_ca,
+                          args.token, args.workers, args.log_level)
+
+
+class _JsonFormatter(logging.Formatter):
+    def __init__(self, service: str) -> None:
+        super().__init__()
+        self.service = service
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry = {"ts": round(record.created, 3), "level": record.levelname, "service": self.service,
+                 "logger": record.name, "msg": record.getMessage()}
+        if record.exc_info:
+            entry["exc"] = self.formatException(record.exc_info)
+        return json.dumps(entry)
+
+
+def configure_logging(service: str, level: str) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_JsonFormatter(service))
+    logging.basicConfig(level=level, handlers=[handler], force=True)
+
+
+class _TokenInterceptor(grpc.ServerInterceptor):
+    def __init__(self, token: str) -> None:
+        self._expected = f"Bearer {token}"
+
+        def deny(request: object, context: grpc.ServicerContext) -> None:
+            context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong 'authorization: Bearer <token>' metadata")
+
+        self._deny = grpc.unary_unary_rpc_method_handler(deny)
+
+    def intercept_service(self, continuation, handler_call_details):  # type: ignore[no-untyped-def]
+        if handler_call_details.method.startswith("/grpc.health.v1.Health/"):
+            return continuation(handler_call_details)
+        metadata = dict(handler_call_details.invocation_metadata or ())
+        if metadata.get(TOKEN_HEADER) != self._expected:
+            return self._deny
+        return continuation(handler_call_details)
+
+
+def serve(service: str, options: ServiceOptions, register: Callable[[grpc.Server], Sequence[str]],
+          on_stop: Callable[[], None] | None = None) -> None:
+    """Runs a service until SIGTERM/SIGINT. `register` adds servicers and returns their full service names.
+
+    Once listening it prints one JSON line to stdout, {"service", "port", "metrics_port"},
+    which the local launcher reads to learn the ports chosen when 0 was asked for.
+    """
+    configure_logging(service, options.log_level)
+    log = logging.getLogger(service)
+    interceptors = [_TokenInterceptor(options.token)] if options.token else []
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=options.workers), options=GRPC_OPTIONS,
+                         interceptors=interceptors)
+    names = list(register(server))
+    health_servicer = health.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    reflection.enable_server_reflection([*names, health.SERVICE_NAME, reflection.SERVICE_NAME], server)
+    address = f"{options.host}:{options.port}"
+    if options.tls_cert:
+        credentials = grpc.ssl_server_credentials(
+            [(options.tls_key.read_bytes(), options.tls_cert.read_bytes())],  # type: ignore[union-attr]
+            root_certificates=options.tls_client_ca.read_bytes() if options.tls_client_ca else None,
+            require_client_auth=options.tls_client_ca is not None)
+        port = server.add_secure_port(address, credentials)
+    else:
+        port = server.add_insecure_port(address)
+    if port == 0:
+        raise SystemExit(f"error: could not bind {address}")
+    metrics_port = -1
+    if options.metrics_port >= 0:
+        httpd, _ = start_http_server(options.metrics_port, addr=options.host)
+        metrics_port = httpd.server_port
+    server.start()
+    for name in ["", *names]:
+        health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    print(json.dumps({"service": service, "port": port, "metrics_port": metrics_port}), flush=True)
+    log.info("serving on %s:%d (metrics %d)", options.host, port, metrics_port)
+
+    stopped = threading.Event()
+
+    def shutdown(signum: int, _frame: object) -> None:
+        log.info("signal %d: draining", signum)
+        health_servicer.enter_graceful_shutdown()
+        if on_stop:
+            on_stop()
+        server.stop(grace=5).wait()
+        stopped.set()
+
+    signal.signal(signal.SIGTERM, shutdown)
+    signal.signal(signal.SIGINT, shutdown)
+    stopped.wait()
+    log.info("stopped")
+
+
+def client_channel(endpoint: str, tls_ca: Path | None = None, token: str | None = None) -> grpc.Channel:
+    """A channel to another service; `dns:///host:port` endpoints balance round-robin across replicas."""
+    options = [*GRPC_OPTIONS, ("grpc.lb_policy_name", "round_robin")]
+    if tls_ca is not None:
+        credentials = grpc.ssl_channel_credentials(root_certificates=tls_ca.read_bytes())
+        if token:
+            credentials = grpc.composite_channel_credentials(
+                credentials, grpc.access_token_call_credentials(token))
+        return grpc.secure_channel(endpoint, credentials, options=options)
+    channel = grpc.insecure_channel(endpoint, options=options)
+    if token:
+        channel = grpc.intercept_channel(channel, _TokenClientInterceptor(token))
+    return channel
+
+
+class _CallDetails(collections.namedtuple("_CallDetails", ("method", "timeout", "metadata", "credentials",
+                                                          "wait_for_ready", "compression")),
+                   grpc.ClientCallDetails):
+    pass
+
+
+class _TokenClientInterceptor(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor,
+                              grpc.StreamUnaryClientInterceptor, grpc.StreamStreamClientInterceptor):
+    def __init__(self, token: str) -> None:
+        self._metadata = ((TOKEN_HEADER, f"Bearer {token}"),)
+
+    def _details(self, details):  # type: ignore[no-untyped-def]
+        return _CallDetails(details.method, details.timeout, tuple(details.metadata or ()) + self._metadata,
+                            details.credentials, getattr(details, "wait_for_ready", None),
+                            getattr(details, "compression", None))
+
+    def intercept_unary_unary(self, continuation, details, request):  # type: ignore[no-untyped-def]
+        return continuation(self._details(details), request)
+
+    def intercept_unary_stream(self, continuation, details, request):  # type: ignore[no-untyped-def]
+        return continuation(self._details(details), request)
+
+    def intercept_stream_unary(self, continuation, details, requests):  # type: ignore[no-untyped-def]
+        return continuation(self._details(details), requests)
+
+    def intercept_stream_stream(self, continuation, details, requests):  # type: ignore[no-untyped-def]
+        return continuation(self._details(details), requests)

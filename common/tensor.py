@@ -1,0 +1,47 @@
+"""Tensor codec: numpy arrays <-> gauntlet.v1.Tensor (little-endian, row-major)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from common.generated.gauntlet.v1 import common_pb2
+
+_TO_NUMPY = {
+    common_pb2.ELEMENT_TYPE_FLOAT32: np.dtype("<f4"),
+    common_pb2.ELEMENT_TYPE_FLOAT64: np.dtype("<f8"),
+    common_pb2.ELEMENT_TYPE_INT32: np.dtype("<i4"),
+    common_pb2.ELEMENT_TYPE_INT64: np.dtype("<i8"),
+    common_pb2.ELEMENT_TYPE_UINT8: np.dtype("u1"),
+    common_pb2.ELEMENT_TYPE_BOOL: np.dtype("?"),
+}
+_FROM_NUMPY = {dt.kind + str(dt.itemsize): code for code, dt in _TO_NUMPY.items()}
+
+
+class TensorError(ValueError):
+    """A Tensor message that cannot be decoded (bad dtype or a data length that does not match its shape)."""
+
+
+def to_tensor(array: np.ndarray | float | int | bool) -> common_pb2.Tensor:
+    arr = np.asarray(array)
+    if arr.dtype == np.float16:
+        arr = arr.astype(np.float32)
+    code = _FROM_NUMPY.get(arr.dtype.kind + str(arr.dtype.itemsize))
+    if code is None:
+        raise TensorError(f"dtype {arr.dtype} has no Tensor element type (use float32/64, int32/64, uint8 or bool)")
+    little = arr.astype(_TO_NUMPY[code], copy=False)
+    return common_pb2.Tensor(dtype=code, shape=list(arr.shape), data=np.ascontiguousarray(little).tobytes())
+
+
+def from_tensor(tensor: common_pb2.Tensor) -> np.ndarray:
+    dtype = _TO_NUMPY.get(tensor.dtype)
+    if dtype is None:
+        raise TensorError(f"Tensor.dtype {tensor.dtype} is not a known element type")
+    shape = tuple(int(s) for s in tensor.shape)
+    if any(s < 0 for s in shape):
+        raise TensorError(f"Tensor.shape {list(shape)} has a negative dimension")
+    expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    if len(tensor.data) != expected:
+        raise TensorError(
+            f"Tensor.data holds {len(tensor.data)} bytes but shape {list(shape)} of {dtype.name} needs {expected}"
+        )
+    return np.frombuffer(tensor.data, dtype=dtype).reshape(shape)

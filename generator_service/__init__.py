@@ -1,0 +1,1 @@
+"""Generator service: strategies, campaigns, budgets and the campaign store."""

@@ -1,0 +1,40 @@
+"""python -m generator_service: run testing campaigns."""
+
+from __future__ import annotations
+
+import argparse
+import threading
+
+from common.server import add_service_arguments, options_from_args, serve
+from generator_service.store import CampaignStore, default_store_url
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m generator_service",
+        description="Runs testing campaigns (strategy -> simulator -> oracle -> store) and serves their progress "
+                    "(gauntlet.v1.GeneratorService). Campaigns left running by a previous process are resumed.")
+    parser.add_argument("--simulator-endpoint", required=True, help="host:port of the simulator service "
+                        "(dns:///name:port balances across replicas)")
+    parser.add_argument("--oracle-endpoint", required=True, help="host:port of the oracle service")
+    parser.add_argument("--store-url", default=None,
+                        help="SQLAlchemy URL of the campaign store (default sqlite:///runs/gauntlet.db; "
+                             "PostgreSQL: postgresql+psycopg://user:pass@host/db)")
+    parser.add_argument("--retry-seconds", type=float, default=60.0,
+                        help="how long to retry an unavailable simulator/oracle before interrupting (default 60)")
+    parser.add_argument("--no-resume", action="store_true", help="do not resume campaigns left running")
+    add_service_arguments(parser, port=50054, metrics_port=9104)
+    args = parser.parse_args()
+    options = options_from_args(args)
+    from generator_service.server import GeneratorServicer, register
+
+    store = CampaignStore(args.store_url or default_store_url())
+    servicer = GeneratorServicer(store, args.simulator_endpoint, args.oracle_endpoint, args.retry_seconds)
+    if not args.no_resume:
+        # after the server is up: resumed campaigns call the simulator, which may still be starting
+        threading.Timer(0.5, servicer.resume_unfinished).start()
+    serve("generator", options, lambda server: register(server, servicer), on_stop=servicer.stop_all)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,258 @@
+"""Runs one campaign: ask a batch, run it on the simulator, judge it with the oracle, store, tell, repeat.
+
+Resuming replays the stored batches through a fresh strategy (every random choice flows
+from the campaign seed, so it asks the same inputs again), re-runs only what is missing,
+and continues. Executions are stored before the strategy or any watcher hears of them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import grpc
+
+from common.generated.gauntlet.v1 import (common_pb2, oracle_pb2, oracle_pb2_grpc, simulator_pb2,
+                                          simulator_pb2_grpc)
+from common.seeding import derive_seed
+from common.space import ParameterSpace
+from generator_service.config import CampaignConfig
+from generator_service.store import CampaignStore, ExecutionRow
+from generator_service.strategies import Result, make_strategy
+
+log = logging.getLogger("generator")
+RETRYABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.RESOURCE_EXHAUSTED,
+             grpc.StatusCode.ABORTED, grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN}
+_VERDICT = {oracle_pb2.VERDICT_KIND_PASS: "pass", oracle_pb2.VERDICT_KIND_FAIL: "fail",
+            oracle_pb2.VERDICT_KIND_INVALID: "invalid"}
+
+
+class CampaignError(RuntimeError):
+    """Stops a campaign as interrupted (resumable); the message says why."""
+
+
+@dataclass
+class Stop:
+    reason: str = ""
+
+
+class CampaignRunner:
+    def __init__(self, campaign_id: str, config: CampaignConfig, store: CampaignStore,
+                 simulator: simulator_pb2_grpc.SimulatorServiceStub, oracle: oracle_pb2_grpc.OracleServiceStub,
+                 publish: Callable[[str, str], None], retry_seconds: float = 60.0) -> None:
+        self.id = campaign_id
+        self.config = config
+        self.store = store
+        self.simulator = simulator
+        self.oracle = oracle
+        self.publish = publish  # (kind, message)
+        self.retry_seconds = retry_seconds
+        self.cancelled = threading.Event()
+        self._call: Any = None
+        self._started = time.monotonic()
+        self._prior_wall = 0.0
+
+    # -- bookkeeping -------------------------------------------------------------------------------
+    def elapsed(self) -> float:
+        return self._prior_wall + time.monotonic() - self._started
+
+    def _stop_reason(self) -> str:
+        if self.cancelled.is_set():
+            return "cancelled"
+        b = self.config.budget
+        t = self.store.totals(self.id)
+        if b.max_executions and t["executions"] >= b.max_executions:
+            return "max_executions"
+        if b.max_steps and t["steps"] >= b.max_steps:
+            return "max_steps"
+        if b.max_wall_seconds and self.elapsed() >= b.max_wall_seconds:
+            return "max_wall_seconds"
+        if self.config.stop_at_first_failure and t["failures"]:
+            return "first_failure"
+        return ""
+
+    def cancel(self) -> None:
+        self.cancelled.set()
+        if self._call is not None:
+            self._call.cancel()
+
+    # -- main loop -------------------------------------------------------------------------------
+    def run(self) -> None:
+        row = self.store.campaign(self.id)
+        assert row is not None
+        self._prior_wall = row.wall_seconds
+        self._started = time.monotonic()
+        state, reason, error = "completed", "", ""
+        try:
+            reason = self._run()
+            state = "cancelled" if reason == "cancelled" else "completed"
+        except CampaignError as exc:
+            state, reason, error = "interrupted", "error", str(exc)
+        except Exception as exc:  # noqa: BLE001 - a campaign thread must record why it died
+            log.exception("campaign %s failed", self.id)
+            state, reason, error = "interrupted", "error", f"{type(exc).__name__}: {exc}"
+        self.store.set_state(self.id, state, reason, error, add_wall_seconds=time.monotonic() - self._started)
+        self.publish("error" if error else "finished", error or f"stopped: {reason}")
+
+    def _run(self) -> str:
+        cfg = self.config
+        info = self._describe()
+        space = ParameterSpace.from_proto(info.parameter_space)
+        oracle_name = cfg.oracle or info.default_oracle
+        signals = self._required_signals(oracle_name)
+        strategy = make_strategy(cfg.strategy, space, derive_seed(cfg.seed, "strategy"), cfg.strategy_params)
+        batches = self.store.asked_batches(self.id)
+        position = sum(len(b) for b in batches)
+        for number, stored in enumerate(batches, 1):  # replay what a previous session asked
+            asked = strategy.ask(len(stored))
+            if json.dumps(asked) != json.dumps([v for _, v in stored]):
+                raise CampaignError(f"cannot resume: strategy {cfg.strategy!r} asked other inputs than the stored "
+                                    f"batch {number} (is it deterministic given the seed?)")
+            stop = self._execute(number, stored, space, oracle_name, signals)
+            strategy.tell(self._results(stored))
+            if stop:
+                return stop
+        number = len(batches)
+        while not (reason := self._stop_reason()):
+            n = cfg.batch_size
+            if cfg.budget.max_executions:
+                n = min(n, cfg.budget.max_executions - position)
+            values = strategy.ask(n)
+            if not values:
+                return "strategy_exhausted"
+            number += 1
+            cases = [(f"t{position + i + 1:07d}", v) for i, v in enumerate(values)]
+            self.store.add_test_cases(self.id, number, position + 1, cases)
+            position += len(cases)
+            stop = self._execute(number, cases, space, oracle_name, signals)
+            strategy.tell(self._results(cases))
+            if stop:
+                return stop
+        return reason
+
+    def _results(self, cases: list[tuple[str, dict[str, Any]]]) -> list[Result]:
+        done = {r.test_case_id: r for r in self.store.executions(self.id)}
+        out = []
+        for cid, values in cases:
+            r = done.get(cid)
+            if r is None:  # stopped mid-batch: the strategy hears nothing of unexecuted inputs
+                continue
+            out.append(Result(values, r.verdict == "fail", r.margin, r.descriptors, r.verdict == "invalid"))
+        return out
+
+    # -- remote calls ----------------------------------------------------------------------------
+    def _with_retry(self, what: str, call: Callable[[], Any]) -> Any:
+        deadline = time.monotonic() + self.retry_seconds
+        delay = 0.5
+        while True:
+            try:
+                return call()
+            except grpc.RpcError as exc:
+                code = exc.code()  # type: ignore[attr-defined]
+                if self.cancelled.is_set():
+                    return None
+                if code not in RETRYABLE or time.monotonic() > deadline:
+                    raise CampaignError(f"{what}: {code.name}: {exc.details()}") from None  # type: ignore[attr-defined]
+                self.publish("progress", f"{what}: {code.name}, retrying in {delay:.1f}s")
+                time.sleep(delay)
+                delay = min(delay * 2, 5.0)
+
+    def _describe(self) -> simulator_pb2.DescribeEnvironmentResponse:
+        return self._with_retry("simulator DescribeEnvironment", lambda: self.simulator.DescribeEnvironment(
+            simulator_pb2.DescribeEnvironmentRequest(subject=self.config.subject), timeout=60))
+
+    def _required_signals(self, oracle_name: str) -> list[str]:
+        listing = self._with_retry("oracle ListOracles",
+                                   lambda: self.oracle.ListOracles(oracle_pb2.ListOraclesRequest(), timeout=30))
+        for o in listing.oracles:
+            if o.name == oracle_name:
+                return list(o.required_signals)
+        raise CampaignError(f"unknown oracle {oracle_name!r}; known: {', '.join(o.name for o in listing.oracles)}")
+
+    def _execute(self, batch: int, cases: list[tuple[str, dict[str, Any]]], space: ParameterSpace,
+                 oracle_name: str, signals: list[str]) -> str:
+        """Runs the cases of one batch that are not stored yet; returns a stop reason if one was reached."""
+        cfg = self.config
+        reps = cfg.repetitions
+        deadline = time.monotonic() + self.retry_seconds
+        delay = 0.5
+        while True:
+            done = {r.test_case_id for r in self.store.executions(self.id)}
+            pending = [(cid, v) for cid, v in cases if cid not in done]
+            if not pending:
+                return self._stop_reason()
+            if reason := self._stop_reason():
+                return reason
+            request = simulator_pb2.RunEpisodesRequest(
+                request_id=f"{self.id}/batch/{batch}", subject=cfg.subject, seed=cfg.seed, repetitions=reps,
+                trace=common_pb2.TraceSpec(signals=signals), parallelism=cfg.parallelism,
+                test_cases=[space.test_case_to_proto(cid, v) for cid, v in pending])
+            request.model.name = cfg.model
+            values = dict(pending)
+            episodes: dict[str, list[common_pb2.EpisodeResult]] = {}
+            ready: list[str] = []
+            try:
+                self._call = self.simulator.RunEpisodes(request)
+                for response in self._call:
+                    result = response.result
+                    episodes.setdefault(result.test_case_id, []).append(result)
+                    if len(episodes[result.test_case_id]) == reps:
+                        ready.append(result.test_case_id)
+                    if len(ready) >= 8:
+                        self._judge(batch, ready, episodes, values, oracle_name)
+                        ready = []
+                        if reason := self._stop_reason():
+                            self._call.cancel()
+                            return reason
+                self._judge(batch, ready, episodes, values, oracle_name)
+                ready = []
+            except grpc.RpcError as exc:
+                self._judge(batch, ready, episodes, values, oracle_name)  # keep what finished
+                code = exc.code()  # type: ignore[attr-defined]
+                if self.cancelled.is_set() or code == grpc.StatusCode.CANCELLED and self._stop_reason():
+                    return self._stop_reason() or "cancelled"
+                if code not in RETRYABLE or time.monotonic() > deadline:
+                    raise CampaignError(f"simulator RunEpisodes: {code.name}: {exc.details()}") from None  # type: ignore[attr-defined]
+                self.publish("progress", f"simulator {code.name}: {exc.details()}; retrying in {delay:.1f}s")  # type: ignore[attr-defined]
+                time.sleep(delay)
+                delay = min(delay * 2, 5.0)
+            finally:
+                self._call = None
+
+    def _judge(self, batch: int, ready: list[str], episodes: dict[str, list[common_pb2.EpisodeResult]],
+               values: dict[str, dict[str, Any]], oracle_name: str) -> None:
+        if not ready:
+            return
+        flat = [ep for cid in ready for ep in episodes[cid]]
+        response = self._with_retry("oracle Evaluate", lambda: self.oracle.Evaluate(
+            oracle_pb2.EvaluateRequest(oracle=oracle_name, episodes=flat), timeout=120))
+        if response is None:
+            return
+        by_case: dict[str, list[oracle_pb2.Verdict]] = {}
+        for v in response.verdicts:
+            by_case.setdefault(v.test_case_id, []).append(v)
+        index = self.store.totals(self.id)["executions"]
+        for cid in ready:
+            verdicts, eps = by_case[cid], episodes[cid]
+            kinds = [_VERDICT[v.verdict] for v in verdicts]
+            failed = kinds.count("fail")
+            judged = len(kinds) - kinds.count("invalid")
+            # majority verdict: fail when more than half of the judged repetitions fail
+            verdict = "invalid" if judged == 0 else ("fail" if failed * 2 > judged else "pass")
+            first_fail = next((v for v in verdicts if _VERDICT[v.verdict] == verdict), verdicts[0])
+            n = len(eps)
+            index += 1
+            stored = self.store.add_execution(self.id, ExecutionRow(
+                test_case_id=cid, index=index, batch=batch, values=values[cid], verdict=verdict,
+                margin=sum(v.margin for v in verdicts) / n, steps=sum(e.steps for e in eps),
+                total_reward=sum(e.total_reward for e in eps) / n, descriptors=tuple(first_fail.descriptors),
+                reason=first_fail.reason, repetitions=n, failed_repetitions=failed, elapsed_seconds=self.elapsed()))
+            if not stored:
+                index -= 1
+            elif verdict == "fail":
+                self.publish("failure", f"{cid}: {first_fail.reason}")
+        self.publish("progress", "")

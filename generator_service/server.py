@@ -1,0 +1,246 @@
+"""gRPC servicer of the generator service: campaign lifecycle, progress streams and the store."""
+
+from __future__ import annotations
+
+import json
+import logging
+import queue
+import threading
+import uuid
+from typing import Iterator
+
+import grpc
+from google.protobuf import struct_pb2
+from prometheus_client import Counter, Gauge
+from pydantic import ValidationError
+
+from common.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound, Unavailable, grpc_method
+from common.generated.gauntlet.v1 import (common_pb2, generator_pb2, generator_pb2_grpc, oracle_pb2_grpc,
+                                          simulator_pb2, simulator_pb2_grpc)
+from common.server import client_channel
+from generator_service.campaign import CampaignRunner
+from generator_service.config import CampaignConfig, explain
+from generator_service.store import CampaignRow, CampaignStore
+from generator_service.strategies import make_strategy, strategies
+from common.space import ParameterSpace
+
+log = logging.getLogger("generator")
+EXECUTIONS = Counter("gauntlet_generator_executions_total", "Executions stored", ["verdict"])
+RUNNING = Gauge("gauntlet_generator_running_campaigns", "Campaigns running")
+_STATE = {"running": generator_pb2.CAMPAIGN_STATE_RUNNING, "completed": generator_pb2.CAMPAIGN_STATE_COMPLETED,
+          "cancelled": generator_pb2.CAMPAIGN_STATE_CANCELLED, "interrupted": generator_pb2.CAMPAIGN_STATE_INTERRUPTED}
+
+
+class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
+    def __init__(self, store: CampaignStore, simulator_endpoint: str, oracle_endpoint: str,
+                 retry_seconds: float = 60.0) -> None:
+        self.store = store
+        self.simulator = simulator_pb2_grpc.SimulatorServiceStub(client_channel(simulator_endpoint))
+        self.oracle = oracle_pb2_grpc.OracleServiceStub(client_channel(oracle_endpoint))
+        self.retry_seconds = retry_seconds
+        self._runners: dict[str, CampaignRunner] = {}
+        self._threads: dict[str, threading.Thread] = {}
+        self._watchers: dict[str, list[queue.Queue]] = {}
+        self._lock = threading.Lock()
+
+    # -- campaign threads ----------------------------------------------------------------------
+    def _publish(self, campaign_id: str, kind: str, message: str) -> None:
+        if kind == "failure":
+            EXECUTIONS.labels("fail").inc()
+        status = self._status(campaign_id)
+        event = generator_pb2.WatchCampaignResponse(kind=kind, status=status, message=message)
+        with self._lock:
+            for q in self._watchers.get(campaign_id, []):
+                q.put(event)
+
+    def _launch(self, campaign_id: str, config: CampaignConfig) -> None:
+        runner = CampaignRunner(campaign_id, config, self.store, self.simulator, self.oracle,
+                                lambda kind, msg: self._publish(campaign_id, kind, msg), self.retry_seconds)
+
+        def body() -> None:
+            RUNNING.inc()
+            try:
+                runner.run()
+            finally:
+                RUNNING.dec()
+                with self._lock:
+                    self._runners.pop(campaign_id, None)
+                    self._threads.pop(campaign_id, None)
+                    for q in self._watchers.get(campaign_id, []):
+                        q.put(None)
+
+        thread = threading.Thread(target=body, name=f"campaign-{campaign_id}", daemon=True)
+        with self._lock:
+            self._runners[campaign_id] = runner
+            self._threads[campaign_id] = thread
+        self.store.set_state(campaign_id, "running")
+        thread.start()
+
+    def resume_unfinished(self) -> list[str]:
+        """Campaigns a previous generator left 'running' (it died): continue them."""
+        resumed = []
+        for row in self.store.list_campaigns():
+            if row.state == "running" and row.id not in self._runners:
+                self._launch(row.id, CampaignConfig.model_validate(row.spec))
+                resumed.append(row.id)
+        return resumed
+
+    def stop_all(self) -> None:
+        with self._lock:
+            runners = list(self._runners.values())
+        for runner in runners:
+            runner.cancel()
+
+    # -- status ----------------------------------------------------------------------------------
+    def _row(self, campaign_id: str) -> CampaignRow:
+        row = self.store.campaign(campaign_id)
+        if row is None:
+            raise NotFound(f"unknown campaign {campaign_id!r}")
+        return row
+
+    def _status(self, campaign_id: str) -> generator_pb2.CampaignStatus:
+        row = self._row(campaign_id)
+        totals = self.store.totals(campaign_id)
+        runner = self._runners.get(campaign_id)
+        wall = runner.elapsed() if runner else row.wall_seconds
+        return generator_pb2.CampaignStatus(
+            campaign_id=row.id, spec=CampaignConfig.model_validate(row.spec).to_proto(), state=_STATE[row.state],
+            executions=totals["executions"], failures=totals["failures"], steps=totals["steps"], wall_seconds=wall,
+            stop_reason=row.stop_reason, error=row.error, first_failure_index=totals["first_failure_index"],
+            first_failure_seconds=totals["first_failure_seconds"], created_at=row.created_at)
+
+    # -- RPCs --------------------------------------------------------------------------------------
+    @grpc_method
+    def ListStrategies(self, request, context):  # type: ignore[no-untyped-def]
+        out = []
+        for info in strategies().values():
+            defaults = struct_pb2.Struct()
+            defaults.update(dict(info.defaults))
+            out.append(generator_pb2.StrategyInfo(name=info.name, description=info.description, source=info.source,
+                                                  default_params=defaults))
+        return generator_pb2.ListStrategiesResponse(strategies=out)
+
+    def _preflight(self, config: CampaignConfig) -> None:
+        """Fails fast on an unknown subject/model/strategy or a model that does not fit the subject."""
+        try:
+            info = self.simulator.DescribeEnvironment(simulator_pb2.DescribeEnvironmentRequest(subject=config.subject),
+                                                      timeout=60)
+            make_strategy(config.strategy, ParameterSpace.from_proto(info.parameter_space), config.seed,
+                          config.strategy_params)
+            request = simulator_pb2.RunEpisodesRequest(subject=config.subject, trace=common_pb2.TraceSpec())
+            request.model.name = config.model
+            list(self.simulator.RunEpisodes(request, timeout=120))  # no test cases: checks model and fit only
+        except grpc.RpcError as exc:
+            code = exc.code()  # type: ignore[attr-defined]
+            mapped = {grpc.StatusCode.NOT_FOUND: NotFound, grpc.StatusCode.INVALID_ARGUMENT: InvalidArgument,
+                      grpc.StatusCode.FAILED_PRECONDITION: FailedPrecondition}.get(code, Unavailable)
+            raise mapped(exc.details() if mapped is not Unavailable
+                         else f"simulator service unavailable ({code.name}: {exc.details()})") from None  # type: ignore[attr-defined]
+
+    @grpc_method
+    def StartCampaign(self, request, context):  # type: ignore[no-untyped-def]
+        try:
+            config = CampaignConfig.from_proto(request.spec)
+        except ValidationError as exc:
+            raise InvalidArgument(explain(exc, prefix="spec.")) from None
+        campaign_id = request.campaign_id or uuid.uuid4().hex[:12]
+        existing = self.store.campaign(campaign_id)
+        if existing is not None:
+            if existing.spec != json.loads(config.model_dump_json()):
+                raise AlreadyExists(f"campaign {campaign_id!r} exists with another spec")
+            return generator_pb2.StartCampaignResponse(status=self._status(campaign_id))
+        self._preflight(config)
+        self.store.create_campaign(campaign_id, config.name, json.loads(config.model_dump_json()))
+        self._launch(campaign_id, config)
+        return generator_pb2.StartCampaignResponse(status=self._status(campaign_id))
+
+    @grpc_method
+    def WatchCampaign(self, request, context) -> Iterator[generator_pb2.WatchCampaignResponse]:  # type: ignore[no-untyped-def]
+        self._row(request.campaign_id)
+        q: queue.Queue = queue.Queue()
+        with self._lock:
+            running = request.campaign_id in self._runners
+            if running:
+                self._watchers.setdefault(request.campaign_id, []).append(q)
+        try:
+            yield generator_pb2.WatchCampaignResponse(kind="progress", status=self._status(request.campaign_id))
+            while running and context.is_active():
+                try:
+                    event = q.get(timeout=1.0)
+                except queue.Empty:
+                    continue
+                if event is None:
+                    break
+                yield event
+            yield generator_pb2.WatchCampaignResponse(kind="finished", status=self._status(request.campaign_id))
+        finally:
+            with self._lock:
+                watchers = self._watchers.get(request.campaign_id, [])
+                if q in watchers:
+                    watchers.remove(q)
+
+    @grpc_method
+    def GetCampaign(self, request, context):  # type: ignore[no-untyped-def]
+        return generator_pb2.GetCampaignResponse(status=self._status(request.campaign_id))
+
+    @grpc_method
+    def ListCampaigns(self, request, context):  # type: ignore[no-untyped-def]
+        return generator_pb2.ListCampaignsResponse(campaigns=[self._status(r.id) for r in self.store.list_campaigns()])
+
+    @grpc_method
+    def ListExecutions(self, request, context):  # type: ignore[no-untyped-def]
+        row = self._row(request.campaign_id)
+        space_names = None
+        del row, space_names
+        verdicts = {"pass": 1, "fail": 2, "invalid": 3}
+        for e in self.store.executions(request.campaign_id):
+            case = common_pb2.TestCase(id=e.test_case_id)
+            for name, value in e.values.items():
+                case.values[name].CopyFrom(_value(value))
+            yield generator_pb2.ListExecutionsResponse(execution=generator_pb2.Execution(
+                index=e.index, test_case=case, verdict=verdicts[e.verdict], margin=e.margin, steps=e.steps,
+                total_reward=e.total_reward, descriptors=e.descriptors, reason=e.reason, repetitions=e.repetitions,
+                failed_repetitions=e.failed_repetitions, elapsed_seconds=e.elapsed_seconds, batch=e.batch))
+
+    @grpc_method
+    def CancelCampaign(self, request, context):  # type: ignore[no-untyped-def]
+        self._row(request.campaign_id)
+        runner = self._runners.get(request.campaign_id)
+        thread = self._threads.get(request.campaign_id)
+        if runner:
+            runner.cancel()
+        if thread:
+            thread.join(timeout=30)
+        return generator_pb2.CancelCampaignResponse(status=self._status(request.campaign_id))
+
+    @grpc_method
+    def ResumeCampaign(self, request, context):  # type: ignore[no-untyped-def]
+        row = self._row(request.campaign_id)
+        if request.campaign_id in self._runners:
+            return generator_pb2.ResumeCampaignResponse(status=self._status(request.campaign_id))
+        if row.state == "completed":
+            raise FailedPrecondition(f"campaign {row.id!r} is completed ({row.stop_reason}); nothing to resume")
+        self._launch(row.id, CampaignConfig.model_validate(row.spec))
+        return generator_pb2.ResumeCampaignResponse(status=self._status(request.campaign_id))
+
+
+def _value(value: object) -> common_pb2.Value:
+    if isinstance(value, bool):
+        return common_pb2.Value(integer=int(value))
+    if isinstance(value, int):
+        return common_pb2.Value(integer=value)
+    if isinstance(value, float):
+        return common_pb2.Value(real=value)
+    if isinstance(value, str):
+        return common_pb2.Value(category=value)
+    records = common_pb2.RecordList()
+    for item in value:  # type: ignore[attr-defined]
+        rec = records.records.add()
+        for k, v in item.items():
+            rec.fields[k].CopyFrom(_value(v))
+    return common_pb2.Value(records=records)
+
+
+def register(server: grpc.Server, servicer: GeneratorServicer) -> list[str]:
+    generator_pb2_grpc.add_GeneratorServiceServicer_to_server(servicer, server)
+    return [generator_pb2.DESCRIPTOR.services_by_name["GeneratorService"].full_name]

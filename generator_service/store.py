@@ -1,0 +1,189 @@
+"""The campaign store: every asked test case and every execution, in SQLite (default) or PostgreSQL.
+
+An execution is written before it is acknowledged (told to the strategy, reported as
+progress). (campaign_id, test_case_id) is unique, so a retried batch never double-counts.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterator
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+metadata = sa.MetaData()
+
+campaigns = sa.Table(
+    "campaigns", metadata,
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("name", sa.String(200), nullable=False),
+    sa.Column("spec", sa.Text, nullable=False),  # JSON of the CampaignConfig
+    sa.Column("state", sa.String(16), nullable=False),
+    sa.Column("stop_reason", sa.String(32), nullable=False, default=""),
+    sa.Column("error", sa.Text, nullable=False, default=""),
+    sa.Column("wall_seconds", sa.Float, nullable=False, default=0.0),  # closed sessions only
+    sa.Column("created_at", sa.String(32), nullable=False),
+)
+
+test_cases = sa.Table(
+    "test_cases", metadata,
+    sa.Column("campaign_id", sa.String(64), sa.ForeignKey("campaigns.id"), primary_key=True),
+    sa.Column("position", sa.Integer, primary_key=True),  # 1-based order in which the strategy asked
+    sa.Column("batch", sa.Integer, nullable=False),
+    sa.Column("test_case_id", sa.String(64), nullable=False),
+    sa.Column("values", sa.Text, nullable=False),
+)
+
+executions = sa.Table(
+    "executions", metadata,
+    sa.Column("campaign_id", sa.String(64), sa.ForeignKey("campaigns.id"), primary_key=True),
+    sa.Column("test_case_id", sa.String(64), primary_key=True),
+    sa.Column("idx", sa.Integer, nullable=False),  # 1-based order of completion
+    sa.Column("batch", sa.Integer, nullable=False),
+    sa.Column("values", sa.Text, nullable=False),
+    sa.Column("verdict", sa.String(8), nullable=False),
+    sa.Column("margin", sa.Float, nullable=False),
+    sa.Column("steps", sa.Integer, nullable=False),
+    sa.Column("total_reward", sa.Float, nullable=False),
+    sa.Column("descriptors", sa.Text, nullable=False),
+    sa.Column("reason", sa.Text, nullable=False),
+    sa.Column("repetitions", sa.Integer, nullable=False),
+    sa.Column("failed_repetitions", sa.Integer, nullable=False),
+    sa.Column("elapsed_seconds", sa.Float, nullable=False),
+    sa.UniqueConstraint("campaign_id", "idx", name="uq_execution_index"),
+)
+
+
+@dataclass(frozen=True)
+class ExecutionRow:
+    test_case_id: str
+    index: int
+    batch: int
+    values: dict[str, Any]
+    verdict: str  # "pass" | "fail" | "invalid"
+    margin: float
+    steps: int
+    total_reward: float
+    descriptors: tuple[float, ...]
+    reason: str
+    repetitions: int
+    failed_repetitions: int
+    elapsed_seconds: float
+
+
+@dataclass(frozen=True)
+class CampaignRow:
+    id: str
+    name: str
+    spec: dict[str, Any]
+    state: str
+    stop_reason: str
+    error: str
+    wall_seconds: float
+    created_at: str
+
+
+def default_store_url(root: Path = Path("runs")) -> str:
+    root.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{root / 'gauntlet.db'}"
+
+
+class CampaignStore:
+    def __init__(self, url: str) -> None:
+        connect_args = {"check_same_thread": False, "timeout": 30} if url.startswith("sqlite") else {}
+        self.url = url
+        self.engine: Engine = sa.create_engine(url, connect_args=connect_args, pool_pre_ping=True)
+        if url.startswith("sqlite"):
+            with self.engine.begin() as conn:
+                conn.exec_driver_sql("PRAGMA journal_mode=WAL")
+        metadata.create_all(self.engine)
+
+    # -- campaigns --------------------------------------------------------------------------------
+    def create_campaign(self, campaign_id: str, name: str, spec: dict[str, Any]) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(campaigns.insert().values(
+                id=campaign_id, name=name, spec=json.dumps(spec, sort_keys=True), state="running", stop_reason="",
+                error="", wall_seconds=0.0, created_at=datetime.now(timezone.utc).isoformat(timespec="seconds")))
+
+    def campaign(self, campaign_id: str) -> CampaignRow | None:
+        with self.engine.connect() as conn:
+            row = conn.execute(campaigns.select().where(campaigns.c.id == campaign_id)).mappings().first()
+        return _campaign_row(row) if row else None
+
+    def list_campaigns(self) -> list[CampaignRow]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(campaigns.select().order_by(campaigns.c.created_at)).mappings().all()
+        return [_campaign_row(r) for r in rows]
+
+    def set_state(self, campaign_id: str, state: str, stop_reason: str = "", error: str = "",
+                  add_wall_seconds: float = 0.0) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(campaigns.update().where(campaigns.c.id == campaign_id).values(
+                state=state, stop_reason=stop_reason, error=error,
+                wall_seconds=campaigns.c.wall_seconds + add_wall_seconds))
+
+    # -- test cases -------------------------------------------------------------------------------
+    def add_test_cases(self, campaign_id: str, batch: int, first_position: int,
+                       cases: list[tuple[str, dict[str, Any]]]) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(test_cases.insert(), [
+                dict(campaign_id=campaign_id, position=first_position + i, batch=batch, test_case_id=cid,
+                     values=json.dumps(values)) for i, (cid, values) in enumerate(cases)])
+
+    def asked_batches(self, campaign_id: str) -> list[list[tuple[str, dict[str, Any]]]]:
+        """Test cases in asking order, grouped by batch."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(test_cases.select().where(test_cases.c.campaign_id == campaign_id)
+                                .order_by(test_cases.c.position)).mappings().all()
+        batches: dict[int, list[tuple[str, dict[str, Any]]]] = {}
+        for r in rows:
+            batches.setdefault(r["batch"], []).append((r["test_case_id"], json.loads(r["values"])))
+        return [batches[b] for b in sorted(batches)]
+
+    # -- executions -------------------------------------------------------------------------------
+    def add_execution(self, campaign_id: str, row: ExecutionRow) -> bool:
+        """Writes one execution; False when that test case was already stored (a retried batch)."""
+        values = dict(campaign_id=campaign_id, test_case_id=row.test_case_id, idx=row.index, batch=row.batch,
+                      values=json.dumps(row.values), verdict=row.verdict, margin=row.margin, steps=row.steps,
+                      total_reward=row.total_reward, descriptors=json.dumps(list(row.descriptors)),
+                      reason=row.reason, repetitions=row.repetitions, failed_repetitions=row.failed_repetitions,
+                      elapsed_seconds=row.elapsed_seconds)
+        try:
+            with self.engine.begin() as conn:
+                conn.execute(executions.insert().values(**values))
+            return True
+        except sa.exc.IntegrityError:
+            return False
+
+    def executions(self, campaign_id: str) -> Iterator[ExecutionRow]:
+        with self.engine.connect() as conn:
+            result = conn.execute(executions.select().where(executions.c.campaign_id == campaign_id)
+                                  .order_by(executions.c.idx)).mappings()
+            for r in result:
+                yield ExecutionRow(r["test_case_id"], r["idx"], r["batch"], json.loads(r["values"]), r["verdict"],
+                                   r["margin"], r["steps"], r["total_reward"], tuple(json.loads(r["descriptors"])),
+                                   r["reason"], r["repetitions"], r["failed_repetitions"], r["elapsed_seconds"])
+
+    def totals(self, campaign_id: str) -> dict[str, Any]:
+        with self.engine.connect() as conn:
+            row = conn.execute(sa.select(
+                sa.func.count(), sa.func.coalesce(sa.func.sum(executions.c.steps), 0),
+                sa.func.coalesce(sa.func.sum(sa.case((executions.c.verdict == "fail", 1), else_=0)), 0),
+                sa.func.min(sa.case((executions.c.verdict == "fail", executions.c.idx), else_=None)),
+            ).where(executions.c.campaign_id == campaign_id)).one()
+            first = row[3]
+            first_seconds = 0.0
+            if first is not None:
+                first_seconds = conn.execute(sa.select(executions.c.elapsed_seconds).where(
+                    executions.c.campaign_id == campaign_id, executions.c.idx == first)).scalar_one()
+        return {"executions": int(row[0]), "steps": int(row[1]), "failures": int(row[2]),
+                "first_failure_index": int(first or 0), "first_failure_seconds": float(first_seconds)}
+
+
+def _campaign_row(r: Any) -> CampaignRow:
+    return CampaignRow(r["id"], r["name"], json.loads(r["spec"]), r["state"], r["stop_reason"], r["error"],
+                       r["wall_seconds"], r["created_at"])

@@ -1,0 +1,24 @@
+"""Random testing: uniform draws over the parameter space (the baseline of every seed paper)."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from common.space import ParameterSpace
+from generator_service.strategies.base import Result, TestInput, register_strategy
+
+
+@register_strategy("random", "Uniform random test inputs over the parameter space (RT baseline).",
+                   source="baseline in all five seed papers")
+class RandomTesting:
+    def __init__(self, space: ParameterSpace, rng: np.random.Generator) -> None:
+        self.space = space
+        self.rng = rng
+
+    def ask(self, n: int) -> list[TestInput]:
+        return [self.space.sample(self.rng) for _ in range(n)]
+
+    def tell(self, results: Sequence[Result]) -> None:
+        """Random testing does not learn."""

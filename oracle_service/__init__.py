@@ -1,0 +1,1 @@
+"""Oracle service: verdicts, margins and behaviour descriptors from recorded episodes."""

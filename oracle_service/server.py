@@ -1,0 +1,49 @@
+"""gRPC servicer of the oracle service."""
+
+from __future__ import annotations
+
+import grpc
+from prometheus_client import Counter
+
+from common.errors import InvalidArgument, grpc_method
+from common.generated.gauntlet.v1 import oracle_pb2, oracle_pb2_grpc
+from common.tensor import TensorError, from_tensor
+from oracle_service.oracles import ORACLES, Episode, get_oracle
+
+VERDICTS = Counter("gauntlet_oracle_verdicts_total", "Verdicts given", ["oracle", "verdict"])
+
+
+class OracleServicer(oracle_pb2_grpc.OracleServiceServicer):
+    @grpc_method
+    def ListOracles(self, request, context):  # type: ignore[no-untyped-def]
+        return oracle_pb2.ListOraclesResponse(oracles=[
+            oracle_pb2.OracleInfo(name=o.name, description=o.description, required_signals=o.required_signals,
+                                  descriptor_names=o.descriptor_names, margin_description=o.margin_description)
+            for o in ORACLES.values()])
+
+    @grpc_method
+    def Evaluate(self, request: oracle_pb2.EvaluateRequest, context: grpc.ServicerContext) -> oracle_pb2.EvaluateResponse:
+        oracle = get_oracle(request.oracle)
+        verdicts = []
+        for ep in request.episodes:
+            if ep.error:
+                verdicts.append(oracle_pb2.Verdict(test_case_id=ep.test_case_id, repetition=ep.repetition,
+                                                   verdict=oracle_pb2.VERDICT_KIND_INVALID, reason=ep.error))
+                VERDICTS.labels(oracle.name, "invalid").inc()
+                continue
+            try:
+                signals = {name: from_tensor(t) for name, t in ep.signals.items()}
+                judgement = oracle.evaluate(Episode(ep.steps, ep.total_reward, ep.terminated, ep.truncated, signals))
+            except (KeyError, TensorError) as exc:
+                raise InvalidArgument(f"episode {ep.test_case_id!r}: {exc.args[0] if exc.args else exc}") from None
+            kind = oracle_pb2.VERDICT_KIND_FAIL if judgement.failed else oracle_pb2.VERDICT_KIND_PASS
+            VERDICTS.labels(oracle.name, "fail" if judgement.failed else "pass").inc()
+            verdicts.append(oracle_pb2.Verdict(test_case_id=ep.test_case_id, repetition=ep.repetition, verdict=kind,
+                                               margin=judgement.margin, descriptors=judgement.descriptors,
+                                               reason=judgement.reason))
+        return oracle_pb2.EvaluateResponse(verdicts=verdicts)
+
+
+def register(server: grpc.Server) -> list[str]:
+    oracle_pb2_grpc.add_OracleServiceServicer_to_server(OracleServicer(), server)
+    return [oracle_pb2.DESCRIPTOR.services_by_name["OracleService"].full_name]

@@ -1,0 +1,1 @@
+"""Simulator service: subjects, backends and the lock-step episode runner."""

@@ -1,0 +1,31 @@
+"""python -m simulator_service: serve the subjects' simulators."""
+
+from __future__ import annotations
+
+import argparse
+
+from common.server import add_service_arguments, options_from_args, serve
+from simulator_service.subject import SUBJECT_PATH_ENV, SubjectError, load_subjects
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m simulator_service",
+        description="Runs test cases of the declared subjects in lock-step batches (gauntlet.v1.SimulatorService). "
+                    f"Subjects are YAML files: the built-in ones plus folders listed in ${SUBJECT_PATH_ENV}.")
+    parser.add_argument("--agent-endpoint", default="", help="host:port of the agent service to act with")
+    parser.add_argument("--parallelism", type=int, default=64, help="default environments in lock-step (default 64)")
+    add_service_arguments(parser, port=50051, metrics_port=9101)
+    args = parser.parse_args()
+    options = options_from_args(args)
+    try:
+        subjects = load_subjects()
+    except SubjectError as exc:
+        raise SystemExit(f"error: {exc}") from None
+    from simulator_service.server import register
+
+    serve("simulator", options, lambda server: register(server, subjects, args.agent_endpoint, args.parallelism))
+
+
+if __name__ == "__main__":
+    main()

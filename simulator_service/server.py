@@ -1,0 +1,252 @@
+"""gRPC servicer of the simulator service."""
+
+from __future__ import annotations
+
+import copy
+import threading
+import time
+import uuid
+from collections import defaultdict
+from typing import Iterator
+
+import grpc
+import gymnasium as gym
+import numpy as np
+from prometheus_client import Counter, Gauge, Histogram
+
+from common.errors import FailedPrecondition, InvalidArgument, NotFound, Unavailable, grpc_method
+from common.generated.gauntlet.v1 import agent_pb2_grpc, common_pb2, simulator_pb2, simulator_pb2_grpc
+from common.seeding import derive_seed
+from common.server import client_channel
+from common.space import test_case_values
+from common.spaces import space_to_proto
+from common.tensor import TensorError, from_tensor, to_tensor
+from simulator_service.agent_client import AgentStream, check_model_fits
+from simulator_service.backends import make_env
+from simulator_service.runner import AgentError, Job, run_lockstep
+from simulator_service.subject import STANDARD_SIGNALS, Subject, load_subjects
+from simulator_service.trace import TraceRecorder
+
+EPISODES = Counter("gauntlet_simulator_episodes_total", "Episodes finished", ["subject", "outcome"])
+STEPS = Counter("gauntlet_simulator_steps_total", "Environment steps", ["subject"])
+ACTIVE = Gauge("gauntlet_simulator_active_batches", "RunEpisodes calls in progress")
+QUEUE = Gauge("gauntlet_simulator_queued_episodes", "Episodes waiting for a free slot")
+LOCKSTEP = Histogram("gauntlet_simulator_lockstep_seconds", "Wall time of one agent round trip + env steps")
+MAX_PARALLELISM = 512
+
+
+class EnvPool:
+    """Reuses constructed environments across requests (MuJoCo/Box2D construction is not free)."""
+
+    def __init__(self) -> None:
+        self._free: dict[str, list[gym.Env]] = defaultdict(list)
+        self._lock = threading.Lock()
+
+    def take(self, subject: Subject, n: int) -> list[gym.Env]:
+        with self._lock:
+            free = self._free[subject.name]
+            taken = [free.pop() for _ in range(min(n, len(free)))]
+        return taken + [make_env(subject) for _ in range(n - len(taken))]
+
+    def give(self, subject: Subject, envs: list[gym.Env]) -> None:
+        with self._lock:
+            self._free[subject.name].extend(envs)
+
+
+class SimulatorServicer(simulator_pb2_grpc.SimulatorServiceServicer):
+    def __init__(self, subjects: dict[str, Subject], agent_endpoint: str, default_parallelism: int = 64) -> None:
+        self.subjects = subjects
+        self.agent_endpoint = agent_endpoint
+        self.default_parallelism = default_parallelism
+        self.pool = EnvPool()
+        self._channels: dict[str, grpc.Channel] = {}
+        self._fits: set[tuple[str, str, str]] = set()
+        self._lock = threading.Lock()
+        self._spaces: dict[str, tuple[object, object]] = {}
+
+    # -- helpers -----------------------------------------------------------------------------
+    def _subject(self, name: str) -> Subject:
+        if name not in self.subjects:
+            raise NotFound(f"unknown subject {name!r}; known subjects: {', '.join(sorted(self.subjects))}")
+        return self.subjects[name]
+
+    def _spaces_of(self, subject: Subject) -> tuple[object, object]:
+        if subject.name not in self._spaces:
+            env = self.pool.take(subject, 1)
+            self._spaces[subject.name] = (env[0].observation_space, env[0].action_space)
+            self.pool.give(subject, env)
+        return self._spaces[subject.name]
+
+    def _agent_stub(self, endpoint: str) -> agent_pb2_grpc.AgentServiceStub:
+        if not endpoint:
+            raise FailedPrecondition("no agent endpoint: start the simulator with --agent-endpoint or set "
+                                     "RunEpisodesRequest.agent_endpoint")
+        with self._lock:
+            if endpoint not in self._channels:
+                self._channels[endpoint] = client_channel(endpoint)
+            return agent_pb2_grpc.AgentServiceStub(self._channels[endpoint])
+
+    def _summary(self, s: Subject) -> simulator_pb2.EnvironmentSummary:
+        return simulator_pb2.EnvironmentSummary(subject=s.name, backend=s.backend, env_id=s.env_id,
+                                                description=s.description)
+
+    def _validate(self, subject: Subject, cases: list[common_pb2.TestCase]) -> list[simulator_pb2.ConfigValidity]:
+        return [simulator_pb2.ConfigValidity(test_case_id=c.id, valid=not (v := subject.space.violations(test_case_values(c))),
+                                             violations=v) for c in cases]
+
+    # -- RPCs ----------------------------------------------------------------------------------
+    @grpc_method
+    def ListEnvironments(self, request, context):  # type: ignore[no-untyped-def]
+        return simulator_pb2.ListEnvironmentsResponse(
+            environments=[self._summary(self.subjects[n]) for n in sorted(self.subjects)])
+
+    @grpc_method
+    def DescribeEnvironment(self, request, context):  # type: ignore[no-untyped-def]
+        s = self._subject(request.subject)
+        obs_space, act_space = self._spaces_of(s)
+        signals = [simulator_pb2.SignalInfo(name=n, granularity=g, description=d) for n, (g, d) in STANDARD_SIGNALS.items()]
+        signals += [simulator_pb2.SignalInfo(name=d.name, granularity=d.granularity, description=d.description)
+                    for d in s.signals]
+        return simulator_pb2.DescribeEnvironmentResponse(
+            summary=self._summary(s), parameter_space=s.space.to_proto(), observation_space=space_to_proto(obs_space),
+            action_space=space_to_proto(act_space), default_oracle=s.oracle, max_steps=s.max_steps, signals=signals,
+            deterministic=s.deterministic)
+
+    @grpc_method
+    def ValidateConfigs(self, request, context):  # type: ignore[no-untyped-def]
+        s = self._subject(request.subject)
+        return simulator_pb2.ValidateConfigsResponse(results=self._validate(s, list(request.test_cases)))
+
+    @grpc_method
+    def RunEpisodes(self, request: simulator_pb2.RunEpisodesRequest,
+                    context: grpc.ServicerContext) -> Iterator[simulator_pb2.RunEpisodesResponse]:
+        subject = self._subject(request.subject)
+        if not request.model.name:
+            raise InvalidArgument("RunEpisodesRequest.model.name is required")
+        parallelism = request.parallelism or self.default_parallelism
+        if parallelism > MAX_PARALLELISM:
+            raise InvalidArgument(f"parallelism={parallelism} is out of range [1, {MAX_PARALLELISM}]")
+        for validity in self._validate(subject, list(request.test_cases)):
+            if not validity.valid:
+                raise InvalidArgument(f"test case {validity.test_case_id!r}: {'; '.join(validity.violations)}")
+        try:
+            recorder_check = TraceRecorder(subject, list(request.trace.signals))
+        except KeyError as exc:
+            raise InvalidArgument(str(exc.args[0])) from None
+        del recorder_check
+        stub = self._agent_stub(request.agent_endpoint or self.agent_endpoint)
+        key = (request.agent_endpoint or self.agent_endpoint, request.model.name, subject.name)
+        if key not in self._fits:
+            check_model_fits(stub, request.model.name, subject.name, *self._spaces_of(subject))
+            self._fits.add(key)
+
+        repetitions = max(request.repetitions, 1)
+        jobs = [Job(c.id, test_case_values(c), derive_seed(request.seed, c.id, r), r)
+                for c in request.test_cases for r in range(repetitions)]
+        QUEUE.inc(len(jobs))
+        envs = self.pool.take(subject, min(parallelism, len(jobs)))
+        agent = AgentStream(stub, request.model.name)
+        ACTIVE.inc()
+
+        def act(observations: np.ndarray) -> np.ndarray:
+            started = time.perf_counter()
+            actions = agent.act(observations)
+            LOCKSTEP.observe(time.perf_counter() - started)
+            STEPS.labels(subject.name).inc(len(observations))
+            return actions
+
+        healthy = True
+        try:
+            for out in run_lockstep(lambda: make_env(subject), envs, jobs, act,
+                                    lambda: TraceRecorder(subject, list(request.trace.signals)),
+                                    max_steps=request.max_steps or None):
+                QUEUE.dec()
+                EPISODES.labels(subject.name, "error" if out.error else "ok").inc()
+                result = common_pb2.EpisodeResult(
+                    test_case_id=out.job.test_case_id, seed=out.job.seed, repetition=out.job.repetition,
+                    steps=out.steps, total_reward=out.total_reward, terminated=out.terminated,
+                    truncated=out.truncated, wall_seconds=out.wall_seconds, error=out.error)
+                for name, value in out.signals.items():
+                    result.signals[name].CopyFrom(to_tensor(value))
+                yield simulator_pb2.RunEpisodesResponse(result=result)
+        except AgentError as exc:
+            healthy = False
+            raise Unavailable(str(exc)) from None
+        finally:
+            ACTIVE.dec()
+            agent.close()
+            if healthy:
+                self.pool.give(subject, envs)
+
+    @grpc_method
+    def OpenSession(self, requests, context):  # type: ignore[no-untyped-def]
+        env: gym.Env | None = None
+        snapshots: dict[str, object] = {}
+        step = 0
+        try:
+            for request in requests:
+                which = request.WhichOneof("command")
+                if which == "open":
+                    subject = self._subject(request.open.subject)
+                    values = test_case_values(request.open.test_case)
+                    problems = subject.space.violations(values)
+                    if problems:
+                        raise InvalidArgument("; ".join(problems))
+                    env = make_env(subject)
+                    obs, _ = env.reset(seed=request.open.seed, options={"values": values})
+                    step = 0
+                    yield simulator_pb2.OpenSessionResponse(observation=to_tensor(np.asarray(obs)), step=step)
+                    continue
+                if env is None:
+                    raise FailedPrecondition("the first command of a session must be 'open'")
+                if which == "step":
+                    try:
+                        action = from_tensor(request.step.action)
+                    except TensorError as exc:
+                        raise InvalidArgument(f"step.action: {exc}") from None
+                    obs, reward, terminated, truncated, _ = env.step(action.item() if action.shape == () else action)
+                    step += 1
+                    yield simulator_pb2.OpenSessionResponse(observation=to_tensor(np.asarray(obs)), reward=float(reward),
+                                                            terminated=terminated, truncated=truncated, step=step)
+                elif which == "snapshot":
+                    snapshot_id = uuid.uuid4().hex
+                    try:
+                        snapshots[snapshot_id] = (copy.deepcopy(env), step)
+                    except Exception as exc:  # noqa: BLE001 - e.g. Box2D worlds cannot be copied
+                        raise FailedPrecondition(f"this environment cannot be snapshotted ({type(exc).__name__})") from None
+                    yield simulator_pb2.OpenSessionResponse(snapshot_id=snapshot_id, step=step)
+                elif which == "restore":
+                    if request.restore.snapshot_id not in snapshots:
+                        raise NotFound(f"unknown snapshot {request.restore.snapshot_id!r}")
+                    saved, step = snapshots[request.restore.snapshot_id]  # type: ignore[misc]
+                    env = copy.deepcopy(saved)
+                    yield simulator_pb2.OpenSessionResponse(step=step, snapshot_id=request.restore.snapshot_id)
+                else:
+                    raise InvalidArgument("OpenSessionRequest has no command")
+        finally:
+            if env is not None:
+                env.close()
+
+    @grpc_method
+    def Render(self, request, context):  # type: ignore[no-untyped-def]
+        subject = self._subject(request.subject)
+        values = test_case_values(request.test_case)
+        problems = subject.space.violations(values)
+        if problems:
+            raise InvalidArgument("; ".join(problems))
+        env = make_env(subject, render_mode="rgb_array")
+        try:
+            env.reset(seed=request.seed, options={"values": values})
+            noop = env.action_space.sample() * 0
+            for _ in range(request.steps):
+                env.step(noop)
+            frame = np.asarray(env.render(), dtype=np.uint8)
+        finally:
+            env.close()
+        return simulator_pb2.RenderResponse(image=to_tensor(frame))
+
+
+def register(server: grpc.Server, subjects: dict[str, Subject], agent_endpoint: str, parallelism: int) -> list[str]:
+    simulator_pb2_grpc.add_SimulatorServiceServicer_to_server(
+        SimulatorServicer(subjects, agent_endpoint, parallelism), server)
+    return [simulator_pb2.DESCRIPTOR.services_by_name["SimulatorService"].full_name]

@@ -1,0 +1,122 @@
+"""Subjects: an environment bound to its parameter space, injector, oracle and recordable signals, declared in YAML."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+from common.space import ParameterSpace, SpaceError
+
+BUILTIN_SUBJECTS = Path(__file__).parent / "subjects"
+# Extra folders of subject YAML files, separated by os.pathsep (lets users add subjects without code).
+SUBJECT_PATH_ENV = "GAUNTLET_SUBJECT_PATH"
+
+# Signals every backend records; subjects add their own (e.g. lunar's game_over).
+STANDARD_SIGNALS: dict[str, tuple[str, str]] = {
+    "observations": ("step", "observation before each action"),
+    "actions": ("step", "action taken at each step"),
+    "rewards": ("step", "reward after each step"),
+    "final_observation": ("episode", "observation when the episode ended"),
+}
+
+
+class SubjectError(ValueError):
+    """A subject file that cannot be used; the message names the file and the field."""
+
+
+@dataclass(frozen=True)
+class SignalDecl:
+    name: str
+    attribute: str
+    granularity: str = "episode"
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Subject:
+    name: str
+    description: str
+    backend: str
+    env_id: str
+    space: ParameterSpace
+    oracle: str
+    injector: Mapping[str, Any]
+    max_steps: int
+    deterministic: bool = True
+    env_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    signals: tuple[SignalDecl, ...] = ()
+    source: str = ""
+
+    def signal_names(self) -> list[str]:
+        return list(STANDARD_SIGNALS) + [s.name for s in self.signals]
+
+
+def load_subject_file(path: Path) -> Subject:
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise SubjectError(f"{path}: not valid YAML ({exc})") from None
+    if not isinstance(data, dict):
+        raise SubjectError(f"{path}: expected a mapping at the top level")
+    required = ("subject", "backend", "env_id", "parameters", "oracle", "injector", "max_steps")
+    missing = [k for k in required if k not in data]
+    if missing:
+        raise SubjectError(f"{path}: missing field(s) {', '.join(missing)}")
+    try:
+        space = ParameterSpace.from_config(data["parameters"], data.get("constraints", ()))
+    except SpaceError as exc:
+        raise SubjectError(f"{path}: parameters: {exc}") from None
+    if not isinstance(data["injector"], dict) or "kind" not in data["injector"]:
+        raise SubjectError(f"{path}: injector must be a mapping with a 'kind'")
+    max_steps = data["max_steps"]
+    if not isinstance(max_steps, int) or max_steps < 1:
+        raise SubjectError(f"{path}: max_steps must be a positive integer, got {max_steps!r}")
+    signals = []
+    for s in data.get("signals", []) or []:
+        if not isinstance(s, dict) or not {"name", "attribute"} <= set(s):
+            raise SubjectError(f"{path}: each signal needs 'name' and 'attribute', got {s!r}")
+        if s.get("granularity", "episode") not in ("episode", "step"):
+            raise SubjectError(f"{path}: signal {s['name']!r}: granularity must be 'episode' or 'step'")
+        signals.append(SignalDecl(s["name"], s["attribute"], s.get("granularity", "episode"), s.get("description", "")))
+    return Subject(
+        name=str(data["subject"]),
+        description=str(data.get("description", "")),
+        backend=str(data["backend"]),
+        env_id=str(data["env_id"]),
+        space=space,
+        oracle=str(data["oracle"]),
+        injector=dict(data["injector"]),
+        max_steps=max_steps,
+        deterministic=bool(data.get("deterministic", True)),
+        env_kwargs=dict(data.get("env_kwargs", {}) or {}),
+        signals=tuple(signals),
+        source=str(path),
+    )
+
+
+def subject_dirs() -> list[Path]:
+    extra = [Path(p) for p in os.environ.get(SUBJECT_PATH_ENV, "").split(os.pathsep) if p]
+    return [BUILTIN_SUBJECTS, *extra]
+
+
+def load_subjects(dirs: list[Path] | None = None) -> dict[str, Subject]:
+    """Every subject in the given folders (default: the built-in ones plus $GAUNTLET_SUBJECT_PATH)."""
+    subjects: dict[str, Subject] = {}
+    for folder in dirs or subject_dirs():
+        for path in sorted(folder.glob("*.yaml")):
+            subject = load_subject_file(path)
+            if subject.name in subjects:
+                raise SubjectError(f"{path}: subject {subject.name!r} is already declared in {subjects[subject.name].source}")
+            subjects[subject.name] = subject
+    return subjects
+
+
+def get_subject(name: str, subjects: Mapping[str, Subject] | None = None) -> Subject:
+    known = subjects if subjects is not None else load_subjects()
+    if name not in known:
+        raise KeyError(f"unknown subject {name!r}; known subjects: {', '.join(sorted(known))}")
+    return known[name]

@@ -1,0 +1,50 @@
+"""Records the signals an oracle asked for while an episode runs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from simulator_service.subject import STANDARD_SIGNALS, Subject
+
+
+class TraceRecorder:
+    """Collects the requested signals of one episode; unknown names fail at construction."""
+
+    def __init__(self, subject: Subject, signals: list[str]) -> None:
+        known = subject.signal_names()
+        unknown = [s for s in signals if s not in known]
+        if unknown:
+            raise KeyError(f"subject {subject.name} records no signal {', '.join(unknown)}; known: {', '.join(known)}")
+        self._want = set(signals)
+        self._custom = [s for s in subject.signals if s.name in self._want]
+        self._steps: dict[str, list[np.ndarray]] = {}
+
+    def start(self) -> None:
+        self._steps = {name: [] for name in self._want if name != "final_observation" and
+                       (name in STANDARD_SIGNALS or self._granularity(name) == "step")}
+
+    def _granularity(self, name: str) -> str:
+        return next(s.granularity for s in self._custom if s.name == name)
+
+    def step(self, env: Any, obs: np.ndarray, action: np.ndarray, reward: float) -> None:
+        steps = self._steps
+        if "observations" in steps:
+            steps["observations"].append(np.asarray(obs))
+        if "actions" in steps:
+            steps["actions"].append(np.asarray(action))
+        if "rewards" in steps:
+            steps["rewards"].append(np.asarray(reward, dtype=np.float64))
+        for decl in self._custom:
+            if decl.granularity == "step":
+                steps[decl.name].append(env.signal(decl.attribute))
+
+    def finish(self, env: Any, final_obs: np.ndarray) -> dict[str, np.ndarray]:
+        out = {name: np.stack(rows) if rows else np.zeros((0,)) for name, rows in self._steps.items()}
+        if "final_observation" in self._want:
+            out["final_observation"] = np.asarray(final_obs)
+        for decl in self._custom:
+            if decl.granularity == "episode":
+                out[decl.name] = env.signal(decl.attribute)
+        return out
