@@ -61,7 +61,9 @@ def suite(args: argparse.Namespace, store_url: str | None = None) -> Iterator[tu
     url = getattr(args, "store_url", None) or store_url or default_store_url()
     with console.status("starting the Gauntlet services on loopback..."):
         try:
-            local = LocalSuite(store_url=url, report_root=getattr(args, "report_dir", Path("runs/reports"))).start()
+            local = LocalSuite(store_url=url).start()
+        if getattr(args, "report_dir", None) is None:
+            args.report_dir = Path("runs/reports")
         except LaunchError as exc:
             raise UserError(str(exc)) from None
     try:
@@ -103,10 +105,11 @@ def list_or_iter(stream: Any) -> Iterator[Any]:
         raise UserError(f"lost the campaign's progress stream: {exc.code().name}: {exc.details()}") from None  # type: ignore[attr-defined]
 
 
-def _report(analysis: analysis_pb2_grpc.AnalysisServiceStub, ids: list[str], out: Path) -> analysis_pb2.RenderReportResponse:
+def _report(analysis: analysis_pb2_grpc.AnalysisServiceStub, ids: list[str], out: Path | None) -> analysis_pb2.RenderReportResponse:
+    """Renders on the analysis host; `out` None lets a remote analysis service use its own --report-root."""
     with console.status("rendering the report..."):
-        return _rpc(analysis.RenderReport, analysis_pb2.RenderReportRequest(campaign_ids=ids, output_dir=str(out.resolve())),
-                    timeout=300)
+        return _rpc(analysis.RenderReport, analysis_pb2.RenderReportRequest(
+            campaign_ids=ids, output_dir=str(out.resolve()) if out else ""), timeout=300)
 
 
 def _summary(report: analysis_pb2.RenderReportResponse) -> None:

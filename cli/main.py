@@ -32,7 +32,8 @@ def main(argv: list[str] | None = None) -> None:
         p.add_argument("--store-url", help="campaign store (default sqlite:///runs/gauntlet.db)")
         p.add_argument("--generator", help="host:port of a running generator service (skip the local suite)")
         p.add_argument("--analysis", help="host:port of a running analysis service (with --generator)")
-        p.add_argument("--report-dir", type=Path, default=Path("runs/reports"), help="where reports go (default runs/reports)")
+        p.add_argument("--report-dir", type=Path, help="folder for the report, on the analysis host "
+                       "(default runs/reports locally; the service's --report-root when remote)")
 
     p = sub.add_parser("run", help="run a campaign file and write its report",
                        description="Runs the campaign in CAMPAIGN (YAML). Without endpoints every service starts as a "

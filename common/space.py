@@ -281,7 +281,7 @@ class ParameterSpace:
         return ParameterSpace(tuple(params), tuple(constraints))
 
 
-def test_case_values(msg: common_pb2.TestCase) -> dict[str, ParamValue]:
+def case_values(msg: common_pb2.TestCase) -> dict[str, ParamValue]:
     return {k: value_from_proto(v) for k, v in msg.values.items()}
 
 

@@ -1,11 +1,13 @@
 """Injectors write a test case into a freshly reset environment, through the environment's own API.
 
-Nothing patches installed packages: each injector runs after `reset()` and overwrites
-the part of the state that the test case controls, then returns the matching observation.
+Nothing patches installed packages: an injector resets the environment itself, steering
+or overwriting the part of the state that the test case controls through the env's own
+attributes, and returns the observation the agent sees first.
 """
 
 from __future__ import annotations
 
+import sys
 from typing import Any, Callable, Mapping
 
 import gymnasium as gym
@@ -14,7 +16,8 @@ import numpy as np
 from common.space import ParamValue
 from simulator_service.subject import Subject
 
-Injector = Callable[[gym.Env, Mapping[str, ParamValue], np.ndarray], np.ndarray]
+# (env, values, seed) -> first observation
+Injector = Callable[[gym.Env, Mapping[str, ParamValue], "int | None"], np.ndarray]
 
 
 def _state_vector(subject: Subject, options: Mapping[str, Any]) -> Injector:
@@ -22,7 +25,8 @@ def _state_vector(subject: Subject, options: Mapping[str, Any]) -> Injector:
     attribute = options.get("attribute", "state")
     indices: Mapping[str, int] = options.get("indices") or {n: i for i, n in enumerate(subject.space.names)}
 
-    def inject(env: gym.Env, values: Mapping[str, ParamValue], obs: np.ndarray) -> np.ndarray:
+    def inject(env: gym.Env, values: Mapping[str, ParamValue], seed: int | None) -> np.ndarray:
+        env.reset(seed=seed)
         base = env.unwrapped
         state = np.array(getattr(base, attribute), dtype=np.float64)
         for name, index in indices.items():
@@ -33,19 +37,39 @@ def _state_vector(subject: Subject, options: Mapping[str, Any]) -> Injector:
     return inject
 
 
-def _box2d_initial_force(subject: Subject, options: Mapping[str, Any]) -> Injector:
-    """LunarLander: replace the random initial impulse by the test case's (fx, fy).
+class _ScriptedPushRng:
+    """A Generator stand-in whose first two draws from U(-bound, bound) are the scripted push.
 
-    Box2D accumulates forces until the next world step, so clearing them right after reset
-    removes Gymnasium's random push and the test case's force takes its place.
+    LunarLander's reset draws its random initial push as two such uniform draws and applies
+    it in the first physics step (inside reset). Everything else (terrain, dispersion) still
+    comes from the seeded generator, so episodes stay deterministic given (test case, seed).
     """
-    body_name = options.get("body", "lander")
-    fx_name, fy_name = options.get("parameters", ("fx", "fy"))
 
-    def inject(env: gym.Env, values: Mapping[str, ParamValue], obs: np.ndarray) -> np.ndarray:
+    def __init__(self, rng: np.random.Generator, bound: float, push: tuple[float, float]) -> None:
+        self._rng = rng
+        self._bound = bound
+        self._queue = list(push)
+
+    def uniform(self, low: float = 0.0, high: float = 1.0, size: Any = None) -> Any:
+        if size is None and self._queue and low == -self._bound and high == self._bound:
+            return self._queue.pop(0)
+        return self._rng.uniform(low, high, size)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._rng, name)
+
+
+def _box2d_initial_force(subject: Subject, options: Mapping[str, Any]) -> Injector:
+    """LunarLander: the test case's (fx, fy) replaces the random initial push."""
+    fx_name, fy_name = options.get("parameters", ("fx", "fy"))
+    bound_name = options.get("bound_constant", "INITIAL_RANDOM")
+
+    def inject(env: gym.Env, values: Mapping[str, ParamValue], seed: int | None) -> np.ndarray:
         base = env.unwrapped
-        base.world.ClearForces()
-        getattr(base, body_name).ApplyForceToCenter((float(values[fx_name]), float(values[fy_name])), True)
+        bound = float(getattr(sys.modules[type(base).__module__], bound_name))
+        rng = np.random.default_rng(seed)
+        base._np_random = _ScriptedPushRng(rng, bound, (float(values[fx_name]), float(values[fy_name])))
+        obs, _ = env.reset()  # no seed: a seed would replace the scripted generator
         return obs
 
     return inject
@@ -55,7 +79,8 @@ def _mujoco_pose_offset(subject: Subject, options: Mapping[str, Any]) -> Injecto
     """MuJoCo: qpos = init_qpos + offsets[:nq], qvel = init_qvel + offsets[nq:] (the PRT/Indago Humanoid input)."""
     names = subject.space.names
 
-    def inject(env: gym.Env, values: Mapping[str, ParamValue], obs: np.ndarray) -> np.ndarray:
+    def inject(env: gym.Env, values: Mapping[str, ParamValue], seed: int | None) -> np.ndarray:
+        env.reset(seed=seed)
         base = env.unwrapped
         offsets = np.array([float(values[n]) for n in names])
         nq = base.init_qpos.shape[0]

@@ -18,7 +18,7 @@ from common.errors import FailedPrecondition, InvalidArgument, NotFound, Unavail
 from common.generated.gauntlet.v1 import agent_pb2_grpc, common_pb2, simulator_pb2, simulator_pb2_grpc
 from common.seeding import derive_seed
 from common.server import client_channel
-from common.space import test_case_values
+from common.space import case_values
 from common.spaces import space_to_proto
 from common.tensor import TensorError, from_tensor, to_tensor
 from simulator_service.agent_client import AgentStream, check_model_fits
@@ -91,7 +91,7 @@ class SimulatorServicer(simulator_pb2_grpc.SimulatorServiceServicer):
                                                 description=s.description)
 
     def _validate(self, subject: Subject, cases: list[common_pb2.TestCase]) -> list[simulator_pb2.ConfigValidity]:
-        return [simulator_pb2.ConfigValidity(test_case_id=c.id, valid=not (v := subject.space.violations(test_case_values(c))),
+        return [simulator_pb2.ConfigValidity(test_case_id=c.id, valid=not (v := subject.space.violations(case_values(c))),
                                              violations=v) for c in cases]
 
     # -- RPCs ----------------------------------------------------------------------------------
@@ -141,7 +141,7 @@ class SimulatorServicer(simulator_pb2_grpc.SimulatorServiceServicer):
             self._fits.add(key)
 
         repetitions = max(request.repetitions, 1)
-        jobs = [Job(c.id, test_case_values(c), derive_seed(request.seed, c.id, r), r)
+        jobs = [Job(c.id, case_values(c), derive_seed(request.seed, c.id, r), r)
                 for c in request.test_cases for r in range(repetitions)]
         QUEUE.inc(len(jobs))
         envs = self.pool.take(subject, min(parallelism, len(jobs)))
@@ -188,7 +188,7 @@ class SimulatorServicer(simulator_pb2_grpc.SimulatorServiceServicer):
                 which = request.WhichOneof("command")
                 if which == "open":
                     subject = self._subject(request.open.subject)
-                    values = test_case_values(request.open.test_case)
+                    values = case_values(request.open.test_case)
                     problems = subject.space.violations(values)
                     if problems:
                         raise InvalidArgument("; ".join(problems))
@@ -230,7 +230,7 @@ class SimulatorServicer(simulator_pb2_grpc.SimulatorServiceServicer):
     @grpc_method
     def Render(self, request, context):  # type: ignore[no-untyped-def]
         subject = self._subject(request.subject)
-        values = test_case_values(request.test_case)
+        values = case_values(request.test_case)
         problems = subject.space.violations(values)
         if problems:
             raise InvalidArgument("; ".join(problems))

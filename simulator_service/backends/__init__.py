@@ -1,7 +1,7 @@
 """Simulator backends are plugins registered under the `gauntlet.simulators` entry-point group.
 
 A backend is a callable `make_env(subject, render_mode=None) -> gymnasium.Env` whose env accepts
-`reset(seed=..., options={"values": test_case_values})` and exposes `signal(name)`.
+`reset(seed=..., options={"values": case_values})` and exposes `signal(name)`.
 """
 
 from __future__ import annotations

@@ -30,11 +30,9 @@ class SubjectEnv(gym.Wrapper):
         values = (options or {}).get("values")
         if values is None:
             values = self.subject.space.sample(self._sampler)
-        obs, info = self.env.reset(seed=seed)
-        obs = self._inject(self.env, values, obs)
+        obs = self._inject(self.env, values, seed)
         self.current_values = values
-        info = dict(info, test_case=values)
-        return obs, info
+        return obs, {"test_case": values}
 
     def signal(self, attribute: str) -> np.ndarray:
         """Reads a dotted attribute path of the unwrapped env, e.g. `game_over` or `data.qpos.2`."""

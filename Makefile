@@ -1,0 +1,36 @@
+# Two entry points: `make demo` (a real campaign ending in a report) and `make test`.
+# Each bootstraps .venv on first use (Python 3.11; torch is the CPU build pip finds on disk).
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test bench protos lint-protos clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet torch==2.13.0
+	$(BIN)/pip install --quiet -e ".[dev]"
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/gauntlet run examples/cartpole_random.yaml
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+bench: $(STAMP)
+	$(BIN)/python bench/throughput.py
+
+protos: $(STAMP)
+	$(BIN)/python tools/gen_protos.py
+
+.tools/node_modules/.bin/buf:
+	npm install --silent --prefix .tools @bufbuild/buf
+
+lint-protos: .tools/node_modules/.bin/buf
+	cd protos && ../.tools/node_modules/.bin/buf lint
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache

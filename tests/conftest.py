@@ -1,0 +1,70 @@
+"""Shared fixtures: a real local suite of services, and a real PostgreSQL server started for the session."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+from glob import glob
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from cli.launcher import LocalSuite
+
+MODEL_ROOT = Path(os.environ["GAUNTLET_TEST_MODEL_ROOT"]) if os.environ.get("GAUNTLET_TEST_MODEL_ROOT") else None
+
+
+@pytest.fixture(scope="session")
+def suite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalSuite]:
+    """Every service as a separate process on loopback, with the bundled zoo and a fresh SQLite store."""
+    root = tmp_path_factory.mktemp("suite")
+    local = LocalSuite(store_url=f"sqlite:///{root / 'store.db'}", log_dir=root / "logs", model_root=MODEL_ROOT,
+                       report_root=root / "reports", generator_retry_seconds=60.0)
+    local.start()
+    yield local
+    local.stop()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _postgres_bin() -> Path | None:
+    found = sorted(glob("/usr/lib/postgresql/*/bin/initdb"))
+    return Path(found[-1]).parent if found else None
+
+
+@pytest.fixture(scope="session")
+def postgres_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A throwaway PostgreSQL server (Debian's binaries) on a free loopback port."""
+    bindir = _postgres_bin()
+    if bindir is None:
+        if os.environ.get("GAUNTLET_REQUIRE_POSTGRES"):
+            pytest.fail("PostgreSQL binaries not found (.ci/run installs Debian's postgresql)")
+        pytest.skip("PostgreSQL binaries not installed (apt-get install postgresql)")
+    data = tmp_path_factory.mktemp("pg") / "data"
+    port = free_port()
+    as_user: list[str] = []
+    if os.geteuid() == 0:  # postgres refuses to run as root
+        shutil.chown(data.parent, "postgres", "postgres")
+        as_user = ["runuser", "-u", "postgres", "--"]
+    subprocess.run([*as_user, str(bindir / "initdb"), "-D", str(data), "-U", "gauntlet", "--auth=trust", "-E", "UTF8"],
+                   check=True, capture_output=True)
+    subprocess.run([*as_user, str(bindir / "pg_ctl"), "-D", str(data), "-w", "-l", str(data.parent / "log"),
+                    "-o", f"-p {port} -k {data.parent} -c listen_addresses=127.0.0.1", "start"],
+                   check=True, capture_output=True)
+    try:
+        for _ in range(50):
+            if subprocess.run([str(bindir / "pg_isready"), "-h", "127.0.0.1", "-p", str(port)],
+                              capture_output=True).returncode == 0:
+                break
+            time.sleep(0.2)
+        yield f"postgresql+psycopg://gauntlet@127.0.0.1:{port}/postgres"
+    finally:
+        subprocess.run([*as_user, str(bindir / "pg_ctl"), "-D", str(data), "-m", "fast", "stop"], capture_output=True)

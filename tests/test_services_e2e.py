@@ -1,0 +1,201 @@
+"""End to end over gRPC: every service a separate process, campaigns run and judged for real."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from cli.launcher import LocalSuite, Service
+from common.generated.gauntlet.v1 import (agent_pb2, agent_pb2_grpc, analysis_pb2, analysis_pb2_grpc, common_pb2,
+                                          generator_pb2, generator_pb2_grpc, oracle_pb2, oracle_pb2_grpc,
+                                          simulator_pb2, simulator_pb2_grpc, translator_pb2, translator_pb2_grpc)
+from common.server import client_channel
+from common.space import ParameterSpace
+from common.tensor import from_tensor, to_tensor
+from generator_service.config import CampaignConfig
+
+CARTPOLE = {"x": 0.1, "x_dot": 0.0, "theta": 0.01, "theta_dot": 0.0}
+
+
+def stub(suite: LocalSuite, name: str, cls: type) -> object:
+    return cls(client_channel(suite.endpoint(name)))
+
+
+def run_campaign(suite: LocalSuite, config: CampaignConfig, campaign_id: str = "") -> generator_pb2.CampaignStatus:
+    gen = stub(suite, "generator", generator_pb2_grpc.GeneratorServiceStub)
+    started = gen.StartCampaign(generator_pb2.StartCampaignRequest(campaign_id=campaign_id, spec=config.to_proto()),
+                                timeout=120).status
+    events = list(gen.WatchCampaign(generator_pb2.WatchCampaignRequest(campaign_id=started.campaign_id), timeout=300))
+    assert events[-1].kind == "finished"
+    return events[-1].status
+
+
+def executions(suite: LocalSuite, campaign_id: str) -> list[generator_pb2.Execution]:
+    gen = stub(suite, "generator", generator_pb2_grpc.GeneratorServiceStub)
+    return [r.execution for r in gen.ListExecutions(generator_pb2.ListExecutionsRequest(campaign_id=campaign_id))]
+
+
+def test_every_service_is_healthy_and_reflective(suite: LocalSuite) -> None:
+    for name, service in suite.services.items():
+        channel = client_channel(service.endpoint)
+        reply = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service=""), timeout=10)
+        assert reply.status == health_pb2.HealthCheckResponse.SERVING, name
+        import urllib.request
+        metrics = urllib.request.urlopen(f"http://127.0.0.1:{service.metrics_port}/metrics", timeout=10).read()
+        assert b"python_info" in metrics
+
+
+def test_services_that_run_no_network_do_not_import_torch(suite: LocalSuite) -> None:
+    for name in ("oracle", "simulator", "generator", "analysis"):
+        pid = suite.services[name].process.pid
+        maps = Path(f"/proc/{pid}/maps").read_text()
+        assert "libtorch" not in maps, f"{name} service loaded torch"
+
+
+def test_random_campaign_runs_end_to_end_and_reports(suite: LocalSuite, tmp_path: Path) -> None:
+    config = CampaignConfig(name="e2e", subject="cartpole", model="cartpole-ppo", seed=3,
+                            budget={"max_executions": 300}, batch_size=100, parallelism=32)
+    status = run_campaign(suite, config)
+    assert status.state == generator_pb2.CAMPAIGN_STATE_COMPLETED and status.stop_reason == "max_executions"
+    rows = executions(suite, status.campaign_id)
+    assert [r.index for r in rows] == list(range(1, 301))
+    assert len({r.test_case.id for r in rows}) == 300
+    space = ParameterSpace.from_config([{"name": "x", "low": -0.9, "high": 0.9}])
+    assert all(space.violations({"x": r.test_case.values["x"].real}) == [] for r in rows)
+    assert status.steps == sum(r.steps for r in rows) and all(1 <= r.steps <= 500 for r in rows)
+    # each verdict agrees with the episode: a CartPole pass runs all 500 steps
+    assert all((r.steps == 500) == (r.verdict == oracle_pb2.VERDICT_KIND_PASS) for r in rows)
+    analysis = stub(suite, "analysis", analysis_pb2_grpc.AnalysisServiceStub)
+    report = analysis.RenderReport(analysis_pb2.RenderReportRequest(campaign_ids=[status.campaign_id],
+                                                                    output_dir=str(tmp_path)), timeout=120)
+    data = json.loads(report.json)
+    assert data["campaigns"][0]["metrics"]["executions"] == 300
+    assert data["campaigns"][0]["metrics"]["failures"] == status.failures
+    assert "data:image/png;base64," in Path(report.html_path).read_text()
+
+
+def test_same_seed_same_campaign(suite: LocalSuite) -> None:
+    config = CampaignConfig(subject="cartpole", model="cartpole-ppo", seed=11, budget={"max_executions": 40},
+                            batch_size=16)
+    a, b = (executions(suite, run_campaign(suite, config).campaign_id) for _ in range(2))
+    assert [(r.test_case.values["theta"].real, r.verdict, r.steps) for r in a] == \
+           [(r.test_case.values["theta"].real, r.verdict, r.steps) for r in b]
+
+
+def test_stop_at_first_failure_and_repetitions(suite: LocalSuite) -> None:
+    config = CampaignConfig(subject="lunarlander", model="lunarlander-ppo", seed=1, budget={"max_executions": 400},
+                            batch_size=8, parallelism=8, stop_at_first_failure=True, repetitions=3)
+    status = run_campaign(suite, config)
+    rows = executions(suite, status.campaign_id)
+    assert status.stop_reason == "first_failure" and status.failures >= 1
+    first = next(r for r in rows if r.verdict == oracle_pb2.VERDICT_KIND_FAIL)
+    assert first.repetitions == 3 and first.failed_repetitions >= 2  # majority of 3
+    assert status.first_failure_index == first.index
+
+
+def test_out_of_domain_config_is_invalid_argument_naming_parameter(suite: LocalSuite) -> None:
+    sim = stub(suite, "simulator", simulator_pb2_grpc.SimulatorServiceStub)
+    space = ParameterSpace.from_proto(sim.DescribeEnvironment(
+        simulator_pb2.DescribeEnvironmentRequest(subject="cartpole")).parameter_space)
+    case = space.test_case_to_proto("bad", {**CARTPOLE, "x": 2.0})
+    reply = sim.ValidateConfigs(simulator_pb2.ValidateConfigsRequest(subject="cartpole", test_cases=[case]))
+    assert not reply.results[0].valid and "x=2 is outside its domain [-0.9, 0.9]" in reply.results[0].violations[0]
+    request = simulator_pb2.RunEpisodesRequest(subject="cartpole", test_cases=[case])
+    request.model.name = "cartpole-ppo"
+    with pytest.raises(grpc.RpcError) as err:
+        list(sim.RunEpisodes(request))
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "x=2 is outside its domain [-0.9, 0.9]" in err.value.details()
+    assert "Traceback" not in err.value.details()
+
+
+def test_unknown_subject_and_model_are_not_found_listing_what_exists(suite: LocalSuite) -> None:
+    sim = stub(suite, "simulator", simulator_pb2_grpc.SimulatorServiceStub)
+    with pytest.raises(grpc.RpcError) as err:
+        sim.DescribeEnvironment(simulator_pb2.DescribeEnvironmentRequest(subject="cartpol"))
+    assert err.value.code() == grpc.StatusCode.NOT_FOUND and "cartpole" in err.value.details()
+    gen = stub(suite, "generator", generator_pb2_grpc.GeneratorServiceStub)
+    config = CampaignConfig(subject="cartpole", model="no-such-model", budget={"max_executions": 5})
+    with pytest.raises(grpc.RpcError) as err:
+        gen.StartCampaign(generator_pb2.StartCampaignRequest(spec=config.to_proto()))
+    assert err.value.code() == grpc.StatusCode.NOT_FOUND
+    assert "no-such-model" in err.value.details() and "cartpole-ppo" in err.value.details()
+    config = CampaignConfig(subject="cartpole", model="cartpole-ppo", strategy="genius", budget={"max_executions": 5})
+    with pytest.raises(grpc.RpcError) as err:
+        gen.StartCampaign(generator_pb2.StartCampaignRequest(spec=config.to_proto()))
+    assert err.value.code() == grpc.StatusCode.NOT_FOUND and "random" in err.value.details()
+
+
+def test_model_that_does_not_fit_the_subject_is_refused(suite: LocalSuite) -> None:
+    gen = stub(suite, "generator", generator_pb2_grpc.GeneratorServiceStub)
+    config = CampaignConfig(subject="cartpole", model="lunarlander-ppo", budget={"max_executions": 5})
+    with pytest.raises(grpc.RpcError) as err:
+        gen.StartCampaign(generator_pb2.StartCampaignRequest(spec=config.to_proto()))
+    assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert "Box(8,)" in err.value.details() and "Box(4,)" in err.value.details()
+
+
+def test_out_of_range_campaign_field_is_named(suite: LocalSuite) -> None:
+    gen = stub(suite, "generator", generator_pb2_grpc.GeneratorServiceStub)
+    spec = CampaignConfig(subject="cartpole", model="cartpole-ppo", budget={"max_executions": 5}).to_proto()
+    spec.batch_size = 100000
+    with pytest.raises(grpc.RpcError) as err:
+        gen.StartCampaign(generator_pb2.StartCampaignRequest(spec=spec))
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "spec.batch_size" in err.value.details() and "4096" in err.value.details()
+
+
+def test_agent_rejects_malformed_observations(suite: LocalSuite) -> None:
+    agent = stub(suite, "agent", agent_pb2_grpc.AgentServiceStub)
+    with pytest.raises(grpc.RpcError) as err:
+        agent.Act(agent_pb2.ActRequest(model=common_pb2.ModelRef(name="cartpole-ppo"),
+                                       observations=common_pb2.Tensor(dtype=1, shape=[2, 4], data=b"abc")))
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "bytes" in err.value.details()
+    import numpy as np
+    reply = agent.Act(agent_pb2.ActRequest(model=common_pb2.ModelRef(name="cartpole-ppo"),
+                                           observations=to_tensor(np.zeros((3, 4), np.float32))))
+    assert from_tensor(reply.actions).shape == (3,)
+
+
+def test_translator_lists_none_and_names_unknown(suite: LocalSuite) -> None:
+    tr = stub(suite, "translator", translator_pb2_grpc.TranslatorServiceStub)
+    assert list(tr.ListTranslators(translator_pb2.ListTranslatorsRequest()).translators) == []
+    with pytest.raises(grpc.RpcError) as err:
+        tr.Translate(translator_pb2.TranslateRequest(translator="pix2pixhd"))
+    assert err.value.code() == grpc.StatusCode.NOT_FOUND and "none installed" in err.value.details()
+
+
+def test_killed_simulator_mid_campaign_records_every_execution_once(suite: LocalSuite) -> None:
+    gen = stub(suite, "generator", generator_pb2_grpc.GeneratorServiceStub)
+    config = CampaignConfig(subject="cartpole", model="cartpole-ppo", seed=5, budget={"max_executions": 600},
+                            batch_size=100, parallelism=16)
+    started = gen.StartCampaign(generator_pb2.StartCampaignRequest(spec=config.to_proto())).status
+    deadline = time.time() + 60
+    while gen.GetCampaign(generator_pb2.GetCampaignRequest(campaign_id=started.campaign_id)).status.executions < 120:
+        assert time.time() < deadline
+        time.sleep(0.05)
+    simulator = suite.services["simulator"]
+    simulator.process.send_signal(signal.SIGKILL)  # dies mid-episode, mid-batch
+    simulator.process.wait()
+    time.sleep(1.0)
+    # a new simulator on the same endpoint; the generator retries until it answers
+    proc = subprocess.Popen([sys.executable, "-m", "simulator_service", "--port", str(simulator.port),
+                             "--metrics-port", "0", "--agent-endpoint", suite.endpoint("agent")],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    ready = json.loads(proc.stdout.readline())  # type: ignore[union-attr]
+    suite.services["simulator"] = Service("simulator", proc, ready["port"], ready["metrics_port"], simulator.log_path)
+    events = list(gen.WatchCampaign(generator_pb2.WatchCampaignRequest(campaign_id=started.campaign_id), timeout=300))
+    status = events[-1].status
+    assert status.state == generator_pb2.CAMPAIGN_STATE_COMPLETED, status.error
+    rows = executions(suite, started.campaign_id)
+    assert [r.index for r in rows] == list(range(1, 601))
+    assert sorted(r.test_case.id for r in rows) == [f"t{i:07d}" for i in range(1, 601)]

@@ -1,0 +1,163 @@
+"""Subjects, injectors, oracles and the lock-step runner, in process (no services)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from common.seeding import derive_seed
+from oracle_service.oracles import Episode, get_oracle
+from simulator_service.backends import make_env
+from simulator_service.runner import Job, run_lockstep
+from simulator_service.subject import SubjectError, load_subject_file, load_subjects
+from simulator_service.trace import TraceRecorder
+
+SUBJECTS = load_subjects()
+
+
+def test_cartpole_starts_exactly_at_the_test_case() -> None:
+    env = make_env(SUBJECTS["cartpole"])
+    values = {"x": 0.9, "x_dot": -0.3, "theta": -math.pi / 60, "theta_dot": math.pi / 90}
+    obs, info = env.reset(seed=1, options={"values": values})
+    np.testing.assert_allclose(obs, list(values.values()), rtol=1e-6)
+    assert info["test_case"] == values
+
+
+def test_mountaincar_state_is_injected() -> None:
+    env = make_env(SUBJECTS["mountaincar_continuous"])
+    obs, _ = env.reset(seed=0, options={"values": {"position": -0.9, "velocity": 0.04}})
+    np.testing.assert_allclose(obs, [-0.9, 0.04], rtol=1e-6)
+
+
+def _lunar_vx_after_one_step(fx: float, seed: int) -> float:
+    env = make_env(SUBJECTS["lunarlander"])
+    env.reset(seed=seed, options={"values": {"fx": fx, "fy": 0.0}})
+    obs, *_ = env.step(0)
+    return float(obs[2])
+
+
+def test_lunar_initial_force_replaces_the_random_push() -> None:
+    # Same force, different seeds (different random pushes and terrain): same first velocity.
+    assert _lunar_vx_after_one_step(1500.0, 1) == pytest.approx(_lunar_vx_after_one_step(1500.0, 2), abs=1e-6)
+    assert _lunar_vx_after_one_step(1500.0, 1) > 0 > _lunar_vx_after_one_step(-1500.0, 1)
+
+
+def test_humanoid_pose_offsets_are_applied() -> None:
+    subject = SUBJECTS["humanoid"]
+    env = make_env(subject)
+    values = {n: 0.0 for n in subject.space.names}
+    values["qpos_2"] = 0.01  # torso height
+    env.reset(seed=0, options={"values": values})
+    base = env.unwrapped
+    assert base.data.qpos[2] == pytest.approx(base.init_qpos[2] + 0.01)
+    assert np.allclose(base.data.qvel, base.init_qvel)
+
+
+def test_a_subject_file_with_a_missing_field_is_named(tmp_path: Any) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text("subject: bad\nbackend: gymnasium\nenv_id: CartPole-v1\nparameters: []\n")
+    with pytest.raises(SubjectError, match="missing field\\(s\\) oracle, injector, max_steps"):
+        load_subject_file(path)
+
+
+def test_a_new_classic_control_subject_needs_only_yaml(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "acrobot.yaml").write_text(
+        "subject: acrobot_user\nbackend: gymnasium\nenv_id: Acrobot-v1\nmax_steps: 50\n"
+        "injector: {kind: state_vector, attribute: state, indices: {theta1: 0, theta2: 1}}\n"
+        "oracle: goal_not_reached\nparameters:\n  - {name: theta1, low: -0.1, high: 0.1}\n"
+        "  - {name: theta2, low: -0.1, high: 0.1}\n")
+    monkeypatch.setenv("GAUNTLET_SUBJECT_PATH", str(tmp_path))
+    subject = load_subjects()["acrobot_user"]
+    env = make_env(subject)
+    env.reset(seed=0, options={"values": {"theta1": 0.05, "theta2": -0.05}})
+    assert env.unwrapped.state[:2].tolist() == pytest.approx([0.05, -0.05])
+
+
+# -- oracles --------------------------------------------------------------------------------------------
+def _episode(subject: str, values: dict[str, float], policy: Any, seed: int = 0) -> Episode:
+    s = SUBJECTS[subject]
+    recorder = TraceRecorder(s, list(get_oracle(s.oracle).required_signals))
+    env = make_env(s)
+    obs, _ = env.reset(seed=seed, options={"values": values})
+    recorder.start()
+    total, steps, terminated, truncated = 0.0, 0, False, False
+    while not (terminated or truncated):
+        action = policy(obs)
+        recorder.step(env, obs, np.asarray(action), 0.0)
+        obs, reward, terminated, truncated, _ = env.step(action)
+        total += float(reward)
+        steps += 1
+    return Episode(steps, total, terminated, truncated, recorder.finish(env, obs))
+
+
+def test_cartpole_oracle_fails_a_pushing_policy_and_passes_a_balancing_one() -> None:
+    oracle = get_oracle("cartpole_balance")
+    start = {"x": 0.0, "x_dot": 0.0, "theta": 0.02, "theta_dot": 0.0}
+    bad = oracle.evaluate(_episode("cartpole", start, lambda o: 0))
+    assert bad.failed and bad.margin <= 0.05 and "pole angle" in bad.reason
+    good = oracle.evaluate(_episode("cartpole", start, lambda o: int(o[2] + 0.5 * o[3] > 0)))
+    assert not good.failed and good.margin > 0
+    assert sum(good.descriptors) == 500
+
+
+def test_lunar_oracle_flags_a_crash() -> None:
+    judged = get_oracle("lunar_crash").evaluate(_episode("lunarlander", {"fx": 0.0, "fy": -1500.0}, lambda o: 0))
+    assert judged.failed and "hit the ground" in judged.reason
+
+
+def test_mountaincar_oracle_fails_an_idle_car() -> None:
+    judged = get_oracle("mountaincar_goal").evaluate(
+        _episode("mountaincar", {"position": -0.5, "velocity": 0.0}, lambda o: 1))
+    assert judged.failed and judged.margin < 0
+
+
+def test_oracle_names_missing_signals() -> None:
+    with pytest.raises(KeyError, match="needs signal\\(s\\) observations"):
+        get_oracle("cartpole_balance").evaluate(Episode(10, 10.0, True, False, {}))
+
+
+# -- runner ---------------------------------------------------------------------------------------------
+class _Exploding(gym.Wrapper):
+    """Dies on the first step of the test case with x = 0.9, like a crashing simulator."""
+
+    def reset(self, **kwargs: Any) -> Any:
+        self.doomed = kwargs["options"]["values"]["x"] == 0.9
+        return self.env.reset(**kwargs)
+
+    def step(self, action: Any) -> Any:
+        if self.doomed:
+            raise RuntimeError("simulator died")
+        return self.env.step(action)
+
+
+def test_lockstep_runner_batches_refills_and_survives_a_dying_env() -> None:
+    s = SUBJECTS["cartpole"]
+    rng = np.random.default_rng(0)
+    jobs = [Job(f"t{i}", {**s.space.sample(rng), "x": 0.0 if i != 3 else 0.9}, derive_seed(0, i)) for i in range(10)]
+    batch_sizes: list[int] = []
+
+    def act(obs: np.ndarray) -> np.ndarray:
+        batch_sizes.append(len(obs))
+        return (obs[:, 2] + 0.5 * obs[:, 3] > 0).astype(np.int64)
+
+    factory = lambda: _Exploding(make_env(s))  # noqa: E731
+    outcomes = list(run_lockstep(factory, [factory() for _ in range(4)], jobs, act,
+                                 lambda: TraceRecorder(s, ["observations"])))
+    assert sorted(o.job.test_case_id for o in outcomes) == sorted(j.test_case_id for j in jobs)
+    broken = [o for o in outcomes if o.error]
+    assert [o.job.test_case_id for o in broken] == ["t3"] and "simulator died" in broken[0].error
+    assert max(batch_sizes) == 4  # one agent call per lock-step for all active slots
+    assert sum(batch_sizes) == sum(o.steps for o in outcomes) + len(broken)  # the dying step acted too
+    assert all(o.signals["observations"].shape == (o.steps, 4) for o in outcomes if not o.error)
+
+
+def test_episodes_are_deterministic_given_test_case_and_seed() -> None:
+    s = SUBJECTS["lunarlander"]
+    job = Job("t", {"fx": 700.0, "fy": -300.0}, 42)
+    runs = [list(run_lockstep(lambda: make_env(s), [make_env(s)], [job], lambda o: np.zeros(len(o), dtype=np.int64),
+                              lambda: TraceRecorder(s, [])))[0] for _ in range(2)]
+    assert runs[0].steps == runs[1].steps and runs[0].total_reward == runs[1].total_reward
