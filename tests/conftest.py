@@ -6,6 +6,7 @@ import os
 import shutil
 import socket
 import subprocess
+import tempfile
 import time
 from glob import glob
 from pathlib import Path
@@ -48,17 +49,22 @@ def postgres_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         if os.environ.get("GAUNTLET_REQUIRE_POSTGRES"):
             pytest.fail("PostgreSQL binaries not found (.ci/run installs Debian's postgresql)")
         pytest.skip("PostgreSQL binaries not installed (apt-get install postgresql)")
-    data = tmp_path_factory.mktemp("pg") / "data"
+    # outside pytest's tmp tree: that one is private to root, and postgres refuses to run as root
+    data = Path(tempfile.mkdtemp(prefix="gauntlet-pg-")) / "data"
     port = free_port()
     as_user: list[str] = []
-    if os.geteuid() == 0:  # postgres refuses to run as root
+    if os.geteuid() == 0:
         shutil.chown(data.parent, "postgres", "postgres")
         as_user = ["runuser", "-u", "postgres", "--"]
-    subprocess.run([*as_user, str(bindir / "initdb"), "-D", str(data), "-U", "gauntlet", "--auth=trust", "-E", "UTF8"],
-                   check=True, capture_output=True)
-    subprocess.run([*as_user, str(bindir / "pg_ctl"), "-D", str(data), "-w", "-l", str(data.parent / "log"),
-                    "-o", f"-p {port} -k {data.parent} -c listen_addresses=127.0.0.1", "start"],
-                   check=True, capture_output=True)
+
+    def run(*cmd: str) -> None:
+        done = subprocess.run([*as_user, *cmd], capture_output=True, text=True)
+        if done.returncode:
+            pytest.fail(f"{' '.join(cmd)} failed: {done.stdout}{done.stderr}")
+
+    run(str(bindir / "initdb"), "-D", str(data), "-U", "gauntlet", "--auth=trust", "-E", "UTF8")
+    run(str(bindir / "pg_ctl"), "-D", str(data), "-w", "-l", str(data.parent / "log"),
+        "-o", f"-p {port} -k {data.parent} -c listen_addresses=127.0.0.1", "start")
     try:
         for _ in range(50):
             if subprocess.run([str(bindir / "pg_isready"), "-h", "127.0.0.1", "-p", str(port)],
@@ -68,3 +74,4 @@ def postgres_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield f"postgresql+psycopg://gauntlet@127.0.0.1:{port}/postgres"
     finally:
         subprocess.run([*as_user, str(bindir / "pg_ctl"), "-D", str(data), "-m", "fast", "stop"], capture_output=True)
+        shutil.rmtree(data.parent, ignore_errors=True)

@@ -1,0 +1,100 @@
+"""The campaign store on SQLite and on a real PostgreSQL server; resuming after the generator dies."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cli.launcher import LocalSuite
+from common.generated.gauntlet.v1 import generator_pb2, generator_pb2_grpc
+from common.server import client_channel
+from generator_service.config import CampaignConfig
+from generator_service.store import CampaignStore, ExecutionRow
+
+from tests.conftest import MODEL_ROOT
+
+
+def _row(i: int, verdict: str = "pass") -> ExecutionRow:
+    return ExecutionRow(f"t{i:07d}", i, 1, {"x": i / 10}, verdict, 0.5, 100, 100.0, (1.0, 2.0), "ok", 1,
+                        int(verdict == "fail"), i * 0.1)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> CampaignStore:
+    if request.param == "sqlite":
+        return CampaignStore(f"sqlite:///{tmp_path / 'store.db'}")
+    return CampaignStore(request.getfixturevalue("postgres_url"))
+
+
+def test_executions_are_stored_once_in_order(store: CampaignStore) -> None:
+    cid = f"c-{id(store)}"
+    store.create_campaign(cid, "n", {"a": 1})
+    store.add_test_cases(cid, 1, 1, [(f"t{i:07d}", {"x": i / 10}) for i in range(1, 4)])
+    assert store.add_execution(cid, _row(1))
+    assert store.add_execution(cid, _row(2, "fail"))
+    assert not store.add_execution(cid, _row(2, "fail"))  # a retried batch does not double-count
+    assert store.add_execution(cid, _row(3))
+    rows = list(store.executions(cid))
+    assert [r.index for r in rows] == [1, 2, 3] and rows[1].descriptors == (1.0, 2.0)
+    assert store.totals(cid) == {"executions": 3, "steps": 300, "failures": 1, "first_failure_index": 2,
+                                 "first_failure_seconds": pytest.approx(0.2)}
+    assert store.asked_batches(cid) == [[(f"t{i:07d}", {"x": i / 10}) for i in range(1, 4)]]
+    store.set_state(cid, "completed", "max_executions", add_wall_seconds=2.5)
+    row = store.campaign(cid)
+    assert row is not None and row.state == "completed" and row.wall_seconds == 2.5 and row.spec == {"a": 1}
+
+
+def test_campaign_on_postgres_end_to_end(postgres_url: str, tmp_path: Path) -> None:
+    with LocalSuite(store_url=postgres_url, log_dir=tmp_path / "logs", model_root=MODEL_ROOT) as local:
+        gen = generator_pb2_grpc.GeneratorServiceStub(client_channel(local.endpoint("generator")))
+        config = CampaignConfig(subject="cartpole", model="cartpole-ppo", budget={"max_executions": 50}, batch_size=25)
+        started = gen.StartCampaign(generator_pb2.StartCampaignRequest(spec=config.to_proto())).status
+        status = list(gen.WatchCampaign(generator_pb2.WatchCampaignRequest(campaign_id=started.campaign_id)))[-1].status
+    assert status.executions == 50
+    assert len(list(CampaignStore(postgres_url).executions(started.campaign_id))) == 50
+
+
+def test_restarted_generator_resumes_without_losing_or_repeating(tmp_path: Path) -> None:
+    store_url = f"sqlite:///{tmp_path / 'store.db'}"
+    local = LocalSuite(store_url=store_url, log_dir=tmp_path / "logs", model_root=MODEL_ROOT).start()
+    try:
+        gen = generator_pb2_grpc.GeneratorServiceStub(client_channel(local.endpoint("generator")))
+        config = CampaignConfig(subject="cartpole", model="cartpole-ppo", seed=9, budget={"max_executions": 400},
+                                batch_size=50, parallelism=16)
+        cid = gen.StartCampaign(generator_pb2.StartCampaignRequest(campaign_id="resume-me", spec=config.to_proto())).status.campaign_id
+        for event in gen.WatchCampaign(generator_pb2.WatchCampaignRequest(campaign_id=cid)):
+            if event.status.executions >= 100:
+                break
+        generator = local.services.pop("generator")
+        generator.process.send_signal(signal.SIGKILL)  # no chance to record anything
+        generator.process.wait()
+        before = CampaignStore(store_url).totals(cid)["executions"]
+        assert 100 <= before < 400
+        restarted = local.start_service(
+            "generator", "generator_service", "--simulator-endpoint", local.endpoint("simulator"),
+            "--oracle-endpoint", local.endpoint("oracle"), "--store-url", store_url)
+        gen = generator_pb2_grpc.GeneratorServiceStub(client_channel(restarted.endpoint))
+        status = list(gen.WatchCampaign(generator_pb2.WatchCampaignRequest(campaign_id=cid)))[-1].status
+        # the resume thread starts shortly after the server: wait for it to finish too
+        while status.state == generator_pb2.CAMPAIGN_STATE_RUNNING:
+            status = list(gen.WatchCampaign(generator_pb2.WatchCampaignRequest(campaign_id=cid)))[-1].status
+    finally:
+        local.stop()
+    assert status.state == generator_pb2.CAMPAIGN_STATE_COMPLETED, status.error
+    rows = list(CampaignStore(store_url).executions(cid))
+    assert [r.index for r in rows] == list(range(1, 401))
+    assert sorted(r.test_case_id for r in rows) == [f"t{i:07d}" for i in range(1, 401)]
+    # the resumed run asked the same inputs the first run had asked (every choice flows from the seed)
+    reference = CampaignConfig(**{**config.model_dump(), "name": "fresh"})
+    from generator_service.strategies import make_strategy
+    from common.seeding import derive_seed
+    from simulator_service.subject import get_subject
+    strategy = make_strategy("random", get_subject("cartpole").space, derive_seed(reference.seed, "strategy"))
+    expected = [v for _ in range(8) for v in strategy.ask(50)]
+    by_id = {r.test_case_id: r.values for r in rows}
+    assert [by_id[f"t{i:07d}"] for i in range(1, 401)] == json.loads(json.dumps(expected))
