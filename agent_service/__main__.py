@@ -24,6 +24,8 @@ def main() -> None:
 
     torch.set_num_threads(args.torch_threads)
     registry = ModelRegistry(args.model_root)
+    # load every model now: the first lock-step of a campaign should not pay for imports and unzipping
+    registry.preload()
     from agent_service.server import register
 
     serve("agent", options, lambda server: register(server, registry))

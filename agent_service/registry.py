@@ -6,6 +6,7 @@ folder per model with `model.zip`. Only names listed in the manifest can be load
 
 from __future__ import annotations
 
+import logging
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,7 @@ from agent_service.algorithms import algorithm_class
 from common.errors import InvalidArgument, NotFound
 
 DEFAULT_MODEL_ROOT = Path(__file__).parent / "zoo"
+log = logging.getLogger("agent")
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,7 @@ class ModelRegistry:
         }
         self._loaded: dict[str, Any] = {}
         self._lock = threading.Lock()
+        self._act_locks = {name: threading.Lock() for name in self.entries}
 
     def entry(self, name: str) -> ModelEntry:
         if name not in self.entries:
@@ -57,6 +60,14 @@ class ModelRegistry:
                 self._loaded[name] = algorithm_class(entry.algorithm).load(path, device="cpu")
             return self._loaded[name]
 
+    def preload(self) -> None:
+        """Loads every listed model; a broken one is logged and left to fail on use with NOT_FOUND/INTERNAL."""
+        for name in self.entries:
+            try:
+                self.load(name)
+            except Exception:  # noqa: BLE001
+                log.exception("model %s could not be preloaded", name)
+
     def act(self, name: str, observations: np.ndarray) -> np.ndarray:
         model = self.load(name)
         expected = tuple(model.observation_space.shape)
@@ -64,6 +75,35 @@ class ModelRegistry:
             raise InvalidArgument(
                 f"model {name!r} expects observations of shape (batch, {', '.join(map(str, expected))}), "
                 f"got {tuple(observations.shape)}")
-        actions, _ = model.predict(observations, deterministic=True)
-        actions = np.asarray(actions)
+        # SB3 policies keep the last action distribution on the shared module: one batch at a time per model
+        with self._act_locks[name]:
+            actions = _predict(model, observations)
         return actions.astype(np.int64) if np.issubdtype(actions.dtype, np.integer) else actions.astype(np.float32)
+
+
+def _predict(model: Any, observations: np.ndarray) -> np.ndarray:
+    """Deterministic actions for a batch; the same result as `model.predict(obs, deterministic=True)`.
+
+    For Box observations it calls the policy directly under no_grad, skipping predict()'s
+    per-call checks and conversions (measurable at one call per lock-step).
+    """
+    import torch
+    from gymnasium import spaces
+
+    policy = model.policy
+    if not isinstance(model.observation_space, spaces.Box):
+        actions, _ = model.predict(observations, deterministic=True)
+        return np.asarray(actions)
+    policy.set_training_mode(False)
+    with torch.no_grad():
+        obs = torch.from_numpy(np.array(observations, dtype=np.float32))  # a writable copy of the wire buffer
+        actions = policy._predict(obs, deterministic=True).numpy()
+    if isinstance(model.action_space, spaces.Box):
+        actions = actions.reshape((-1, *model.action_space.shape))
+        if policy.squash_output:
+            actions = policy.unscale_action(actions)
+        else:
+            actions = np.clip(actions, model.action_space.low, model.action_space.high)
+    else:
+        actions = actions.reshape((-1, *model.action_space.shape))
+    return actions

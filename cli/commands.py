@@ -62,10 +62,10 @@ def suite(args: argparse.Namespace, store_url: str | None = None) -> Iterator[tu
     with console.status("starting the Gauntlet services on loopback..."):
         try:
             local = LocalSuite(store_url=url).start()
-        if getattr(args, "report_dir", None) is None:
-            args.report_dir = Path("runs/reports")
         except LaunchError as exc:
             raise UserError(str(exc)) from None
+    if getattr(args, "report_dir", None) is None:
+        args.report_dir = Path("runs/reports")
     try:
         yield local.endpoint("generator"), local.endpoint("analysis")
     finally:

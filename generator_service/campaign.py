@@ -236,6 +236,7 @@ class CampaignRunner:
         for v in response.verdicts:
             by_case.setdefault(v.test_case_id, []).append(v)
         index = self.store.totals(self.id)["executions"]
+        rows = []
         for cid in ready:
             verdicts, eps = by_case[cid], episodes[cid]
             kinds = [_VERDICT[v.verdict] for v in verdicts]
@@ -243,16 +244,17 @@ class CampaignRunner:
             judged = len(kinds) - kinds.count("invalid")
             # majority verdict: fail when more than half of the judged repetitions fail
             verdict = "invalid" if judged == 0 else ("fail" if failed * 2 > judged else "pass")
-            first_fail = next((v for v in verdicts if _VERDICT[v.verdict] == verdict), verdicts[0])
+            first = next((v for v in verdicts if _VERDICT[v.verdict] == verdict), verdicts[0])
             n = len(eps)
             index += 1
-            stored = self.store.add_execution(self.id, ExecutionRow(
+            rows.append(ExecutionRow(
                 test_case_id=cid, index=index, batch=batch, values=values[cid], verdict=verdict,
                 margin=sum(v.margin for v in verdicts) / n, steps=sum(e.steps for e in eps),
-                total_reward=sum(e.total_reward for e in eps) / n, descriptors=tuple(first_fail.descriptors),
-                reason=first_fail.reason, repetitions=n, failed_repetitions=failed, elapsed_seconds=self.elapsed()))
-            if not stored:
-                index -= 1
-            elif verdict == "fail":
-                self.publish("failure", f"{cid}: {first_fail.reason}")
+                total_reward=sum(e.total_reward for e in eps) / n, descriptors=tuple(first.descriptors),
+                reason=first.reason, repetitions=n, failed_repetitions=failed, elapsed_seconds=self.elapsed()))
+        # `ready` holds only cases that were pending in the store, so none is skipped as already stored
+        stored = self.store.add_executions(self.id, rows)
+        for row in stored:
+            if row.verdict == "fail":
+                self.publish("failure", f"{row.test_case_id}: {row.reason}")
         self.publish("progress", "")

@@ -100,6 +100,9 @@ class CampaignStore:
         if url.startswith("sqlite"):
             with self.engine.begin() as conn:
                 conn.exec_driver_sql("PRAGMA journal_mode=WAL")
+        if url.startswith("sqlite"):
+            # WAL + synchronous=NORMAL: a commit survives a process crash (what resuming needs), not a power cut
+            sa.event.listen(self.engine, "connect", lambda dbapi, _: dbapi.execute("PRAGMA synchronous=NORMAL"))
         metadata.create_all(self.engine)
 
     # -- campaigns --------------------------------------------------------------------------------
@@ -147,17 +150,23 @@ class CampaignStore:
     # -- executions -------------------------------------------------------------------------------
     def add_execution(self, campaign_id: str, row: ExecutionRow) -> bool:
         """Writes one execution; False when that test case was already stored (a retried batch)."""
-        values = dict(campaign_id=campaign_id, test_case_id=row.test_case_id, idx=row.index, batch=row.batch,
-                      values=json.dumps(row.values), verdict=row.verdict, margin=row.margin, steps=row.steps,
-                      total_reward=row.total_reward, descriptors=json.dumps(list(row.descriptors)),
-                      reason=row.reason, repetitions=row.repetitions, failed_repetitions=row.failed_repetitions,
-                      elapsed_seconds=row.elapsed_seconds)
         try:
             with self.engine.begin() as conn:
-                conn.execute(executions.insert().values(**values))
+                conn.execute(executions.insert().values(**_execution_values(campaign_id, row)))
             return True
         except sa.exc.IntegrityError:
             return False
+
+    def add_executions(self, campaign_id: str, rows: list[ExecutionRow]) -> list[ExecutionRow]:
+        """Writes several executions in one transaction; returns those stored (already stored ones are skipped)."""
+        if not rows:
+            return []
+        try:
+            with self.engine.begin() as conn:
+                conn.execute(executions.insert(), [_execution_values(campaign_id, r) for r in rows])
+            return list(rows)
+        except sa.exc.IntegrityError:  # some were stored by an earlier attempt: fall back to one by one
+            return [r for r in rows if self.add_execution(campaign_id, r)]
 
     def executions(self, campaign_id: str) -> Iterator[ExecutionRow]:
         with self.engine.connect() as conn:
@@ -182,6 +191,14 @@ class CampaignStore:
                     executions.c.campaign_id == campaign_id, executions.c.idx == first)).scalar_one()
         return {"executions": int(row[0]), "steps": int(row[1]), "failures": int(row[2]),
                 "first_failure_index": int(first or 0), "first_failure_seconds": float(first_seconds)}
+
+
+def _execution_values(campaign_id: str, row: ExecutionRow) -> dict[str, Any]:
+    return dict(campaign_id=campaign_id, test_case_id=row.test_case_id, idx=row.index, batch=row.batch,
+                values=json.dumps(row.values), verdict=row.verdict, margin=row.margin, steps=row.steps,
+                total_reward=row.total_reward, descriptors=json.dumps(list(row.descriptors)), reason=row.reason,
+                repetitions=row.repetitions, failed_repetitions=row.failed_repetitions,
+                elapsed_seconds=row.elapsed_seconds)
 
 
 def _campaign_row(r: Any) -> CampaignRow:

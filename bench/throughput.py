@@ -1,0 +1,124 @@
+"""Episode throughput on CartPole, measured three ways side by side on the same test cases.
+
+1. suite:   a campaign through the services (generator -> simulator -> agent ActStream, oracle),
+            with 64 environments in lock-step;
+2. naive:   the seed tools' loop, in process: one env, `model.predict` one step at a time;
+3. batched: in process, 64 environments in lock-step, one batched `model.predict` per step.
+
+Ends with `throughput: suite/naive=<x> suite/batched=<y>` (ratios of episodes per second)
+and prints each service's peak resident memory.
+
+    python bench/throughput.py [--episodes 256] [--parallelism 64]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from agent_service.algorithms import algorithm_class  # noqa: E402
+from agent_service.registry import DEFAULT_MODEL_ROOT  # noqa: E402
+from cli.launcher import LocalSuite  # noqa: E402
+from common.generated.gauntlet.v1 import generator_pb2, generator_pb2_grpc  # noqa: E402
+from common.seeding import derive_seed  # noqa: E402
+from common.server import client_channel  # noqa: E402
+from generator_service.config import CampaignConfig  # noqa: E402
+from generator_service.strategies import make_strategy  # noqa: E402
+from simulator_service.backends import make_env  # noqa: E402
+from simulator_service.runner import Job, run_lockstep  # noqa: E402
+from simulator_service.subject import get_subject  # noqa: E402
+from simulator_service.trace import TraceRecorder  # noqa: E402
+
+MODEL = "cartpole-ppo"
+SIGNALS = ["observations", "actions", "final_observation"]  # what the CartPole oracle asks the simulator for
+
+
+def peak_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def run_suite(config: CampaignConfig, model_root: Path) -> tuple[float, int, dict[str, float]]:
+    with tempfile.TemporaryDirectory() as tmp:
+        with LocalSuite(store_url=f"sqlite:///{tmp}/bench.db", log_dir=Path(tmp) / "logs", model_root=model_root) as local:
+            gen = generator_pb2_grpc.GeneratorServiceStub(client_channel(local.endpoint("generator")))
+            started = time.perf_counter()
+            cid = gen.StartCampaign(generator_pb2.StartCampaignRequest(spec=config.to_proto())).status.campaign_id
+            status = list(gen.WatchCampaign(generator_pb2.WatchCampaignRequest(campaign_id=cid)))[-1].status
+            seconds = time.perf_counter() - started
+            memory = {name: peak_rss_mb(s.process.pid) for name, s in local.services.items()}
+    return seconds, int(status.steps), memory
+
+
+def run_naive(jobs: list[Job], model: object) -> tuple[float, int]:
+    subject = get_subject("cartpole")
+    env = make_env(subject)
+    steps = 0
+    started = time.perf_counter()
+    for job in jobs:
+        obs, _ = env.reset(seed=job.seed, options={"values": job.values})
+        done = False
+        while not done:
+            action, _ = model.predict(obs, deterministic=True)  # type: ignore[attr-defined]
+            obs, _, terminated, truncated, _ = env.step(int(action))
+            steps += 1
+            done = terminated or truncated
+    return time.perf_counter() - started, steps
+
+
+def run_batched(jobs: list[Job], model: object, parallelism: int) -> tuple[float, int]:
+    subject = get_subject("cartpole")
+    started = time.perf_counter()
+    outcomes = list(run_lockstep(lambda: make_env(subject), [make_env(subject) for _ in range(parallelism)], jobs,
+                                 lambda o: model.predict(o, deterministic=True)[0],  # type: ignore[attr-defined]
+                                 lambda: TraceRecorder(subject, SIGNALS)))
+    return time.perf_counter() - started, sum(o.steps for o in outcomes)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--episodes", type=int, default=256, help="episodes per way (default 256)")
+    parser.add_argument("--parallelism", type=int, default=64, help="environments in lock-step (default 64)")
+    parser.add_argument("--model-root", type=Path, default=DEFAULT_MODEL_ROOT, help="zoo folder (default: bundled)")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+
+    import torch
+
+    torch.set_num_threads(1)  # the agent service runs with one thread too
+    config = CampaignConfig(name="bench", subject="cartpole", model=MODEL, seed=args.seed,
+                            budget={"max_executions": args.episodes}, batch_size=args.episodes,
+                            parallelism=args.parallelism)
+    # the same test cases and episode seeds the campaign will use
+    space = get_subject("cartpole").space
+    values = make_strategy("random", space, derive_seed(args.seed, "strategy")).ask(args.episodes)
+    jobs = [Job(f"t{i + 1:07d}", v, derive_seed(args.seed, f"t{i + 1:07d}", 0)) for i, v in enumerate(values)]
+    model = algorithm_class("PPO").load(args.model_root / MODEL / "model.zip", device="cpu")
+
+    suite_s, suite_steps, memory = run_suite(config, args.model_root)
+    naive_s, naive_steps = run_naive(jobs, model)
+    batched_s, batched_steps = run_batched(jobs, model, args.parallelism)
+    if not suite_steps == naive_steps == batched_steps:
+        print(f"warning: step counts differ (suite {suite_steps}, naive {naive_steps}, batched {batched_steps})")
+
+    n = args.episodes
+    rows = [("suite (gRPC, 64 in lock-step)", suite_s, suite_steps), ("naive (predict per step)", naive_s, naive_steps),
+            ("batched in process", batched_s, batched_steps)]
+    print(f"{'way':34s} {'seconds':>8s} {'episodes/s':>11s} {'steps/s':>10s}")
+    for name, seconds, steps in rows:
+        print(f"{name:34s} {seconds:8.2f} {n / seconds:11.1f} {steps / seconds:10.0f}")
+    print("peak resident memory per service (MiB): " + ", ".join(f"{k} {v:.0f}" for k, v in memory.items()))
+    print(f"throughput: suite/naive={naive_s / suite_s:.2f} suite/batched={batched_s / suite_s:.2f}")
+
+
+if __name__ == "__main__":
+    main()

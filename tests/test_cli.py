@@ -1,0 +1,54 @@
+"""The gauntlet command: help that teaches, errors without tracebacks, listings."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def gauntlet(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "cli.main", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_help_lists_commands_and_examples() -> None:
+    out = gauntlet("--help")
+    assert out.returncode == 0
+    for word in ("run", "up", "environments", "models", "strategies", "report", "train", "examples:"):
+        assert word in out.stdout
+
+
+def test_bad_campaign_field_is_named_without_traceback(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("campaign:\n  subject: cartpole\n  model: cartpole-ppo\n  batch_size: 0\n  budget: {max_executions: 10}\n")
+    out = gauntlet("run", str(bad))
+    assert out.returncode == 2
+    assert "campaign.batch_size: Input should be greater than or equal to 1" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_unknown_key_and_missing_file_are_explained(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("campaign:\n  subject: cartpole\n  model: m\n  budgets: {}\n")
+    out = gauntlet("run", str(bad))
+    assert out.returncode == 2 and "campaign.budgets: Extra inputs are not permitted" in out.stderr
+    assert "campaign.budget: Field required" in out.stderr
+    out = gauntlet("run", str(tmp_path / "missing.yaml"))
+    assert out.returncode == 2 and "does not exist" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_unknown_subject_is_reported_by_the_suite(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("campaign:\n  subject: cartpol\n  model: cartpole-ppo\n  budget: {max_executions: 10}\n")
+    out = gauntlet("run", str(bad), "--store-url", f"sqlite:///{tmp_path / 's.db'}", cwd=tmp_path)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "NOT_FOUND: unknown subject 'cartpol'; known subjects:" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_listings() -> None:
+    assert "cartpole" in gauntlet("environments").stdout
+    assert "random" in gauntlet("strategies").stdout
+    assert "lunar_crash" in gauntlet("oracles").stdout

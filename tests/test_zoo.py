@@ -1,0 +1,77 @@
+"""The agent zoo: recipes train (tiny budgets here), logs have Indago's format, bundled models act end to end."""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+from pathlib import Path
+
+import grpc
+import numpy as np
+import pytest
+import yaml
+
+from agent_service.registry import DEFAULT_MODEL_ROOT
+from agent_service.training import get_recipe, load_recipes, read_interaction_log, train
+from cli.launcher import LocalSuite
+from common.generated.gauntlet.v1 import agent_pb2, agent_pb2_grpc, simulator_pb2, simulator_pb2_grpc
+from common.server import client_channel
+from common.space import ParameterSpace
+from simulator_service.subject import load_subjects
+
+MANIFEST = yaml.safe_load((DEFAULT_MODEL_ROOT / "manifest.yaml").read_text())["models"]
+
+
+@pytest.mark.parametrize("name", ["cartpole-ppo", "mountaincar-continuous-sac"])
+def test_each_algorithm_trains_and_logs_every_episode(name: str, tmp_path: Path) -> None:
+    recipe = dataclasses.replace(get_recipe(name), n_envs=2)
+    params = dict(recipe.hyperparams)
+    if "buffer_size" in params:
+        params.update(batch_size=32, gradient_steps=1, train_freq=1)
+    meta = train(dataclasses.replace(recipe, hyperparams=params), tmp_path, timesteps=1200)
+    assert (tmp_path / "model.zip").exists() and meta["timesteps"] == 1200
+    rows = read_interaction_log(tmp_path / "training_log.jsonl.gz")
+    assert len(rows) == meta["training_episodes"] >= 1
+    space = load_subjects()[recipe.subject].space
+    for i, row in enumerate(rows, 1):
+        assert row["episode"] == i and row["verdict"] in ("pass", "fail")
+        assert space.violations(row["config"]) == []  # training episodes start from the subject's own space
+    assert [r["timestep"] for r in rows] == sorted(r["timestep"] for r in rows)
+
+
+def test_a_malformed_log_line_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "log.jsonl.gz"
+    with gzip.open(path, "wt") as f:
+        f.write('{"episode": 1, "timestep": 5, "config": {}, "verdict": "pass", "margin": 1}\n{"episode": 2\n')
+    with pytest.raises(ValueError, match=":2: not JSON"):
+        read_interaction_log(path)
+
+
+def test_manifest_lists_every_recipe_with_measurements() -> None:
+    for name, entry in MANIFEST.items():
+        assert name in load_recipes(), name
+        for key in ("subject", "algorithm", "seed", "timesteps", "train_wall_seconds", "file_bytes", "eval_tests",
+                    "success_rate"):
+            assert key in entry, f"{name} lacks {key}"
+        assert entry["eval_tests"] >= 1000
+        model = DEFAULT_MODEL_ROOT / name / "model.zip"
+        assert model.stat().st_size == entry["file_bytes"] < 5 * 1024 * 1024
+        assert (DEFAULT_MODEL_ROOT / name / "training_log.jsonl.gz").exists()
+
+
+def test_every_bundled_model_acts_on_its_subject_through_the_services(tmp_path: Path) -> None:
+    with LocalSuite(store_url=f"sqlite:///{tmp_path / 's.db'}", log_dir=tmp_path / "logs") as local:
+        agent = agent_pb2_grpc.AgentServiceStub(client_channel(local.endpoint("agent")))
+        sim = simulator_pb2_grpc.SimulatorServiceStub(client_channel(local.endpoint("simulator")))
+        listed = {m.name: m.subject for m in agent.ListModels(agent_pb2.ListModelsRequest()).models}
+        assert listed == {name: e["subject"] for name, e in MANIFEST.items()}
+        for name, subject in listed.items():
+            space = ParameterSpace.from_proto(sim.DescribeEnvironment(
+                simulator_pb2.DescribeEnvironmentRequest(subject=subject)).parameter_space)
+            rng = np.random.default_rng(0)
+            request = simulator_pb2.RunEpisodesRequest(
+                subject=subject, seed=1, max_steps=50,
+                test_cases=[space.test_case_to_proto(f"c{i}", space.sample(rng)) for i in range(2)])
+            request.model.name = name
+            results = [r.result for r in sim.RunEpisodes(request, timeout=300)]
+            assert len(results) == 2 and all(not r.error and r.steps >= 1 for r in results), name
