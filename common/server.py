@@ -130,9 +130,6 @@ def serve(service: str, options: ServiceOptions, register: Callable[[grpc.Server
     server.start()
     for name in ["", *names]:
         health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    print(json.dumps({"service": service, "port": port, "metrics_port": metrics_port}), flush=True)
-    log.info("serving on %s:%d (metrics %d)", options.host, port, metrics_port)
-
     stopped = threading.Event()
 
     def shutdown(signum: int, _frame: object) -> None:
@@ -145,6 +142,9 @@ def serve(service: str, options: ServiceOptions, register: Callable[[grpc.Server
 
     signal.signal(signal.SIGTERM, shutdown)
     signal.signal(signal.SIGINT, shutdown)
+    print(json.dumps({"service": service, "port": port, "metrics_port": metrics_port}), flush=True)
+    log.info("serving on %s:%d (metrics %d)", options.host, port, metrics_port)
+
     stopped.wait()
     log.info("stopped")
 
