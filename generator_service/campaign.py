@@ -96,7 +96,8 @@ class CampaignRunner:
             log.exception("campaign %s failed", self.id)
             state, reason, error = "interrupted", "error", f"{type(exc).__name__}: {exc}"
         self.store.set_state(self.id, state, reason, error, add_wall_seconds=time.monotonic() - self._started)
-        self.publish("error" if error else "finished", error or f"stopped: {reason}")
+        if error:
+            self.publish("error", error)  # the watch stream itself ends with one "finished" event
 
     def _run(self) -> str:
         cfg = self.config

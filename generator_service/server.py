@@ -172,7 +172,9 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
                 if event is None:
                     break
                 yield event
-            yield generator_pb2.WatchCampaignResponse(kind="finished", status=self._status(request.campaign_id))
+            final = self._status(request.campaign_id)
+            yield generator_pb2.WatchCampaignResponse(kind="finished", status=final,
+                                                      message=f"stopped: {final.stop_reason}" if final.stop_reason else "")
         finally:
             with self._lock:
                 watchers = self._watchers.get(request.campaign_id, [])
