@@ -114,7 +114,7 @@ class CampaignRunner:
                 raise CampaignError(f"cannot resume: strategy {cfg.strategy!r} asked other inputs than the stored "
                                     f"batch {number} (is it deterministic given the seed?)")
             stop = self._execute(number, stored, space, oracle_name, signals)
-            strategy.tell(self._results(stored))
+            strategy.tell(self._results(number, stored))
             if stop:
                 return stop
         number = len(batches)
@@ -130,13 +130,13 @@ class CampaignRunner:
             self.store.add_test_cases(self.id, number, position + 1, cases)
             position += len(cases)
             stop = self._execute(number, cases, space, oracle_name, signals)
-            strategy.tell(self._results(cases))
+            strategy.tell(self._results(number, cases))
             if stop:
                 return stop
         return reason
 
-    def _results(self, cases: list[tuple[str, dict[str, Any]]]) -> list[Result]:
-        done = {r.test_case_id: r for r in self.store.executions(self.id)}
+    def _results(self, batch: int, cases: list[tuple[str, dict[str, Any]]]) -> list[Result]:
+        done = {r.test_case_id: r for r in self.store.executions(self.id, batch)}
         out = []
         for cid, values in cases:
             r = done.get(cid)
@@ -182,7 +182,7 @@ class CampaignRunner:
         deadline = time.monotonic() + self.retry_seconds
         delay = 0.5
         while True:
-            done = {r.test_case_id for r in self.store.executions(self.id)}
+            done = {r.test_case_id for r in self.store.executions(self.id, batch)}
             pending = [(cid, v) for cid, v in cases if cid not in done]
             if not pending:
                 return self._stop_reason()

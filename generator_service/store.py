@@ -55,6 +55,7 @@ executions = sa.Table(
     sa.Column("failed_repetitions", sa.Integer, nullable=False),
     sa.Column("elapsed_seconds", sa.Float, nullable=False),
     sa.UniqueConstraint("campaign_id", "idx", name="uq_execution_index"),
+    sa.Index("ix_executions_batch", "campaign_id", "batch"),
 )
 
 
@@ -168,11 +169,13 @@ class CampaignStore:
         except sa.exc.IntegrityError:  # some were stored by an earlier attempt: fall back to one by one
             return [r for r in rows if self.add_execution(campaign_id, r)]
 
-    def executions(self, campaign_id: str) -> Iterator[ExecutionRow]:
+    def executions(self, campaign_id: str, batch: int | None = None) -> Iterator[ExecutionRow]:
+        """Stored executions in execution order, optionally only those of one batch."""
+        query = executions.select().where(executions.c.campaign_id == campaign_id)
+        if batch is not None:
+            query = query.where(executions.c.batch == batch)
         with self.engine.connect() as conn:
-            result = conn.execute(executions.select().where(executions.c.campaign_id == campaign_id)
-                                  .order_by(executions.c.idx)).mappings()
-            for r in result:
+            for r in conn.execute(query.order_by(executions.c.idx)).mappings():
                 yield ExecutionRow(r["test_case_id"], r["idx"], r["batch"], json.loads(r["values"]), r["verdict"],
                                    r["margin"], r["steps"], r["total_reward"], tuple(json.loads(r["descriptors"])),
                                    r["reason"], r["repetitions"], r["failed_repetitions"], r["elapsed_seconds"])

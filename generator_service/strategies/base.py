@@ -58,7 +58,7 @@ def register_strategy(name: str, description: str, source: str = "", **defaults:
 
 
 def strategies() -> dict[str, StrategyInfo]:
-    from generator_service.strategies import random_testing  # noqa: F401 - registers on import
+    from generator_service.strategies import prt, random_testing  # noqa: F401 - registers on import
 
     return dict(_REGISTRY)
 

@@ -1,0 +1,70 @@
+"""Per-parameter-kind mutation operators: the one place every mutating strategy takes them from.
+
+The fuzzers (MDPFuzz, CureFuzz) and MAP-Elites mutate a parent test input into a nearby child. The seed
+papers' shared operator (the PRT authors' baseline code, see notes/003 section 2.7) is, per real dimension,
+a uniform shift delta in +-0.1*(high-low)/2 = +-5 % of the range, then a clip into the domain. Here:
+
+* ``real``:        delta ~ U(-scale*(high-low), +scale*(high-low)), then clipped into [low, high];
+* ``integer``:     the same shift on the integer, then rounded to the nearest integer and clipped
+                   (with a narrow range the shift can round to 0, so the value may stay the same);
+* ``categorical`` / ``integer_set``: with probability ``p`` another value, drawn uniformly among the
+                   other choices (a single-choice domain never changes);
+* ``sequence``:    not supported yet; raises NotImplementedError naming the parameter.
+
+``scale=0.05`` reproduces the papers' +-5 %. ``p`` has no counterpart in the papers (their subjects are all
+real-valued); 0.1 is this project's choice, and a strategy can pass its own.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+
+from common.space import Parameter, ParameterSpace, ParamValue
+
+DEFAULT_SCALE = 0.05
+DEFAULT_P = 0.1
+
+
+def mutate(space: ParameterSpace, values: Mapping[str, ParamValue], rng: np.random.Generator,
+           scale: float = DEFAULT_SCALE, p: float = DEFAULT_P) -> dict[str, ParamValue]:
+    """A mutated copy of ``values`` (a complete test input of ``space``); ``values`` itself is left as is.
+
+    Every parameter is mutated independently with its kind's operator (see the module docstring), in the
+    order of ``space.parameters``, so the result depends only on ``values``, ``scale``, ``p`` and the state
+    of ``rng``. Raises ValueError for a missing parameter, a negative ``scale`` or a ``p`` outside [0, 1],
+    and NotImplementedError for a sequence parameter.
+    """
+    if not (scale >= 0.0 and np.isfinite(scale)):
+        raise ValueError(f"mutation scale must be a finite number >= 0, got {scale!r}")
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"mutation probability p must lie in [0, 1], got {p!r}")
+    out: dict[str, ParamValue] = dict(values)
+    for param in space.parameters:
+        if param.name not in values:
+            raise ValueError(f"cannot mutate: parameter {param.name!r} is missing from the test input")
+        out[param.name] = mutate_value(param, values[param.name], rng, scale=scale, p=p)
+    return out
+
+
+def mutate_value(param: Parameter, value: ParamValue, rng: np.random.Generator,
+                 scale: float = DEFAULT_SCALE, p: float = DEFAULT_P) -> ParamValue:
+    """One parameter's mutated value (see ``mutate``); the result always lies in the parameter's domain."""
+    if param.kind in ("real", "integer"):
+        low, high = float(param.low), float(param.high)  # type: ignore[arg-type]
+        width = scale * (high - low)
+        shifted = float(value) + float(rng.uniform(-width, width))
+        if param.kind == "real":
+            return float(min(max(shifted, low), high))
+        return int(min(max(round(shifted), int(low)), int(high)))
+    if param.kind in ("categorical", "integer_set"):
+        domain: tuple[ParamValue, ...] = param.choices if param.kind == "categorical" else param.values
+        if len(domain) < 2 or rng.random() >= p:
+            return value
+        others = [v for v in domain if v != value]
+        picked = others[int(rng.integers(len(others)))]
+        return int(picked) if param.kind == "integer_set" else picked
+    raise NotImplementedError(
+        f"mutation of parameter {param.name!r} (kind {param.kind!r}) is not implemented yet: "
+        "sequence operators (insert/delete/change a record) are still to come")

@@ -1,0 +1,335 @@
+"""Prior Random Testing (PRT): failure-based test generation that spreads tests evenly and favours hint locations.
+
+Source: W. Lin, J. Meng, Z. Zheng, "Failure-Based Testing for Deep Reinforcement Learning Agents",
+Proc. ACM Softw. Eng. 3 (FSE), FSE178, 2026 (Algorithms 1-3, Eqs. 4-9). Extraction: shared/notes/003.
+
+How a new test case is made (Alg. 1), on the unit cube (every dimension normalised to [0, 1]):
+
+1. The first test case is uniform at random.
+2. Every later one is built one dimension at a time. The candidate set C starts as all earlier tests.
+   *Dimension Reduction* (Alg. 2) finds, in each dimension not yet assigned, the largest empty interval of C's
+   projection: half of the widest gap between neighbours, or the full distance from the outermost point to
+   the domain boundary (so a boundary wins over an interior gap of less than twice its size). It assigns
+   the dimension with the largest one. The value is drawn by Eq. 4 with confidence lambda: interior values
+   concentrate on the gap's midpoint, boundary values on the boundary, and lambda = 1 is uniform.
+   *Local Recombination* (Alg. 3, Eq. 6) then keeps the ceil(tau*|C|) members of C nearest to the new value
+   in that dimension, with tau = (|T|+1)^(-1/M) (the adaptive form of Alg. 1 line 7).
+3. The mapping F (Eq. 8) moves the favoured boundary to each dimension's failure-prone location.
+
+Variants (parameter ``variant``):
+
+* ``"paper"`` (default): Alg. 1-3 and Eq. 4 as printed, with the paper's strict ``<`` in the boundary tests
+  and |C'| = ceil(tau*|C|). It is the default because it is the specification the paper analyses (Eq. 4's
+  lambda semantics, the boundary priority of Sec. 3.4, the cost in Eq. 9). The published code differs from
+  it, and neither version reproduces the paper's Table 4 (notes/003 section 7.1 item 10), so the code gives
+  no better claim to "what was measured".
+* ``"authors_code"``: the behaviour of the authors' repository as the notes describe it. (a) Early
+  assignment: every remaining dimension whose largest normalised interval exceeds tau is assigned at once,
+  without recombination. (b) Interior values concentrate on the quarter points of the widest gap, at
+  p_k + (1 - |1-2theta|^lambda) * gap/4 measured from a random end of the gap. Boundary ties go to the
+  boundary (``<=``), and the quantile is numpy's ``method='higher'``.
+
+Mappings F (parameter ``mapping``), applied per dimension after generation:
+
+* ``"hints"`` (default): from the parameter's first failure hint. ``boundary``, or no hint, gives the
+  identity (PRT's built-in boundary priority). ``centre`` gives F1 of Eq. 8. ``value`` v gives F_v, which
+  reflects each side of v onto itself (t -> v - t below v, t -> 1 + v - t above, in normalised units). F_v
+  maps both boundaries to v, preserves measure (uniform stays uniform) and equals F1 when v is the midpoint.
+* ``"identity"``: F(t) = t in every dimension.
+* ``"centre"``: F1 in every dimension.
+
+Cost: the generator keeps, per dimension, the sorted projection of all tests and which test owns each
+entry (the paper's matrices D and alpha, Sec. 3.6). Dimension Reduction on the full set reads them directly:
+the largest gap is one O(k) pass, with no sort. Local Recombination picks the tau-nearest values with
+introselect (O(n), ``np.partition``). The sorted projections of the shrunken set are obtained by filtering
+the previous step's projections through a membership mask, which is O(n) per dimension. A new test is
+inserted into each sorted row by binary search plus one O(k) shift. The work for the k-th test is
+sum_t O(tau^t k (M - t)) (Eq. 9), so N tests cost O(N^2) for a fixed M. The paper's "~ O(Mk)" hides a
+factor of about 1/(1 - tau), which approaches M / ln k when M is large (about 5 for M = 47, k = 10^4).
+
+Integer parameters are rounded after mapping and clipped into their range. Parameters with low == high stay
+at that value. PRT needs a box (real and integer parameters only); any other space is refused with a
+ValueError naming the first non-numeric parameter. PRT takes no feedback: ``tell`` ignores results, and
+the sequence depends only on the seed. Asking n tests at once or in several batches therefore gives the same
+tests, which the campaign runner relies on when it resumes.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+
+from common.space import Parameter, ParameterSpace
+from generator_service.strategies.base import Result, StrategyParamError, TestInput, register_strategy
+
+VARIANTS: tuple[str, ...] = ("paper", "authors_code")
+MAPPINGS: tuple[str, ...] = ("hints", "identity", "centre")
+
+# lambda = 20 is the value the paper uses in every experiment (Sec. 4.3, "Confidence"), and also the authors'
+# code constant. With it, the Eq. 4 deviation |1-2*theta|^20 exceeds 10 % of the half-gap with probability
+# 1 - 0.1^(1/20) = 10.9 %, and exceeds 2 % with probability 17.8 %: most tests land on the midpoint or
+# boundary, and the rest keep the spread random.
+DEFAULT_LAMBDA = 20.0
+
+_INTERIOR, _LEFT, _RIGHT = 0, 1, 2
+
+
+def eq4(theta: float, inf: float, sup: float, lam: float) -> float:
+    """Eq. 4: a value in [inf, sup] that concentrates on (inf + sup)/2 as lam grows (lam = 1: uniform)."""
+    mid, half = 0.5 * (inf + sup), 0.5 * (sup - inf)
+    if theta <= 0.5:
+        return mid - (1.0 - 2.0 * theta) ** lam * half
+    return mid + (2.0 * theta - 1.0) ** lam * half
+
+
+class PRTGenerator:
+    """PRT's point generator on the unit cube [0, 1]^dims (Alg. 1 lines 2-17; the mapping F is not applied).
+
+    ``next()`` proposes the next test case and records it. ``add(point)`` records any point, for example
+    to start from given tests. ``propose()`` draws the next point without recording it.
+    """
+
+    def __init__(self, dims: int, rng: np.random.Generator, lam: float = DEFAULT_LAMBDA,
+                 variant: str = "paper", capacity: int = 1024) -> None:
+        if dims < 1:
+            raise ValueError(f"PRT needs at least one dimension, got {dims}")
+        if not (lam >= 1.0 and math.isfinite(lam)):
+            raise ValueError(f"PRT's confidence lambda must be a finite number >= 1, got {lam!r}")
+        if variant not in VARIANTS:
+            raise ValueError(f"PRT variant must be one of {', '.join(VARIANTS)}, got {variant!r}")
+        self.dims = int(dims)
+        self.rng = rng
+        self.lam = float(lam)
+        self.variant = variant
+        self._authors = variant == "authors_code"
+        capacity = max(int(capacity), 2)
+        self._points = np.empty((capacity, self.dims))  # insertion order
+        self._sorted = np.empty((self.dims, capacity))  # D: row i holds every point's i-th coordinate, ascending
+        self._owner = np.empty((self.dims, capacity), dtype=np.int64)  # alpha: the point each D entry belongs to
+        self._member = np.zeros(capacity, dtype=bool)  # scratch mask for Local Recombination (always all False)
+        self._count = 0
+
+    def __len__(self) -> int:
+        return self._count
+
+    @property
+    def points(self) -> np.ndarray:
+        """The recorded points in insertion order, shape (n, dims) (a copy)."""
+        return self._points[: self._count].copy()
+
+    def sorted_projection(self, dim: int) -> np.ndarray:
+        """The recorded points' coordinates in dimension ``dim``, ascending (a copy)."""
+        return self._sorted[dim, : self._count].copy()
+
+    def next(self) -> np.ndarray:
+        """Generates the next test case, records it, and returns it."""
+        point = self.propose()
+        self.add(point)
+        return point
+
+    def add(self, point: Sequence[float] | np.ndarray) -> None:
+        """Records a point of [0, 1]^dims: a binary search plus an O(n) shift into each sorted row."""
+        x = np.asarray(point, dtype=float).reshape(-1)
+        if x.shape != (self.dims,):
+            raise ValueError(f"a PRT point needs {self.dims} coordinates, got {x.shape[0]}")
+        if not (np.all(np.isfinite(x)) and np.all(x >= 0.0) and np.all(x <= 1.0)):
+            raise ValueError(f"a PRT point must lie in [0, 1]^{self.dims}, got {x.tolist()}")
+        k = self._count
+        if k == self._points.shape[0]:
+            self._grow()
+        self._points[k] = x
+        for i in range(self.dims):
+            row, owner = self._sorted[i], self._owner[i]
+            pos = int(np.searchsorted(row[:k], x[i], side="right"))
+            if pos < k:  # numpy copies overlapping slices safely
+                row[pos + 1 : k + 1] = row[pos:k]
+                owner[pos + 1 : k + 1] = owner[pos:k]
+            row[pos] = x[i]
+            owner[pos] = k
+        self._count = k + 1
+
+    def propose(self) -> np.ndarray:
+        """The next test case of Alg. 1 (not recorded): uniform if nothing is recorded yet."""
+        k = self._count
+        if k == 0:
+            return self.rng.random(self.dims)
+        tau = (k + 1) ** (-1.0 / self.dims)
+        out = np.empty(self.dims)
+        rows = np.arange(self.dims)  # the original dimension of each row still to assign
+        values = self._sorted[:, :k]  # C's sorted projections: one row per unassigned dimension
+        owners = self._owner[:, :k]
+        while True:
+            interval, case = self._largest_intervals(values)
+            if self._authors:
+                early = interval > tau
+                if early.any():
+                    for r in np.flatnonzero(early):
+                        out[rows[r]] = self._place(values[r], int(case[r]))
+                    if early.all():
+                        return out
+                    late = ~early
+                    values, owners, rows = values[late], owners[late], rows[late]
+                    interval, case = interval[late], case[late]
+            j = int(np.argmax(interval))
+            out[rows[j]] = value = self._place(values[j], int(case[j]))
+            if values.shape[0] == 1:
+                return out
+            values, owners = self._recombine(values, owners, j, value, tau)
+            rows = np.delete(rows, j)
+
+    # -- Alg. 2: Dimension Reduction ------------------------------------------------------------------
+    def _largest_intervals(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per row: the largest empty interval (normalised, since the cube is [0,1]) and where it is."""
+        r, n = values.shape
+        if n > 1:
+            interval = 0.5 * np.diff(values, axis=1).max(axis=1)
+        else:
+            interval = np.zeros(r)
+        left = values[:, 0]  # p_1 - inf
+        right = 1.0 - values[:, -1]  # sup - p_n
+        case = np.zeros(r, dtype=np.int8)
+        take = (interval <= left) if self._authors else (interval < left)
+        interval = np.where(take, left, interval)
+        case[take] = _LEFT
+        take = (interval <= right) if self._authors else (interval < right)
+        interval = np.where(take, right, interval)
+        case[take] = _RIGHT
+        return interval, case
+
+    def _place(self, row: np.ndarray, case: int) -> float:
+        """The chosen dimension's value (Eq. 4, or the authors' quarter-point rule for interior gaps)."""
+        rng, lam = self.rng, self.lam
+        if case == _LEFT:  # Alg. 2 lines 20-21: theta ~ U(0.5, 1) on [2*inf - p_1, p_1]
+            p1 = float(row[0])
+            value = eq4(float(rng.uniform(0.5, 1.0)), -p1, p1, lam)
+        elif case == _RIGHT:  # lines 25-26: theta ~ U(0, 0.5) on [p_n, 2*sup - p_n]
+            pn = float(row[-1])
+            value = eq4(float(rng.uniform(0.0, 0.5)), pn, 2.0 - pn, lam)
+        else:
+            at = int(np.argmax(np.diff(row)))
+            lo, hi = float(row[at]), float(row[at + 1])
+            theta = float(rng.random())
+            if self._authors:
+                offset = 0.5 * (1.0 - abs(1.0 - 2.0 * theta) ** lam) * 0.5 * (hi - lo)
+                value = lo + offset if theta < 0.5 else hi - offset
+            else:
+                value = eq4(theta, lo, hi, lam)
+            value = min(max(value, lo), hi)
+        return min(max(value, 0.0), 1.0)
+
+    # -- Alg. 3: Local Recombination ------------------------------------------------------------------
+    def _recombine(self, values: np.ndarray, owners: np.ndarray, j: int, value: float,
+                   tau: float) -> tuple[np.ndarray, np.ndarray]:
+        """Keeps the members of C whose coordinate j lies within the tau-quantile distance of ``value``, and
+        returns their sorted projections in the other rows (row j dropped), each O(n)."""
+        r, n = values.shape
+        if self._authors:  # np.quantile(dist, tau, method="higher"): 0-based index ceil(tau*(n-1))
+            m = math.ceil(tau * (n - 1) - 1e-12) + 1
+        else:  # the ceil(tau*|C|)-th smallest distance (Alg. 3, Eq. 7)
+            m = math.ceil(tau * n - 1e-12)
+        m = min(max(m, 1), n)
+        others = np.arange(r) != j
+        if m == n:
+            return values[others], owners[others]
+        dist = np.abs(values[j] - value)
+        threshold = np.partition(dist, m - 1)[m - 1]  # introselect
+        kept = owners[j][dist <= threshold]
+        member = self._member
+        member[kept] = True
+        mask = member[owners]
+        mask[j] = False
+        member[kept] = False
+        size = kept.size
+        return values[mask].reshape(r - 1, size), owners[mask].reshape(r - 1, size)
+
+    def _grow(self) -> None:
+        capacity = 2 * self._points.shape[0]
+        points = np.empty((capacity, self.dims))
+        points[: self._count] = self._points[: self._count]
+        sorted_ = np.empty((self.dims, capacity))
+        sorted_[:, : self._count] = self._sorted[:, : self._count]
+        owner = np.empty((self.dims, capacity), dtype=np.int64)
+        owner[:, : self._count] = self._owner[:, : self._count]
+        self._points, self._sorted, self._owner = points, sorted_, owner
+        self._member = np.zeros(capacity, dtype=bool)
+
+
+def hint_cut(param: Parameter, mapping: str) -> float | None:
+    """The normalised point v whose two sides F reflects (see the module docstring); None is the identity."""
+    if mapping == "identity":
+        return None
+    if mapping == "centre":
+        return 0.5
+    hint = param.hints[0] if param.hints else None
+    if hint is None or hint.kind == "boundary":
+        return None
+    if hint.kind == "centre":
+        return 0.5
+    low, high = float(param.low), float(param.high)  # type: ignore[arg-type]
+    if hint.value is None or not low <= hint.value <= high:
+        raise ValueError(f"parameter {param.name!r}: failure hint value {hint.value!r} lies outside its "
+                         f"domain {param.domain_text()}")
+    return (hint.value - low) / (high - low)
+
+
+def apply_mapping(u: np.ndarray, cuts: np.ndarray) -> np.ndarray:
+    """F per dimension on normalised values: identity where cuts is NaN, else reflect each side of the cut."""
+    reflected = np.where(u <= cuts, cuts - u, cuts + 1.0 - u)
+    return np.clip(np.where(np.isnan(cuts), u, reflected), 0.0, 1.0)
+
+
+@register_strategy(
+    "prt",
+    "Prior Random Testing: each test fills the sparsest region, favouring each parameter's failure hint "
+    "(boundary, centre or a value); no feedback needed.",
+    source="Lin, Meng, Zheng: Failure-Based Testing for Deep Reinforcement Learning Agents (FSE 2026), Alg. 1-3",
+    lam=DEFAULT_LAMBDA,
+    variant="paper",
+    mapping="hints",
+)
+class PriorRandomTesting:
+    """PRT as an ask/tell strategy over a box parameter space (see the module docstring)."""
+
+    def __init__(self, space: ParameterSpace, rng: np.random.Generator, lam: float = DEFAULT_LAMBDA,
+                 variant: str = "paper", mapping: str = "hints") -> None:
+        if isinstance(lam, bool) or not isinstance(lam, (int, float)) or not (lam >= 1.0 and math.isfinite(lam)):
+            raise StrategyParamError(f"prt parameter lam (confidence lambda) must be a finite number >= 1, got {lam!r}")
+        if variant not in VARIANTS:
+            raise StrategyParamError(f"prt parameter variant must be one of {', '.join(VARIANTS)}, got {variant!r}")
+        if mapping not in MAPPINGS:
+            raise StrategyParamError(f"prt parameter mapping must be one of {', '.join(MAPPINGS)}, got {mapping!r}")
+        for param in space.parameters:
+            if param.kind not in ("real", "integer"):
+                raise ValueError(f"prt needs a box of real/integer parameters; parameter {param.name!r} is "
+                                 f"{param.kind} ({param.domain_text()})")
+        self.space = space
+        self.lam, self.variant, self.mapping = float(lam), variant, mapping
+        self._low, self._high = space.bounds()
+        self._integer = np.array([p.kind == "integer" for p in space.parameters])
+        self._active = np.flatnonzero(self._high > self._low)  # dimensions PRT generates (low == high is fixed)
+        active = [space.parameters[i] for i in self._active]
+        cuts = [hint_cut(p, mapping) for p in active]
+        self._cuts = np.array([np.nan if c is None else c for c in cuts], dtype=float)
+        self._generator = PRTGenerator(len(active), rng, lam, variant) if len(active) else None
+
+    def ask(self, n: int) -> list[TestInput]:
+        return [self._values(self._generator.next() if self._generator is not None else np.empty(0)) for _ in range(n)]
+
+    def tell(self, results: Sequence[Result]) -> None:
+        """PRT is not feedback-driven: the next tests depend only on the earlier ones, never on verdicts."""
+
+    def _values(self, u: np.ndarray) -> TestInput:
+        x = self._low.copy()
+        if self._active.size:
+            lo, hi = self._low[self._active], self._high[self._active]
+            x[self._active] = lo + apply_mapping(u, self._cuts) * (hi - lo)
+        x = np.clip(x, self._low, self._high)
+        out: TestInput = {}
+        for i, param in enumerate(self.space.parameters):
+            if self._integer[i]:
+                out[param.name] = int(min(max(round(float(x[i])), int(param.low)), int(param.high)))  # type: ignore[arg-type]
+            else:
+                out[param.name] = float(x[i])
+        return out

@@ -1,0 +1,1 @@
+"""Gymnasium environments that Gauntlet ships itself (registered on import of their module)."""
