@@ -1,11 +1,22 @@
-"""The RL algorithms the zoo trains and the agent service loads (Stable-Baselines3 and sb3-contrib)."""
+"""The RL algorithms the zoo trains and the agent service loads (Stable-Baselines3, sb3-contrib, tabular)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+# Tabular agents: a greedy Q-table in model.npz (agent_service/qtable.py). QTABLE names the model
+# format; QLEARNING is the zoo's trainer of such tables (agent_service/qlearning.py), whose models
+# load the same way.
+TABULAR = ("QTABLE", "QLEARNING")
+
 
 def algorithm_class(name: str) -> Any:
+    """The class whose `load(path, device=...)` reads a model of this algorithm."""
+    if name in TABULAR:
+        from agent_service.qtable import QTablePolicy
+
+        return QTablePolicy
+
     import sb3_contrib
     import stable_baselines3
 
@@ -21,5 +32,10 @@ def algorithm_class(name: str) -> Any:
         "QRDQN": sb3_contrib.QRDQN,
     }
     if name not in table:
-        raise KeyError(f"unknown algorithm {name!r}; known: {', '.join(sorted(table))}")
+        raise KeyError(f"unknown algorithm {name!r}; known: {', '.join(sorted([*table, *TABULAR]))}")
     return table[name]
+
+
+def model_file_name(name: str) -> str:
+    """The file a model of this algorithm is saved in, inside its zoo folder."""
+    return "model.npz" if name in TABULAR else "model.zip"

@@ -1,7 +1,8 @@
 """Models under test, loaded lazily by name from a model root (never from a request payload).
 
 A model root holds `manifest.yaml` (name -> subject, algorithm, training metadata) and one
-folder per model with `model.zip`. Only names listed in the manifest can be loaded.
+folder per model with `model.zip` (Stable-Baselines3) or `model.npz` (a tabular Q-table, see
+agent_service/qtable.py); the algorithm decides which. Only names listed in the manifest can be loaded.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from agent_service.algorithms import algorithm_class
+from agent_service.algorithms import algorithm_class, model_file_name
 from common.errors import InvalidArgument, NotFound
 
 DEFAULT_MODEL_ROOT = Path(__file__).parent / "zoo"
@@ -54,9 +55,11 @@ class ModelRegistry:
         entry = self.entry(name)
         with self._lock:
             if name not in self._loaded:
-                path = self.root / name / "model.zip"
+                path = self.root / name / model_file_name(entry.algorithm)
                 if not path.exists():
-                    raise NotFound(f"model {name!r} is in the manifest but {path} is missing")
+                    others = sorted(p.name for p in path.parent.glob("model.*"))
+                    hint = f" (the folder holds {', '.join(others)}; is the algorithm right?)" if others else ""
+                    raise NotFound(f"model {name!r} ({entry.algorithm}) is in the manifest but {path} is missing{hint}")
                 self._loaded[name] = algorithm_class(entry.algorithm).load(path, device="cpu")
             return self._loaded[name]
 
@@ -87,13 +90,14 @@ def _predict(model: Any, observations: np.ndarray) -> np.ndarray:
     For Box observations it calls the policy directly under no_grad, skipping predict()'s
     per-call checks and conversions (measurable at one call per lock-step).
     """
-    import torch
     from gymnasium import spaces
 
-    policy = model.policy
-    if not isinstance(model.observation_space, spaces.Box):
+    if not isinstance(model.observation_space, spaces.Box):  # e.g. Discrete: SB3 models and Q-tables alike
         actions, _ = model.predict(observations, deterministic=True)
         return np.asarray(actions)
+    import torch
+
+    policy = model.policy
     policy.set_training_mode(False)
     with torch.no_grad():
         obs = torch.from_numpy(np.array(observations, dtype=np.float32))  # a writable copy of the wire buffer

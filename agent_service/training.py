@@ -103,7 +103,14 @@ class InteractionLogger(gym.Wrapper):
 
 def train(recipe: Recipe, out_dir: Path, timesteps: int | None = None,
           progress: Callable[[int, int, InteractionLog], None] | None = None) -> dict[str, Any]:
-    """Trains `recipe` (optionally with a smaller budget), writes model.zip and the interaction log into out_dir."""
+    """Trains `recipe` (optionally with a smaller budget), writes model.zip and the interaction log into out_dir.
+
+    A QLEARNING recipe trains a Q-table instead (agent_service/qlearning.py): model.npz, the same log.
+    """
+    if recipe.algorithm == "QLEARNING":
+        from agent_service.qlearning import train_qlearning
+
+        return train_qlearning(recipe, out_dir, timesteps=timesteps, progress=progress)
     import torch
     from stable_baselines3.common.callbacks import BaseCallback, CheckpointCallback, CallbackList
     from stable_baselines3.common.vec_env import DummyVecEnv

@@ -56,7 +56,7 @@ class CampaignMetrics:
     failures: int
     distinct_failures: int
     tests_to_first_failure: int  # 1-based index of the first failure, 0 if none
-    seconds_to_first_failure: float  # elapsed_seconds of the first failure, 0.0 if none
+    seconds_to_first_failure: float  # earliest elapsed_seconds of any failure, 0.0 if none
     failure_rate: float  # failures / judged executions (invalid ones excluded)
     failure_rate_low: float  # 95% Wilson score interval, lower bound
     failure_rate_high: float  # 95% Wilson score interval, upper bound
@@ -146,7 +146,8 @@ def compute_metrics(campaign_id: str, records: Sequence[ExecutionRecord]) -> Cam
         failures=len(failures),
         distinct_failures=distinct_failing_inputs(failures),
         tests_to_first_failure=first.index if first else 0,
-        seconds_to_first_failure=float(first.elapsed_seconds) if first else 0.0,
+        # index = asking order; a batch may finish a later-asked failure first, so time is the earliest seen
+        seconds_to_first_failure=float(min(r.elapsed_seconds for r in failures)) if failures else 0.0,
         failure_rate=len(failures) / judged if judged else 0.0,
         failure_rate_low=low,
         failure_rate_high=high,

@@ -61,7 +61,7 @@ def suite(args: argparse.Namespace, store_url: str | None = None) -> Iterator[tu
     url = getattr(args, "store_url", None) or store_url or default_store_url()
     with console.status("starting the Gauntlet services on loopback..."):
         try:
-            local = LocalSuite(store_url=url).start()
+            local = LocalSuite(store_url=url, model_root=getattr(args, "model_root", None)).start()
         except LaunchError as exc:
             raise UserError(str(exc)) from None
     if getattr(args, "report_dir", None) is None:
@@ -81,8 +81,12 @@ def _rpc(call: Any, *a: Any, **kw: Any) -> Any:
 
 
 # -- run / resume / report ------------------------------------------------------------------------------
+SHOWN_FAILURES = 10  # failures printed as they are found; the report lists them all
+
+
 def _watch(generator: generator_pb2_grpc.GeneratorServiceStub, campaign_id: str, total: int) -> generator_pb2.CampaignStatus:
     status = None
+    shown = 0
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("failures [red]{task.fields[failures]}"), TimeElapsedColumn(), console=console) as bar:
         task = bar.add_task(campaign_id, total=total or None, failures=0)
@@ -90,10 +94,14 @@ def _watch(generator: generator_pb2_grpc.GeneratorServiceStub, campaign_id: str,
                 generator_pb2.WatchCampaignRequest(campaign_id=campaign_id)))):
             status = event.status
             bar.update(task, completed=status.executions, failures=status.failures)
-            if event.kind in ("failure", "error") and event.message:
-                bar.console.print(f"  [red]{event.kind}[/red] {event.message}")
+            if event.kind == "failure":
+                shown += 1
+                if shown <= SHOWN_FAILURES:
+                    bar.console.print(f"  [red]failure[/red] {event.message}")
+                elif shown == SHOWN_FAILURES + 1:
+                    bar.console.print("  [red]...[/red] more failures: see the report")
             elif event.message:
-                bar.console.print(f"  {event.message}")
+                bar.console.print(f"  [{'red' if event.kind == 'error' else 'dim'}]{event.message}[/]")
     assert status is not None
     return status
 
@@ -113,18 +121,30 @@ def _report(analysis: analysis_pb2_grpc.AnalysisServiceStub, ids: list[str], out
 
 
 def _summary(report: analysis_pb2.RenderReportResponse) -> None:
+    """One column per campaign, one row per metric (reads well in an 80-column terminal)."""
     data = json.loads(report.json)
     table = Table(title="Campaign summary")
-    for col in ("campaign", "subject / model", "strategy", "executions", "failures", "distinct", "first failure",
-                "failure rate (95% CI)", "stop"):
-        table.add_column(col)
+    table.add_column("")
+    for c in data["campaigns"]:
+        table.add_column(c["info"]["campaign_id"])
+    rows: dict[str, list[str]] = {k: [] for k in ("subject / model", "strategy (seed)", "executions", "failures",
+                                                   "distinct failing inputs", "first failure",
+                                                   "failure rate (95% CI)", "simulated steps", "stopped by")}
     for c in data["campaigns"]:
         info, m = c["info"], c["metrics"]
-        first = f"test {m['tests_to_first_failure']} ({m['seconds_to_first_failure']:.1f} s)" if m["failures"] else "-"
-        rate = f"{100 * m['failure_rate']:.2f}% [{100 * m['failure_rate_low']:.2f}, {100 * m['failure_rate_high']:.2f}]"
-        table.add_row(info["campaign_id"], f"{info['subject']} / {info['model']}", info["strategy"],
-                      str(m["executions"]), f"[red]{m['failures']}[/red]" if m["failures"] else "0",
-                      str(m["distinct_failures"]), first, rate, info["stop_reason"] or info["state"])
+        rows["subject / model"].append(f"{info['subject']} / {info['model']}")
+        rows["strategy (seed)"].append(f"{info['strategy']} ({info['seed']})")
+        rows["executions"].append(str(m["executions"]))
+        rows["failures"].append(f"[red]{m['failures']}[/red]" if m["failures"] else "0")
+        rows["distinct failing inputs"].append(str(m["distinct_failures"]))
+        rows["first failure"].append(f"test {m['tests_to_first_failure']} after {m['seconds_to_first_failure']:.1f} s"
+                                     if m["failures"] else "none")
+        rows["failure rate (95% CI)"].append(f"{100 * m['failure_rate']:.2f} % [{100 * m['failure_rate_low']:.2f}, "
+                                             f"{100 * m['failure_rate_high']:.2f}]")
+        rows["simulated steps"].append(f"{m['steps']:,}")
+        rows["stopped by"].append(info["stop_reason"] or info["state"])
+    for name, values in rows.items():
+        table.add_row(name, *values)
     console.print(table)
     console.print(f"report: [bold]{report.html_path}[/bold]\n        {report.json_path}")
 
@@ -165,7 +185,7 @@ def cmd_report(args: argparse.Namespace) -> None:
 
 
 def cmd_up(args: argparse.Namespace) -> None:
-    local = LocalSuite(store_url=args.store_url or default_store_url())
+    local = LocalSuite(store_url=args.store_url or default_store_url(), model_root=args.model_root)
     try:
         local.start()
     except LaunchError as exc:

@@ -30,6 +30,8 @@ def main(argv: list[str] | None = None) -> None:
 
     def suite_args(p: argparse.ArgumentParser) -> None:
         p.add_argument("--store-url", help="campaign store (default sqlite:///runs/gauntlet.db)")
+        p.add_argument("--model-root", type=Path, help="models folder for the local agent service "
+                       "(manifest.yaml + <name>/model.zip; default: the bundled zoo)")
         p.add_argument("--generator", help="host:port of a running generator service (skip the local suite)")
         p.add_argument("--analysis", help="host:port of a running analysis service (with --generator)")
         p.add_argument("--report-dir", type=Path, help="folder for the report, on the analysis host "
@@ -49,6 +51,7 @@ def main(argv: list[str] | None = None) -> None:
     suite_args(p)
     p = sub.add_parser("up", help="start the whole suite on loopback and print its endpoints (Ctrl-C stops it)")
     p.add_argument("--store-url", help="campaign store (default sqlite:///runs/gauntlet.db)")
+    p.add_argument("--model-root", type=Path, help="models folder for the agent service (default: the bundled zoo)")
     sub.add_parser("environments", help="list the subjects (environment + parameter space + oracle)")
     sub.add_parser("models", help="list the bundled zoo models with their measured success rates")
     sub.add_parser("strategies", help="list the test-generation strategies and their parameters")

@@ -53,6 +53,7 @@ class CampaignRunner:
         self.retry_seconds = retry_seconds
         self.cancelled = threading.Event()
         self._call: Any = None
+        self._positions: dict[str, int] = {}  # test-case id -> position in asking order
         self._started = time.monotonic()
         self._prior_wall = 0.0
 
@@ -107,7 +108,8 @@ class CampaignRunner:
         signals = self._required_signals(oracle_name)
         strategy = make_strategy(cfg.strategy, space, derive_seed(cfg.seed, "strategy"), cfg.strategy_params)
         batches = self.store.asked_batches(self.id)
-        position = sum(len(b) for b in batches)
+        self._positions = {cid: i for i, (cid, _) in enumerate((c for b in batches for c in b), 1)}
+        position = len(self._positions)
         for number, stored in enumerate(batches, 1):  # replay what a previous session asked
             asked = strategy.ask(len(stored))
             if json.dumps(asked) != json.dumps([v for _, v in stored]):
@@ -128,6 +130,7 @@ class CampaignRunner:
             number += 1
             cases = [(f"t{position + i + 1:07d}", v) for i, v in enumerate(values)]
             self.store.add_test_cases(self.id, number, position + 1, cases)
+            self._positions.update((cid, position + i + 1) for i, (cid, _) in enumerate(cases))
             position += len(cases)
             stop = self._execute(number, cases, space, oracle_name, signals)
             strategy.tell(self._results(number, cases))
@@ -236,7 +239,6 @@ class CampaignRunner:
         by_case: dict[str, list[oracle_pb2.Verdict]] = {}
         for v in response.verdicts:
             by_case.setdefault(v.test_case_id, []).append(v)
-        index = self.store.totals(self.id)["executions"]
         rows = []
         for cid in ready:
             verdicts, eps = by_case[cid], episodes[cid]
@@ -247,9 +249,8 @@ class CampaignRunner:
             verdict = "invalid" if judged == 0 else ("fail" if failed * 2 > judged else "pass")
             first = next((v for v in verdicts if _VERDICT[v.verdict] == verdict), verdicts[0])
             n = len(eps)
-            index += 1
             rows.append(ExecutionRow(
-                test_case_id=cid, index=index, batch=batch, values=values[cid], verdict=verdict,
+                test_case_id=cid, index=self._positions[cid], batch=batch, values=values[cid], verdict=verdict,
                 margin=sum(v.margin for v in verdicts) / n, steps=sum(e.steps for e in eps),
                 total_reward=sum(e.total_reward for e in eps) / n, descriptors=tuple(first.descriptors),
                 reason=first.reason, repetitions=n, failed_repetitions=failed, elapsed_seconds=self.elapsed()))

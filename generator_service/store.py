@@ -42,7 +42,9 @@ executions = sa.Table(
     "executions", metadata,
     sa.Column("campaign_id", sa.String(64), sa.ForeignKey("campaigns.id"), primary_key=True),
     sa.Column("test_case_id", sa.String(64), primary_key=True),
-    sa.Column("idx", sa.Integer, nullable=False),  # 1-based order of completion
+    # 1-based position in the order the strategy asked (not completion order: short, failing
+    # episodes finish first in a batch, and "tests to first failure" must not profit from that)
+    sa.Column("idx", sa.Integer, nullable=False),
     sa.Column("batch", sa.Integer, nullable=False),
     sa.Column("values", sa.Text, nullable=False),
     sa.Column("verdict", sa.String(8), nullable=False),
@@ -182,18 +184,16 @@ class CampaignStore:
 
     def totals(self, campaign_id: str) -> dict[str, Any]:
         with self.engine.connect() as conn:
+            failing = executions.c.verdict == "fail"
             row = conn.execute(sa.select(
                 sa.func.count(), sa.func.coalesce(sa.func.sum(executions.c.steps), 0),
-                sa.func.coalesce(sa.func.sum(sa.case((executions.c.verdict == "fail", 1), else_=0)), 0),
-                sa.func.min(sa.case((executions.c.verdict == "fail", executions.c.idx), else_=None)),
+                sa.func.coalesce(sa.func.sum(sa.case((failing, 1), else_=0)), 0),
+                sa.func.min(sa.case((failing, executions.c.idx), else_=None)),
+                sa.func.min(sa.case((failing, executions.c.elapsed_seconds), else_=None)),
             ).where(executions.c.campaign_id == campaign_id)).one()
-            first = row[3]
-            first_seconds = 0.0
-            if first is not None:
-                first_seconds = conn.execute(sa.select(executions.c.elapsed_seconds).where(
-                    executions.c.campaign_id == campaign_id, executions.c.idx == first)).scalar_one()
+        # tests to first failure: the earliest-asked failing test; seconds: when a failure was first seen
         return {"executions": int(row[0]), "steps": int(row[1]), "failures": int(row[2]),
-                "first_failure_index": int(first or 0), "first_failure_seconds": float(first_seconds)}
+                "first_failure_index": int(row[3] or 0), "first_failure_seconds": float(row[4] or 0.0)}
 
 
 def _execution_values(campaign_id: str, row: ExecutionRow) -> dict[str, Any]:

@@ -115,6 +115,26 @@ def _humanoid(ep: Episode) -> Judgement:
     return Judgement(False, margin, descriptors, f"stayed up for {ep.steps} steps")
 
 
+def _flag(ep: Episode, name: str) -> bool:
+    return bool(np.asarray(ep.signals[name]).item())
+
+
+def _taxi(ep: Episode) -> Judgement:
+    # QD fault-diversity paper: a fault is an illegal pick-up/drop-off or a collision with a wall (the
+    # simulator ends test episodes at the first one). A timeout without a fault passes.
+    # Margin (ours; the paper has none): 1.0 delivered, 0.0 timed out without a fault, -1.0 a fault.
+    descriptors = (float(np.asarray(ep.signals["moves_before_pickup"]).item()),
+                   float(np.asarray(ep.signals["moves_after_pickup"]).item()))
+    crash, illegal = _flag(ep, "crash"), _flag(ep, "illegal_action")
+    if crash or illegal:
+        what = " and ".join(w for w, f in (("moved into a wall or off the grid", crash),
+                                             ("made an illegal pick-up or drop-off", illegal)) if f)
+        return Judgement(True, -1.0, descriptors, f"the taxi {what} (episode ended after {ep.steps} steps)")
+    if _flag(ep, "delivered"):
+        return Judgement(False, 1.0, descriptors, f"delivered the passenger after {ep.steps} steps")
+    return Judgement(False, 0.0, descriptors, f"no fault, but the passenger was not delivered within {ep.steps} steps")
+
+
 def _early_termination(ep: Episode) -> Judgement:
     if ep.terminated:
         return Judgement(True, ep.total_reward, (), f"terminated at step {ep.steps}")
@@ -142,6 +162,11 @@ ORACLES: dict[str, Oracle] = {
         Oracle("humanoid_fall", "Humanoid fails when its torso drops below 1.0 m before the horizon (Gymnasium's healthy range).",
                ("torso_z", "actions"), ("negative_torques", "positive_torques"),
                "lowest torso height minus 1.0 m", _humanoid),
+        Oracle("taxi_fault", "Taxi fails on an illegal pick-up/drop-off or a move into a wall (QD fault-diversity paper); "
+               "a timeout without a fault passes.",
+               ("crash", "illegal_action", "delivered", "moves_before_pickup", "moves_after_pickup"),
+               ("moves_before_pickup", "moves_after_pickup"),
+               "1.0 delivered, 0.0 timed out without a fault, -1.0 a fault (illegal action or crash)", _taxi),
         Oracle("early_termination", "Generic: fails when the episode terminates before its step limit.",
                (), (), "episode return", _early_termination),
         Oracle("goal_not_reached", "Generic: fails when the episode does not terminate before its step limit.",

@@ -92,10 +92,27 @@ def _mujoco_pose_offset(subject: Subject, options: Mapping[str, Any]) -> Injecto
     return inject
 
 
+def _taxi_state(subject: Subject, options: Mapping[str, Any]) -> Injector:
+    """Taxi grids: the test case is the start state (taxi row and column, passenger location, destination).
+
+    Calls the env's `set_state(taxi_row, taxi_col, passenger, destination)`; `parameters` maps
+    those four arguments to the subject's parameter names (default: the same names).
+    """
+    fields = ("taxi_row", "taxi_col", "passenger", "destination")
+    names: Mapping[str, str] = {**{f: f for f in fields}, **dict(options.get("parameters") or {})}
+
+    def inject(env: gym.Env, values: Mapping[str, ParamValue], seed: int | None) -> np.ndarray:
+        env.reset(seed=seed)
+        return np.int64(env.unwrapped.set_state(*(int(values[names[f]]) for f in fields)))  # type: ignore[attr-defined]
+
+    return inject
+
+
 INJECTORS: dict[str, Callable[[Subject, Mapping[str, Any]], Injector]] = {
     "state_vector": _state_vector,
     "box2d_initial_force": _box2d_initial_force,
     "mujoco_pose_offset": _mujoco_pose_offset,
+    "taxi_state": _taxi_state,
 }
 
 

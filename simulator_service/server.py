@@ -91,7 +91,7 @@ class SimulatorServicer(simulator_pb2_grpc.SimulatorServiceServicer):
                                                 description=s.description)
 
     def _validate(self, subject: Subject, cases: list[common_pb2.TestCase]) -> list[simulator_pb2.ConfigValidity]:
-        return [simulator_pb2.ConfigValidity(test_case_id=c.id, valid=not (v := subject.space.violations(case_values(c))),
+        return [simulator_pb2.ConfigValidity(test_case_id=c.id, valid=not (v := subject.violations(case_values(c))),
                                              violations=v) for c in cases]
 
     # -- RPCs ----------------------------------------------------------------------------------

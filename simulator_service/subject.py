@@ -7,9 +7,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+import numpy as np
 import yaml
 
-from common.space import ParameterSpace, SpaceError
+from common.space import ParameterSpace, ParamValue, SpaceError
+from simulator_service.validators import Validator, make_validator
 
 BUILTIN_SUBJECTS = Path(__file__).parent / "subjects"
 # Extra folders of subject YAML files, separated by os.pathsep (lets users add subjects without code).
@@ -50,9 +52,23 @@ class Subject:
     env_kwargs: Mapping[str, Any] = field(default_factory=dict)
     signals: tuple[SignalDecl, ...] = ()
     source: str = ""
+    validators: tuple[Validator, ...] = ()  # rules across parameters (see simulator_service/validators.py)
 
     def signal_names(self) -> list[str]:
         return list(STANDARD_SIGNALS) + [s.name for s in self.signals]
+
+    def violations(self, values: Mapping[str, ParamValue]) -> list[str]:
+        """Domain violations of the space, then those of the subject's validators; empty means valid."""
+        return self.space.violations(values) + [p for v in self.validators for p in v.violations(values)]
+
+    def sample(self, rng: np.random.Generator, max_tries: int = 10_000) -> dict[str, ParamValue]:
+        """A uniform draw from the space, redrawn until the validators accept it (rejection sampling)."""
+        for _ in range(max_tries):
+            values = self.space.sample(rng)
+            if not self.validators or not self.violations(values):
+                return values
+        raise SubjectError(f"subject {self.name}: no valid test case in {max_tries} uniform draws; "
+                           f"check its validators ({'; '.join(v.text for v in self.validators)})")
 
 
 def load_subject_file(path: Path) -> Subject:
@@ -70,6 +86,16 @@ def load_subject_file(path: Path) -> Subject:
         space = ParameterSpace.from_config(data["parameters"], data.get("constraints", ()))
     except SpaceError as exc:
         raise SubjectError(f"{path}: parameters: {exc}") from None
+    validators = []
+    for i, spec in enumerate(data.get("validators", []) or []):
+        try:
+            validators.append(make_validator(spec, space.names))
+        except ValueError as exc:
+            raise SubjectError(f"{path}: validators[{i}]: {exc}") from None
+    # the rules also travel as the space's free-text constraints, so clients see them in DescribeEnvironment
+    extra = [v.text for v in validators if v.text not in space.constraints]
+    if extra:
+        space = ParameterSpace(space.parameters, (*space.constraints, *extra))
     if not isinstance(data["injector"], dict) or "kind" not in data["injector"]:
         raise SubjectError(f"{path}: injector must be a mapping with a 'kind'")
     max_steps = data["max_steps"]
@@ -95,6 +121,7 @@ def load_subject_file(path: Path) -> Subject:
         env_kwargs=dict(data.get("env_kwargs", {}) or {}),
         signals=tuple(signals),
         source=str(path),
+        validators=tuple(validators),
     )
 
 

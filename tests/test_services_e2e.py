@@ -74,6 +74,10 @@ def test_random_campaign_runs_end_to_end_and_reports(suite: LocalSuite, tmp_path
     assert status.steps == sum(r.steps for r in rows) and all(1 <= r.steps <= 500 for r in rows)
     # each verdict agrees with the episode: a CartPole pass runs all 500 steps
     assert all((r.steps == 500) == (r.verdict == oracle_pb2.VERDICT_KIND_PASS) for r in rows)
+    # tests to first failure count in asking order (index = t-number), not in completion order
+    assert all(r.test_case.id == f"t{r.index:07d}" for r in rows)
+    failing = [r for r in rows if r.verdict == oracle_pb2.VERDICT_KIND_FAIL]
+    assert status.first_failure_index == (min(r.index for r in failing) if failing else 0)
     analysis = stub(suite, "analysis", analysis_pb2_grpc.AnalysisServiceStub)
     report = analysis.RenderReport(analysis_pb2.RenderReportRequest(campaign_ids=[status.campaign_id],
                                                                     output_dir=str(tmp_path)), timeout=120)

@@ -184,7 +184,7 @@ class PRTGenerator:
         """Per row: the largest empty interval (normalised, since the cube is [0,1]) and where it is."""
         r, n = values.shape
         if n > 1:
-            interval = 0.5 * np.diff(values, axis=1).max(axis=1)
+            interval = 0.5 * (values[:, 1:] - values[:, :-1]).max(axis=1)
         else:
             interval = np.zeros(r)
         left = values[:, 0]  # p_1 - inf
@@ -238,11 +238,18 @@ class PRTGenerator:
         kept = owners[j][dist <= threshold]
         member = self._member
         member[kept] = True
-        mask = member[owners]
-        mask[j] = False
+        mask = member.take(owners)  # (r, n): which entries of each sorted row belong to C'
         member[kept] = False
+        mask[j] = False  # row j is assigned: drop it
+        where = np.flatnonzero(mask)  # row-major, so every row keeps its ascending order
         size = kept.size
-        return values[mask].reshape(r - 1, size), owners[mask].reshape(r - 1, size)
+        if values.flags.c_contiguous and owners.flags.c_contiguous:
+            return values.ravel().take(where).reshape(r - 1, size), owners.ravel().take(where).reshape(r - 1, size)
+        # the first step works on views D[:, :k] of the (dims, capacity) buffers: index those directly
+        capacity = self._sorted.shape[1]
+        where += (where // n) * (capacity - n)
+        return (self._sorted.ravel().take(where).reshape(r - 1, size),
+                self._owner.ravel().take(where).reshape(r - 1, size))
 
     def _grow(self) -> None:
         capacity = 2 * self._points.shape[0]

@@ -17,7 +17,8 @@ class SubjectEnv(gym.Wrapper):
     """A Gymnasium env that starts every episode from a test case of its subject.
 
     `reset(options={"values": {...}})` runs that test case; without values a test case
-    is drawn uniformly from the parameter space (how the zoo trains its agents).
+    is drawn uniformly from the parameter space, among the cases the subject's validators accept
+    (how the zoo trains its agents).
     """
 
     def __init__(self, env: gym.Env, subject: Subject, sampling_seed: int = 0) -> None:
@@ -30,7 +31,7 @@ class SubjectEnv(gym.Wrapper):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict]:
         values = (options or {}).get("values")
         if values is None:
-            values = self.subject.space.sample(self._sampler)
+            values = self.subject.sample(self._sampler)  # uniform, redrawn until the validators accept it
         obs = self._inject(self.env, values, seed)
         self.current_values = values
         return obs, {"test_case": values}

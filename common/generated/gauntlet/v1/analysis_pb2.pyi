@@ -60,7 +60,7 @@ class CampaignMetrics(_message.Message):
     distinct_failures: _builtins.int
     """Failing inputs that differ after rounding to the parameter's resolution."""
     tests_to_first_failure: _builtins.int
-    """1-based index of the first failing test, 0 if none."""
+    """1-based asking position of the earliest-asked failing test, 0 if none."""
     seconds_to_first_failure: _builtins.float
     failure_rate: _builtins.float
     failure_rate_low: _builtins.float

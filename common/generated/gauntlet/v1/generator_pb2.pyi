@@ -228,8 +228,9 @@ class CampaignStatus(_message.Message):
     """
     error: _builtins.str
     first_failure_index: _builtins.int
-    """1-based execution index of the first failure, 0 if none yet."""
+    """1-based asking position of the earliest-asked failing test, 0 if none yet."""
     first_failure_seconds: _builtins.float
+    """Seconds until a failure was first seen."""
     created_at: _builtins.str
     @_builtins.property
     def spec(self) -> Global___CampaignSpec: ...
@@ -457,7 +458,9 @@ class Execution(_message.Message):
     ELAPSED_SECONDS_FIELD_NUMBER: _builtins.int
     BATCH_FIELD_NUMBER: _builtins.int
     index: _builtins.int
-    """1-based position in the campaign."""
+    """1-based position in the order the strategy asked for the test cases
+    (not completion order: short, failing episodes finish first).
+    """
     verdict: _oracle_pb2.VerdictKind.ValueType
     margin: _builtins.float
     steps: _builtins.int
