@@ -39,13 +39,15 @@ Mappings F (parameter ``mapping``), applied per dimension after generation:
 * ``"centre"``: F1 in every dimension.
 
 Cost: the generator keeps, per dimension, the sorted projection of all tests and which test owns each
-entry (the paper's matrices D and alpha, Sec. 3.6). Dimension Reduction on the full set reads them directly:
-the largest gap is one O(k) pass, with no sort. Local Recombination picks the tau-nearest values with
-introselect (O(n), ``np.partition``). The sorted projections of the shrunken set are obtained by filtering
-the previous step's projections through a membership mask, which is O(n) per dimension. A new test is
-inserted into each sorted row by binary search plus one O(k) shift. The work for the k-th test is
-sum_t O(tau^t k (M - t)) (Eq. 9), so N tests cost O(N^2) for a fixed M. The paper's "~ O(Mk)" hides a
-factor of about 1/(1 - tau), which approaches M / ln k when M is large (about 5 for M = 47, k = 10^4).
+entry (the paper's matrices D and alpha, Sec. 3.6), so nothing is ever re-sorted. Dimension Reduction reads
+the sorted rows: each row's largest gap is one O(n) pass. Local Recombination finds the tau-quantile
+distance by introselect (``np.partition``, O(n)). It derives the sorted rows of the smaller candidate set
+by filtering the current rows through a membership mask, which keeps their order and costs O(n) per row.
+A new test enters each row at its rank, O(k) per row. Test k therefore costs sum_t O(tau^t k (M - t))
+(Eq. 9), and N tests cost O(N^2) for a fixed M. Once ceil(tau*|C|) = |C|, C stops shrinking and no
+interval changes any more, so the remaining dimensions are assigned in one pass without recomputing.
+The paper's "~ O(Mk)" hides a factor of about 1/(1 - tau). That factor approaches M / ln k for large M
+(about 5 for M = 47, k = 10^4).
 
 Integer parameters are rounded after mapping and clipped into their range. Parameters with low == high stay
 at that value. PRT needs a box (real and integer parameters only); any other space is refused with a
@@ -89,10 +91,13 @@ class PRTGenerator:
 
     ``next()`` proposes the next test case and records it. ``add(point)`` records any point, for example
     to start from given tests. ``propose()`` draws the next point without recording it.
+
+    State: the points in insertion order, and per dimension the sorted projection D (dims x n) with the
+    owner matrix alpha (dims x n, which point each entry of D belongs to), as in Sec. 3.6.
     """
 
     def __init__(self, dims: int, rng: np.random.Generator, lam: float = DEFAULT_LAMBDA,
-                 variant: str = "paper", capacity: int = 1024) -> None:
+                 variant: str = "paper") -> None:
         if dims < 1:
             raise ValueError(f"PRT needs at least one dimension, got {dims}")
         if not (lam >= 1.0 and math.isfinite(lam)):
@@ -104,11 +109,10 @@ class PRTGenerator:
         self.lam = float(lam)
         self.variant = variant
         self._authors = variant == "authors_code"
-        capacity = max(int(capacity), 2)
-        self._points = np.empty((capacity, self.dims))  # insertion order
-        self._sorted = np.empty((self.dims, capacity))  # D: row i holds every point's i-th coordinate, ascending
-        self._owner = np.empty((self.dims, capacity), dtype=np.int64)  # alpha: the point each D entry belongs to
-        self._member = np.zeros(capacity, dtype=bool)  # scratch mask for Local Recombination (always all False)
+        self._points = np.empty((64, self.dims))  # insertion order; rows past _count are spare capacity
+        self._sorted = np.empty((self.dims, 0))  # D: row i holds every point's i-th coordinate, ascending
+        self._owner = np.empty((self.dims, 0), dtype=np.int64)  # alpha: the point each entry of D belongs to
+        self._member = np.zeros(64, dtype=bool)  # scratch mask for Local Recombination (all False between uses)
         self._count = 0
 
     def __len__(self) -> int:
@@ -119,9 +123,9 @@ class PRTGenerator:
         """The recorded points in insertion order, shape (n, dims) (a copy)."""
         return self._points[: self._count].copy()
 
-    def sorted_projection(self, dim: int) -> np.ndarray:
-        """The recorded points' coordinates in dimension ``dim``, ascending (a copy)."""
-        return self._sorted[dim, : self._count].copy()
+    def sorted_projection(self, dim: int) -> tuple[np.ndarray, np.ndarray]:
+        """Dimension ``dim``'s coordinates of the recorded points, ascending, and the owning points' indices."""
+        return self._sorted[dim].copy(), self._owner[dim].copy()
 
     def next(self) -> np.ndarray:
         """Generates the next test case, records it, and returns it."""
@@ -130,7 +134,7 @@ class PRTGenerator:
         return point
 
     def add(self, point: Sequence[float] | np.ndarray) -> None:
-        """Records a point of [0, 1]^dims: a binary search plus an O(n) shift into each sorted row."""
+        """Records a point of [0, 1]^dims: one O(n) search and one O(n) insertion per sorted row."""
         x = np.asarray(point, dtype=float).reshape(-1)
         if x.shape != (self.dims,):
             raise ValueError(f"a PRT point needs {self.dims} coordinates, got {x.shape[0]}")
@@ -138,16 +142,15 @@ class PRTGenerator:
             raise ValueError(f"a PRT point must lie in [0, 1]^{self.dims}, got {x.tolist()}")
         k = self._count
         if k == self._points.shape[0]:
-            self._grow()
+            self._points = np.concatenate([self._points, np.empty_like(self._points)])
+            self._member = np.zeros(self._points.shape[0], dtype=bool)
         self._points[k] = x
-        for i in range(self.dims):
-            row, owner = self._sorted[i], self._owner[i]
-            pos = int(np.searchsorted(row[:k], x[i], side="right"))
-            if pos < k:  # numpy copies overlapping slices safely
-                row[pos + 1 : k + 1] = row[pos:k]
-                owner[pos + 1 : k + 1] = owner[pos:k]
-            row[pos] = x[i]
-            owner[pos] = k
+        # insertion position in every row at once (after equal values), then one vectorised insert per matrix;
+        # np.insert places equal flat indices in the given order, so row i's entry at its end precedes row i+1's
+        pos = (self._sorted <= x[:, None]).sum(axis=1)
+        flat = np.arange(self.dims) * k + pos
+        self._sorted = np.insert(self._sorted.ravel(), flat, x).reshape(self.dims, k + 1)
+        self._owner = np.insert(self._owner.ravel(), flat, k).reshape(self.dims, k + 1)
         self._count = k + 1
 
     def propose(self) -> np.ndarray:
@@ -157,61 +160,68 @@ class PRTGenerator:
             return self.rng.random(self.dims)
         tau = (k + 1) ** (-1.0 / self.dims)
         out = np.empty(self.dims)
-        rows = np.arange(self.dims)  # the original dimension of each row still to assign
-        values = self._sorted[:, :k]  # C's sorted projections: one row per unassigned dimension
-        owners = self._owner[:, :k]
+        rows = list(range(self.dims))  # the original dimension of each row still to assign
+        values, owners = self._sorted, self._owner  # C's sorted projections, one row per unassigned dimension
         while True:
-            interval, case = self._largest_intervals(values)
+            # Alg. 2: each row's largest empty interval (already normalised: the cube is [0, 1])
+            if values.shape[1] > 1:
+                half = (values[:, 1:] - values[:, :-1]).max(axis=1) * 0.5
+            else:
+                half = np.zeros(values.shape[0])
+            interval = np.maximum(np.maximum(half, values[:, 0]), 1.0 - values[:, -1])
             if self._authors:
                 early = interval > tau
                 if early.any():
-                    for r in np.flatnonzero(early):
-                        out[rows[r]] = self._place(values[r], int(case[r]))
+                    for i in np.flatnonzero(early):
+                        out[rows[i]] = self._place(values[i], float(half[i]))
                     if early.all():
                         return out
                     late = ~early
-                    values, owners, rows = values[late], owners[late], rows[late]
-                    interval, case = interval[late], case[late]
-            j = int(np.argmax(interval))
-            out[rows[j]] = value = self._place(values[j], int(case[j]))
-            if values.shape[0] == 1:
+                    values, owners, half, interval = values[late], owners[late], half[late], interval[late]
+                    rows = [rows[i] for i in np.flatnonzero(late)]
+            n = values.shape[1]
+            m = self._kept_count(n, tau)
+            if m == n:
+                # Local Recombination keeps all of C from here on, so no row's interval changes any more: the
+                # remaining rows are assigned in the order repeated argmax would take (stable, descending)
+                for i in np.argsort(-interval, kind="stable"):
+                    out[rows[i]] = self._place(values[i], float(half[i]))
                 return out
-            values, owners = self._recombine(values, owners, j, value, tau)
-            rows = np.delete(rows, j)
+            j = int(interval.argmax())
+            value = self._place(values[j], float(half[j]))
+            out[rows.pop(j)] = value
+            if not rows:
+                return out
+            values, owners = self._recombine(values, owners, j, value, m)
 
-    # -- Alg. 2: Dimension Reduction ------------------------------------------------------------------
-    def _largest_intervals(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Per row: the largest empty interval (normalised, since the cube is [0,1]) and where it is."""
-        r, n = values.shape
-        if n > 1:
-            interval = 0.5 * (values[:, 1:] - values[:, :-1]).max(axis=1)
-        else:
-            interval = np.zeros(r)
-        left = values[:, 0]  # p_1 - inf
-        right = 1.0 - values[:, -1]  # sup - p_n
-        case = np.zeros(r, dtype=np.int8)
-        take = (interval <= left) if self._authors else (interval < left)
-        interval = np.where(take, left, interval)
-        case[take] = _LEFT
-        take = (interval <= right) if self._authors else (interval < right)
-        interval = np.where(take, right, interval)
-        case[take] = _RIGHT
-        return interval, case
+    def _kept_count(self, n: int, tau: float) -> int:
+        """How many of n candidates Local Recombination keeps (before ties at the threshold)."""
+        if self._authors:  # np.quantile(dist, tau, method="higher"): 0-based index ceil(tau*(n-1))
+            m = math.ceil(tau * (n - 1) - 1e-12) + 1
+        else:  # the ceil(tau*|C|)-th smallest distance (Alg. 3, Eq. 7)
+            m = math.ceil(tau * n - 1e-12)
+        return min(max(m, 1), n)
 
-    def _place(self, row: np.ndarray, case: int) -> float:
-        """The chosen dimension's value (Eq. 4, or the authors' quarter-point rule for interior gaps)."""
+    # -- Alg. 2: the value of the sparsest dimension --------------------------------------------------
+    def _place(self, row: np.ndarray, half: float) -> float:
+        """Where the largest interval of a sorted row lies (Alg. 2 lines 13-27), and a value drawn in it."""
         rng, lam = self.rng, self.lam
-        if case == _LEFT:  # Alg. 2 lines 20-21: theta ~ U(0.5, 1) on [2*inf - p_1, p_1]
-            p1 = float(row[0])
-            value = eq4(float(rng.uniform(0.5, 1.0)), -p1, p1, lam)
-        elif case == _RIGHT:  # lines 25-26: theta ~ U(0, 0.5) on [p_n, 2*sup - p_n]
-            pn = float(row[-1])
-            value = eq4(float(rng.uniform(0.0, 0.5)), pn, 2.0 - pn, lam)
-        else:
-            at = int(np.argmax(np.diff(row)))
+        left, right = float(row[0]), 1.0 - float(row[-1])
+        where, interval = _INTERIOR, half if row.size > 1 else 0.0
+        if (interval <= left) if self._authors else (interval < left):
+            where, interval = _LEFT, left
+        if (interval <= right) if self._authors else (interval < right):
+            where = _RIGHT
+        if where == _LEFT:  # lines 20-21: theta ~ U(0.5, 1) on [2*inf - p_1, p_1]
+            value = eq4(0.5 + 0.5 * float(rng.random()), -left, left, lam)
+        elif where == _RIGHT:  # lines 25-26: theta ~ U(0, 0.5) on [p_n, 2*sup - p_n]
+            pn = 1.0 - right
+            value = eq4(0.5 * float(rng.random()), pn, 2.0 - pn, lam)
+        else:  # lines 13-16: theta ~ U(0, 1) on the widest gap [p_k, p_k+1]
+            at = int((row[1:] - row[:-1]).argmax())
             lo, hi = float(row[at]), float(row[at + 1])
             theta = float(rng.random())
-            if self._authors:
+            if self._authors:  # the authors' code: concentrates on the quarter points, not the midpoint
                 offset = 0.5 * (1.0 - abs(1.0 - 2.0 * theta) ** lam) * 0.5 * (hi - lo)
                 value = lo + offset if theta < 0.5 else hi - offset
             else:
@@ -221,20 +231,12 @@ class PRTGenerator:
 
     # -- Alg. 3: Local Recombination ------------------------------------------------------------------
     def _recombine(self, values: np.ndarray, owners: np.ndarray, j: int, value: float,
-                   tau: float) -> tuple[np.ndarray, np.ndarray]:
-        """Keeps the members of C whose coordinate j lies within the tau-quantile distance of ``value``, and
-        returns their sorted projections in the other rows (row j dropped), each O(n)."""
-        r, n = values.shape
-        if self._authors:  # np.quantile(dist, tau, method="higher"): 0-based index ceil(tau*(n-1))
-            m = math.ceil(tau * (n - 1) - 1e-12) + 1
-        else:  # the ceil(tau*|C|)-th smallest distance (Alg. 3, Eq. 7)
-            m = math.ceil(tau * n - 1e-12)
-        m = min(max(m, 1), n)
-        others = np.arange(r) != j
-        if m == n:
-            return values[others], owners[others]
+                   m: int) -> tuple[np.ndarray, np.ndarray]:
+        """Keeps the members of C whose coordinate j lies within the m-th smallest distance to ``value``, and
+        returns their sorted projections in the other rows (row j dropped): O(n) per row, no sorting."""
+        r = values.shape[0]
         dist = np.abs(values[j] - value)
-        threshold = np.partition(dist, m - 1)[m - 1]  # introselect
+        threshold = np.partition(dist, m - 1)[m - 1]  # introselect, O(n)
         kept = owners[j][dist <= threshold]
         member = self._member
         member[kept] = True
@@ -243,24 +245,7 @@ class PRTGenerator:
         mask[j] = False  # row j is assigned: drop it
         where = np.flatnonzero(mask)  # row-major, so every row keeps its ascending order
         size = kept.size
-        if values.flags.c_contiguous and owners.flags.c_contiguous:
-            return values.ravel().take(where).reshape(r - 1, size), owners.ravel().take(where).reshape(r - 1, size)
-        # the first step works on views D[:, :k] of the (dims, capacity) buffers: index those directly
-        capacity = self._sorted.shape[1]
-        where += (where // n) * (capacity - n)
-        return (self._sorted.ravel().take(where).reshape(r - 1, size),
-                self._owner.ravel().take(where).reshape(r - 1, size))
-
-    def _grow(self) -> None:
-        capacity = 2 * self._points.shape[0]
-        points = np.empty((capacity, self.dims))
-        points[: self._count] = self._points[: self._count]
-        sorted_ = np.empty((self.dims, capacity))
-        sorted_[:, : self._count] = self._sorted[:, : self._count]
-        owner = np.empty((self.dims, capacity), dtype=np.int64)
-        owner[:, : self._count] = self._owner[:, : self._count]
-        self._points, self._sorted, self._owner = points, sorted_, owner
-        self._member = np.zeros(capacity, dtype=bool)
+        return values.ravel().take(where).reshape(r - 1, size), owners.ravel().take(where).reshape(r - 1, size)
 
 
 def hint_cut(param: Parameter, mapping: str) -> float | None:
