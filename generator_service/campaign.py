@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import grpc
+from prometheus_client import Counter
 
 from common.generated.gauntlet.v1 import (common_pb2, oracle_pb2, oracle_pb2_grpc, simulator_pb2,
                                           simulator_pb2_grpc)
@@ -25,6 +26,7 @@ from generator_service.store import CampaignStore, ExecutionRow
 from generator_service.strategies import Result, make_strategy
 
 log = logging.getLogger("generator")
+EXECUTIONS = Counter("gauntlet_generator_executions_total", "Executions stored, by verdict", ["verdict"])
 RETRYABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.RESOURCE_EXHAUSTED,
              grpc.StatusCode.ABORTED, grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN}
 _VERDICT = {oracle_pb2.VERDICT_KIND_PASS: "pass", oracle_pb2.VERDICT_KIND_FAIL: "fail",
@@ -256,6 +258,8 @@ class CampaignRunner:
                 reason=first.reason, repetitions=n, failed_repetitions=failed, elapsed_seconds=self.elapsed()))
         # `ready` holds only cases that were pending in the store, so none is skipped as already stored
         stored = self.store.add_executions(self.id, rows)
+        for row in stored:
+            EXECUTIONS.labels(row.verdict).inc()
         for row in stored:
             if row.verdict == "fail":
                 self.publish("failure", f"{row.test_case_id}: {row.reason}")

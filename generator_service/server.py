@@ -11,7 +11,7 @@ from typing import Iterator
 
 import grpc
 from google.protobuf import struct_pb2
-from prometheus_client import Counter, Gauge
+from prometheus_client import Gauge
 from pydantic import ValidationError
 
 from common.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound, Unavailable, grpc_method
@@ -25,7 +25,6 @@ from generator_service.strategies import make_strategy, strategies
 from common.space import ParameterSpace
 
 log = logging.getLogger("generator")
-EXECUTIONS = Counter("gauntlet_generator_executions_total", "Executions stored", ["verdict"])
 RUNNING = Gauge("gauntlet_generator_running_campaigns", "Campaigns running")
 _STATE = {"running": generator_pb2.CAMPAIGN_STATE_RUNNING, "completed": generator_pb2.CAMPAIGN_STATE_COMPLETED,
           "cancelled": generator_pb2.CAMPAIGN_STATE_CANCELLED, "interrupted": generator_pb2.CAMPAIGN_STATE_INTERRUPTED}
@@ -45,8 +44,6 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
 
     # -- campaign threads ----------------------------------------------------------------------
     def _publish(self, campaign_id: str, kind: str, message: str) -> None:
-        if kind == "failure":
-            EXECUTIONS.labels("fail").inc()
         status = self._status(campaign_id)
         event = generator_pb2.WatchCampaignResponse(kind=kind, status=status, message=message)
         with self._lock:

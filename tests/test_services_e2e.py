@@ -203,3 +203,47 @@ def test_killed_simulator_mid_campaign_records_every_execution_once(suite: Local
     rows = executions(suite, started.campaign_id)
     assert [r.index for r in rows] == list(range(1, 601))
     assert sorted(r.test_case.id for r in rows) == [f"t{i:07d}" for i in range(1, 601)]
+
+
+def test_session_snapshot_and_restore_replay_the_same_trajectory(suite: LocalSuite) -> None:
+    import numpy as np
+    sim = stub(suite, "simulator", simulator_pb2_grpc.SimulatorServiceStub)
+    space = ParameterSpace.from_proto(sim.DescribeEnvironment(
+        simulator_pb2.DescribeEnvironmentRequest(subject="cartpole")).parameter_space)
+    step = simulator_pb2.OpenSessionRequest(step=simulator_pb2.SessionStep(action=to_tensor(np.array(1, np.int64))))
+    opened = simulator_pb2.OpenSessionRequest(open=simulator_pb2.SessionOpen(
+        subject="cartpole", test_case=space.test_case_to_proto("s", CARTPOLE), seed=3))
+    snapshot = simulator_pb2.OpenSessionRequest(snapshot=simulator_pb2.SessionSnapshot())
+    # snapshot ids are minted by the server, so the restore is sent after reading the snapshot reply
+    import queue
+    outbox: queue.Queue = queue.Queue()
+    for command in (opened, step, snapshot):
+        outbox.put(command)
+    replies = sim.OpenSession(iter(outbox.get, None))
+    first, _, snap = next(replies), next(replies), next(replies)
+    np.testing.assert_allclose(from_tensor(first.observation), list(CARTPOLE.values()), rtol=1e-6)
+    outbox.put(step)
+    ahead = next(replies)
+    outbox.put(simulator_pb2.OpenSessionRequest(restore=simulator_pb2.SessionRestore(snapshot_id=snap.snapshot_id)))
+    restored = next(replies)
+    outbox.put(step)
+    again = next(replies)
+    outbox.put(simulator_pb2.OpenSessionRequest(restore=simulator_pb2.SessionRestore(snapshot_id="nope")))
+    with pytest.raises(grpc.RpcError) as err:
+        next(replies)
+    outbox.put(None)
+    assert err.value.code() == grpc.StatusCode.NOT_FOUND
+    assert (ahead.step, restored.step, again.step) == (2, 1, 2)
+    np.testing.assert_array_equal(from_tensor(ahead.observation), from_tensor(again.observation))
+    with pytest.raises(grpc.RpcError) as err:
+        list(sim.OpenSession(iter([step])))
+    assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION and "open" in err.value.details()
+
+
+def test_render_returns_an_rgb_frame(suite: LocalSuite) -> None:
+    sim = stub(suite, "simulator", simulator_pb2_grpc.SimulatorServiceStub)
+    space = ParameterSpace.from_proto(sim.DescribeEnvironment(
+        simulator_pb2.DescribeEnvironmentRequest(subject="cartpole")).parameter_space)
+    frame = from_tensor(sim.Render(simulator_pb2.RenderRequest(
+        subject="cartpole", test_case=space.test_case_to_proto("r", CARTPOLE), seed=0, steps=2)).image)
+    assert frame.dtype.name == "uint8" and frame.ndim == 3 and frame.shape[2] == 3 and frame.max() > 0
