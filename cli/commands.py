@@ -258,6 +258,7 @@ def cmd_oracles(args: argparse.Namespace) -> None:
 
 
 def cmd_train(args: argparse.Namespace) -> None:
+    from agent_service.algorithms import model_file_name
     from agent_service.training import get_recipe, train
 
     try:
@@ -269,8 +270,8 @@ def cmd_train(args: argparse.Namespace) -> None:
     with Progress(TextColumn(f"[bold]training {args.name}"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("episodes {task.fields[episodes]} failures {task.fields[failures]}"), TimeElapsedColumn(),
                   console=console) as bar:
-        task = bar.add_task("train", total=budget, episodes=0, failures=0)
+        task = bar.add_task("train", total=budget or None, episodes=0, failures=0)  # None: no step budget (QLEARNING)
         meta = train(recipe, out, timesteps=budget,
                      progress=lambda t, b, log: bar.update(task, completed=t, episodes=log.episodes, failures=log.failures))
-    console.print(f"model: {out / 'model.zip'}\ninteraction log: {out / 'training_log.jsonl.gz'}")
+    console.print(f"model: {out / model_file_name(recipe.algorithm)}\ninteraction log: {out / 'training_log.jsonl.gz'}")
     console.print_json(json.dumps(meta))

@@ -11,10 +11,11 @@ import numpy as np
 import pytest
 import yaml
 
+from agent_service.algorithms import model_file_name
 from agent_service.registry import DEFAULT_MODEL_ROOT
 from agent_service.training import get_recipe, load_recipes, read_interaction_log, train
 from cli.launcher import LocalSuite
-from common.generated.gauntlet.v1 import agent_pb2, agent_pb2_grpc, simulator_pb2, simulator_pb2_grpc
+from common.generated.gauntlet.v1 import agent_pb2, agent_pb2_grpc, common_pb2, simulator_pb2, simulator_pb2_grpc
 from common.server import client_channel
 from common.space import ParameterSpace
 from simulator_service.subject import load_subjects
@@ -55,7 +56,7 @@ def test_manifest_lists_every_recipe_with_measurements() -> None:
                     "success_rate"):
             assert key in entry, f"{name} lacks {key}"
         assert entry["eval_tests"] >= 1000
-        model = DEFAULT_MODEL_ROOT / name / "model.zip"
+        model = DEFAULT_MODEL_ROOT / name / model_file_name(entry["algorithm"])  # model.zip, or model.npz (Q-table)
         assert model.stat().st_size == entry["file_bytes"] < 5 * 1024 * 1024
         assert (DEFAULT_MODEL_ROOT / name / "training_log.jsonl.gz").exists()
 
@@ -70,9 +71,13 @@ def test_every_bundled_model_acts_on_its_subject_through_the_services(tmp_path: 
             space = ParameterSpace.from_proto(sim.DescribeEnvironment(
                 simulator_pb2.DescribeEnvironmentRequest(subject=subject)).parameter_space)
             rng = np.random.default_rng(0)
-            request = simulator_pb2.RunEpisodesRequest(
-                subject=subject, seed=1, max_steps=50,
-                test_cases=[space.test_case_to_proto(f"c{i}", space.sample(rng)) for i in range(2)])
+            cases: list[common_pb2.TestCase] = []
+            while len(cases) < 2:  # uniform draws the subject accepts (e.g. Taxi's passenger != destination)
+                case = space.test_case_to_proto(f"c{len(cases)}", space.sample(rng))
+                check = sim.ValidateConfigs(simulator_pb2.ValidateConfigsRequest(subject=subject, test_cases=[case]))
+                if check.results[0].valid:
+                    cases.append(case)
+            request = simulator_pb2.RunEpisodesRequest(subject=subject, seed=1, max_steps=50, test_cases=cases)
             request.model.name = name
             results = [r.result for r in sim.RunEpisodes(request, timeout=300)]
             assert len(results) == 2 and all(not r.error and r.steps >= 1 for r in results), name
