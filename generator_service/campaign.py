@@ -193,6 +193,9 @@ class CampaignRunner:
                 return self._stop_reason()
             if reason := self._stop_reason():
                 return reason
+            pending = self._drop_invalid(batch, pending, space)
+            if not pending:
+                continue
             request = simulator_pb2.RunEpisodesRequest(
                 request_id=f"{self.id}/batch/{batch}", subject=cfg.subject, seed=cfg.seed, repetitions=reps,
                 trace=common_pb2.TraceSpec(signals=signals), parallelism=cfg.parallelism,
@@ -228,6 +231,29 @@ class CampaignRunner:
                 delay = min(delay * 2, 5.0)
             finally:
                 self._call = None
+
+    def _drop_invalid(self, batch: int, pending: list[tuple[str, dict[str, Any]]],
+                      space: ParameterSpace) -> list[tuple[str, dict[str, Any]]]:
+        """Stores inputs the subject rejects (e.g. Taxi's passenger == destination) as invalid, unrun.
+
+        A strategy may propose such inputs; the simulator would refuse the whole batch, so they
+        are checked first (one ValidateConfigs call per batch) and the strategy is told they were invalid.
+        """
+        reply = self._with_retry("simulator ValidateConfigs", lambda: self.simulator.ValidateConfigs(
+            simulator_pb2.ValidateConfigsRequest(subject=self.config.subject,
+                                                 test_cases=[space.test_case_to_proto(c, v) for c, v in pending]),
+            timeout=60))
+        if reply is None:
+            return pending
+        problems = {r.test_case_id: "; ".join(r.violations) for r in reply.results if not r.valid}
+        if problems:
+            rows = [ExecutionRow(test_case_id=cid, index=self._positions[cid], batch=batch, values=v,
+                                 verdict="invalid", margin=0.0, steps=0, total_reward=0.0, descriptors=(),
+                                 reason=f"invalid input: {problems[cid]}", repetitions=0, failed_repetitions=0,
+                                 elapsed_seconds=self.elapsed()) for cid, v in pending if cid in problems]
+            for row in self.store.add_executions(self.id, rows):
+                EXECUTIONS.labels(row.verdict).inc()
+        return [(cid, v) for cid, v in pending if cid not in problems]
 
     def _judge(self, batch: int, ready: list[str], episodes: dict[str, list[common_pb2.EpisodeResult]],
                values: dict[str, dict[str, Any]], oracle_name: str) -> None:

@@ -247,3 +247,16 @@ def test_render_returns_an_rgb_frame(suite: LocalSuite) -> None:
     frame = from_tensor(sim.Render(simulator_pb2.RenderRequest(
         subject="cartpole", test_case=space.test_case_to_proto("r", CARTPOLE), seed=0, steps=2)).image)
     assert frame.dtype.name == "uint8" and frame.ndim == 3 and frame.shape[2] == 3 and frame.max() > 0
+
+
+def test_inputs_the_subject_rejects_are_stored_invalid_not_run(suite: LocalSuite) -> None:
+    # uniform draws give Taxi's passenger == destination about 1 time in 11: stored as invalid, not run
+    config = CampaignConfig(subject="taxi_large", model="taxi-qlearning", seed=2, budget={"max_executions": 120},
+                            batch_size=40, parallelism=20)
+    status = run_campaign(suite, config)
+    rows = executions(suite, status.campaign_id)
+    assert status.state == generator_pb2.CAMPAIGN_STATE_COMPLETED and len(rows) == 120
+    invalid = [r for r in rows if r.verdict == oracle_pb2.VERDICT_KIND_INVALID]
+    assert invalid and all("passenger" in r.reason and r.steps == 0 for r in invalid)
+    assert all(r.test_case.values["passenger"].integer == r.test_case.values["destination"].integer for r in invalid)
+    assert all(r.steps > 0 for r in rows if r.verdict != oracle_pb2.VERDICT_KIND_INVALID)
