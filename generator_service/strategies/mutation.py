@@ -68,3 +68,42 @@ def mutate_value(param: Parameter, value: ParamValue, rng: np.random.Generator,
     raise NotImplementedError(
         f"mutation of parameter {param.name!r} (kind {param.kind!r}) is not implemented yet: "
         "sequence operators (insert/delete/change a record) are still to come")
+
+
+def mutate_one(space: ParameterSpace, values: Mapping[str, ParamValue], rng: np.random.Generator,
+               scale: float = DEFAULT_SCALE) -> dict[str, ParamValue]:
+    """A copy of ``values`` with ONE parameter, chosen uniformly, mutated by its kind's operator.
+
+    Indago's random mutation ("choosing among all parameters with equal probability"). A discrete parameter
+    always changes (p = 1) when it has another value; a number moves as in ``mutate_value``.
+    """
+    if not space.parameters:
+        return dict(values)
+    param = space.parameters[int(rng.integers(len(space.parameters)))]
+    if param.name not in values:
+        raise ValueError(f"cannot mutate: parameter {param.name!r} is missing from the test input")
+    out = dict(values)
+    out[param.name] = mutate_value(param, values[param.name], rng, scale=scale, p=1.0)
+    return out
+
+
+def mutate_towards(param: Parameter, value: ParamValue, rng: np.random.Generator, direction: int,
+                   scale: float = DEFAULT_SCALE) -> ParamValue:
+    """A directed mutation of a number: a shift of U(0, scale*(high-low)) in ``direction`` (+1 up, -1 down),
+    clipped into the domain. An integer moves by at least one step (unless at the bound).
+
+    Used by saliency-guided mutation (Indago), where a gradient's sign gives the direction. Discrete kinds have
+    no direction: ValueError names the parameter.
+    """
+    if param.kind not in ("real", "integer"):
+        raise ValueError(f"parameter {param.name!r} (kind {param.kind!r}) has no direction to mutate towards")
+    if direction not in (-1, 1):
+        raise ValueError(f"direction must be +1 or -1, got {direction!r}")
+    if not (scale >= 0.0 and np.isfinite(scale)):
+        raise ValueError(f"mutation scale must be a finite number >= 0, got {scale!r}")
+    low, high = float(param.low), float(param.high)  # type: ignore[arg-type]
+    step = float(rng.uniform(0.0, scale * (high - low)))
+    if param.kind == "real":
+        return float(min(max(float(value) + direction * step, low), high))
+    steps = max(1, int(round(step)))
+    return int(min(max(int(value) + direction * steps, int(low)), int(high)))

@@ -27,7 +27,8 @@ Variants (parameter ``variant``):
   assignment: every remaining dimension whose largest normalised interval exceeds tau is assigned at once,
   without recombination. (b) Interior values concentrate on the quarter points of the widest gap, at
   p_k + (1 - |1-2theta|^lambda) * gap/4 measured from a random end of the gap. Boundary ties go to the
-  boundary (``<=``), and the quantile is numpy's ``method='higher'``.
+  boundary (``<=``), and the quantile is numpy's ``method='higher'``. Boundary values are drawn as in the
+  paper (the code's formula has the same distribution).
 
 Mappings F (parameter ``mapping``), applied per dimension after generation:
 
@@ -109,11 +110,8 @@ class PRTGenerator:
         self.lam = float(lam)
         self.variant = variant
         self._authors = variant == "authors_code"
-        self._points = np.empty((64, self.dims))  # insertion order; rows past _count are spare capacity
-        self._sorted = np.empty((self.dims, 0))  # D: row i holds every point's i-th coordinate, ascending
-        self._owner = np.empty((self.dims, 0), dtype=np.int64)  # alpha: the point each entry of D belongs to
-        self._member = np.zeros(64, dtype=bool)  # scratch mask for Local Recombination (all False between uses)
         self._count = 0
+        self._reserve(64)
 
     def __len__(self) -> int:
         return self._count
@@ -125,7 +123,7 @@ class PRTGenerator:
 
     def sorted_projection(self, dim: int) -> tuple[np.ndarray, np.ndarray]:
         """Dimension ``dim``'s coordinates of the recorded points, ascending, and the owning points' indices."""
-        return self._sorted[dim].copy(), self._owner[dim].copy()
+        return self._sorted[dim, : self._count].copy(), self._owner[dim, : self._count].copy()
 
     def next(self) -> np.ndarray:
         """Generates the next test case, records it, and returns it."""
@@ -134,7 +132,7 @@ class PRTGenerator:
         return point
 
     def add(self, point: Sequence[float] | np.ndarray) -> None:
-        """Records a point of [0, 1]^dims: one O(n) search and one O(n) insertion per sorted row."""
+        """Records a point of [0, 1]^dims: a binary search and one O(n) shift per sorted row."""
         x = np.asarray(point, dtype=float).reshape(-1)
         if x.shape != (self.dims,):
             raise ValueError(f"a PRT point needs {self.dims} coordinates, got {x.shape[0]}")
@@ -142,15 +140,18 @@ class PRTGenerator:
             raise ValueError(f"a PRT point must lie in [0, 1]^{self.dims}, got {x.tolist()}")
         k = self._count
         if k == self._points.shape[0]:
-            self._points = np.concatenate([self._points, np.empty_like(self._points)])
-            self._member = np.zeros(self._points.shape[0], dtype=bool)
+            self._reserve(2 * k)
         self._points[k] = x
-        # insertion position in every row at once (after equal values), then one vectorised insert per matrix;
-        # np.insert places equal flat indices in the given order, so row i's entry at its end precedes row i+1's
-        pos = (self._sorted <= x[:, None]).sum(axis=1)
-        flat = np.arange(self.dims) * k + pos
-        self._sorted = np.insert(self._sorted.ravel(), flat, x).reshape(self.dims, k + 1)
-        self._owner = np.insert(self._owner.ravel(), flat, k).reshape(self.dims, k + 1)
+        sorted_, owner = self._sorted, self._owner
+        pos = np.empty(self.dims, dtype=np.int64)
+        for i in range(self.dims):
+            p = pos[i] = np.searchsorted(sorted_[i, :k], x[i], side="right")  # after equal values
+            if p < k:  # numpy copies overlapping slices safely
+                sorted_[i, p + 1 : k + 1] = sorted_[i, p:k]
+                owner[i, p + 1 : k + 1] = owner[i, p:k]
+        every = np.arange(self.dims)
+        sorted_[every, pos] = x
+        owner[every, pos] = k
         self._count = k + 1
 
     def propose(self) -> np.ndarray:
@@ -161,11 +162,17 @@ class PRTGenerator:
         tau = (k + 1) ** (-1.0 / self.dims)
         out = np.empty(self.dims)
         rows = list(range(self.dims))  # the original dimension of each row still to assign
-        values, owners = self._sorted, self._owner  # C's sorted projections, one row per unassigned dimension
+        # C's sorted projections, one row per unassigned dimension: first views of D and alpha, then filtered
+        # copies that alternate between two scratch buffers
+        values, owners = self._sorted[:, :k], self._owner[:, :k]
+        first, flip = True, 0
         while True:
             # Alg. 2: each row's largest empty interval (already normalised: the cube is [0, 1])
-            if values.shape[1] > 1:
-                half = (values[:, 1:] - values[:, :-1]).max(axis=1) * 0.5
+            r, n = values.shape
+            if n > 1:
+                scratch = self._values_buf[flip][: r * (n - 1)].reshape(r, n - 1)  # free until _recombine
+                gaps = np.subtract(values[:, 1:], values[:, :-1], out=scratch)
+                half = gaps.max(axis=1) * 0.5
             else:
                 half = np.zeros(values.shape[0])
             interval = np.maximum(np.maximum(half, values[:, 0]), 1.0 - values[:, -1])
@@ -179,6 +186,7 @@ class PRTGenerator:
                     late = ~early
                     values, owners, half, interval = values[late], owners[late], half[late], interval[late]
                     rows = [rows[i] for i in np.flatnonzero(late)]
+                    first = False  # fresh copies now, no longer views of D and alpha
             n = values.shape[1]
             m = self._kept_count(n, tau)
             if m == n:
@@ -192,14 +200,15 @@ class PRTGenerator:
             out[rows.pop(j)] = value
             if not rows:
                 return out
-            values, owners = self._recombine(values, owners, j, value, m)
+            values, owners = self._recombine(values, owners, j, value, m, first, flip)
+            first, flip = False, 1 - flip
 
     def _kept_count(self, n: int, tau: float) -> int:
         """How many of n candidates Local Recombination keeps (before ties at the threshold)."""
         if self._authors:  # np.quantile(dist, tau, method="higher"): 0-based index ceil(tau*(n-1))
-            m = math.ceil(tau * (n - 1) - 1e-12) + 1
+            m = math.ceil(tau * (n - 1)) + 1
         else:  # the ceil(tau*|C|)-th smallest distance (Alg. 3, Eq. 7)
-            m = math.ceil(tau * n - 1e-12)
+            m = math.ceil(tau * n)
         return min(max(m, 1), n)
 
     # -- Alg. 2: the value of the sparsest dimension --------------------------------------------------
@@ -215,7 +224,7 @@ class PRTGenerator:
         if where == _LEFT:  # lines 20-21: theta ~ U(0.5, 1) on [2*inf - p_1, p_1]
             value = eq4(0.5 + 0.5 * float(rng.random()), -left, left, lam)
         elif where == _RIGHT:  # lines 25-26: theta ~ U(0, 0.5) on [p_n, 2*sup - p_n]
-            pn = 1.0 - right
+            pn = float(row[-1])
             value = eq4(0.5 * float(rng.random()), pn, 2.0 - pn, lam)
         else:  # lines 13-16: theta ~ U(0, 1) on the widest gap [p_k, p_k+1]
             at = int((row[1:] - row[:-1]).argmax())
@@ -230,22 +239,51 @@ class PRTGenerator:
         return min(max(value, 0.0), 1.0)
 
     # -- Alg. 3: Local Recombination ------------------------------------------------------------------
-    def _recombine(self, values: np.ndarray, owners: np.ndarray, j: int, value: float,
-                   m: int) -> tuple[np.ndarray, np.ndarray]:
+    def _recombine(self, values: np.ndarray, owners: np.ndarray, j: int, value: float, m: int, first: bool,
+                   flip: int) -> tuple[np.ndarray, np.ndarray]:
         """Keeps the members of C whose coordinate j lies within the m-th smallest distance to ``value``, and
-        returns their sorted projections in the other rows (row j dropped): O(n) per row, no sorting."""
-        r = values.shape[0]
+        returns their sorted projections in the other rows (row j dropped): O(n) per row, no sorting.
+
+        ``first``: values/owners are the views D[:, :k] / alpha[:, :k]. The result goes to scratch buffer
+        ``flip``, which must not hold the input.
+        """
+        r, n = values.shape
         dist = np.abs(values[j] - value)
         threshold = np.partition(dist, m - 1)[m - 1]  # introselect, O(n)
         kept = owners[j][dist <= threshold]
         member = self._member
         member[kept] = True
-        mask = member.take(owners)  # (r, n): which entries of each sorted row belong to C'
+        mask = np.take(member, owners, out=self._mask_buf[: r * n].reshape(r, n), mode="clip")  # (r, n): in C'?
         member[kept] = False
         mask[j] = False  # row j is assigned: drop it
         where = np.flatnonzero(mask)  # row-major, so every row keeps its ascending order
-        size = kept.size
-        return values.ravel().take(where).reshape(r - 1, size), owners.ravel().take(where).reshape(r - 1, size)
+        size, total = kept.size, where.size
+        if first:  # positions in the (dims, capacity) buffers behind the views
+            capacity = self._sorted.shape[1]
+            rows = np.floor_divide(where, n, out=self._owner_buf[flip][:total])  # consumed before the takes
+            rows *= capacity - n
+            where += rows
+            src_values, src_owners = self._sorted.ravel(), self._owner.ravel()
+        else:
+            src_values, src_owners = values.ravel(), owners.ravel()
+        out_values = np.take(src_values, where, out=self._values_buf[flip][:total], mode="clip")
+        out_owners = np.take(src_owners, where, out=self._owner_buf[flip][:total], mode="clip")
+        return out_values.reshape(r - 1, size), out_owners.reshape(r - 1, size)
+
+    def _reserve(self, capacity: int) -> None:
+        """(Re)allocates the state and scratch buffers for ``capacity`` points, keeping the recorded ones."""
+        k, dims = self._count, self.dims
+        points = np.empty((capacity, dims))
+        sorted_ = np.empty((dims, capacity))  # D: row i holds every point's i-th coordinate, ascending
+        owner = np.empty((dims, capacity), dtype=np.int64)  # alpha: the point each entry of D belongs to
+        if k:
+            points[:k], sorted_[:, :k], owner[:, :k] = self._points[:k], self._sorted[:, :k], self._owner[:, :k]
+        self._points, self._sorted, self._owner = points, sorted_, owner
+        self._member = np.zeros(capacity, dtype=bool)  # membership of C' (all False between uses)
+        size = dims * capacity
+        self._values_buf = (np.empty(size), np.empty(size))  # filtered sorted projections, ping-pong
+        self._owner_buf = (np.empty(size, dtype=np.int64), np.empty(size, dtype=np.int64))
+        self._mask_buf = np.empty(size, dtype=bool)
 
 
 def hint_cut(param: Parameter, mapping: str) -> float | None:
