@@ -58,7 +58,8 @@ def register_strategy(name: str, description: str, source: str = "", **defaults:
 
 
 def strategies() -> dict[str, StrategyInfo]:
-    from generator_service.strategies import prt, random_testing  # noqa: F401 - registers on import
+    from generator_service.strategies import (  # noqa: F401 - registers on import
+        fuzzing, map_elites, novelty_search, prt, random_testing)
 
     return dict(_REGISTRY)
 
