@@ -52,3 +52,21 @@ def test_listings() -> None:
     assert "cartpole" in gauntlet("environments").stdout
     assert "random" in gauntlet("strategies").stdout
     assert "lunar_crash" in gauntlet("oracles").stdout
+
+
+def test_every_example_campaign_is_valid() -> None:
+    from cli.commands import load_campaign_file
+    from common.seeding import derive_seed
+    from generator_service.strategies import make_strategy
+    from simulator_service.subject import load_subjects
+
+    subjects = load_subjects()
+    examples = sorted((ROOT / "examples").glob("*.yaml"))
+    assert examples
+    for path in examples:
+        config, _ = load_campaign_file(path)
+        assert config.subject in subjects, path
+        strategy = make_strategy(config.strategy, subjects[config.subject].space, derive_seed(config.seed, "strategy"),
+                                 config.strategy_params)
+        asked = strategy.ask(4)
+        assert asked and all(subjects[config.subject].space.violations(v) == [] for v in asked), path
