@@ -275,3 +275,9 @@ def cmd_train(args: argparse.Namespace) -> None:
                      progress=lambda t, b, log: bar.update(task, completed=t, episodes=log.episodes, failures=log.failures))
     console.print(f"model: {out / model_file_name(recipe.algorithm)}\ninteraction log: {out / 'training_log.jsonl.gz'}")
     console.print_json(json.dumps(meta))
+
+
+def cmd_surrogate(args: argparse.Namespace) -> None:
+    from cli.surrogate_commands import run_surrogate
+
+    run_surrogate(args)

@@ -20,6 +20,7 @@ EPILOG = """examples:
   gauntlet report <campaign-id>                   (re)render the report of a stored campaign
   gauntlet resume <campaign-id>                   continue an interrupted campaign
   gauntlet train cartpole-ppo                     retrain a zoo agent from its recipe
+  gauntlet surrogate train --model cartpole-ppo   train Indago's failure predictor on an agent's training log
 """
 
 
@@ -60,6 +61,20 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("name", help="recipe name, e.g. cartpole-ppo")
     p.add_argument("--timesteps", type=int, help="override the recipe's budget (e.g. for a smoke test)")
     p.add_argument("--out", type=Path, help="output folder (default runs/zoo/<name>)")
+    p = sub.add_parser("surrogate", help="train or inspect a surrogate failure predictor (Indago)",
+                       description="Indago's surrogates: networks trained on a zoo agent's training episodes that "
+                                   "predict which test inputs make it fail (strategies indago, indago_sampling).")
+    actions = p.add_subparsers(dest="surrogate_command", required=True, metavar="action")
+    t = actions.add_parser("train", help="tune and train a surrogate on a zoo model's interaction log")
+    t.add_argument("--model", required=True, help="zoo model whose training log is used, e.g. cartpole-ppo")
+    t.add_argument("--kind", choices=["classifier", "regressor"], default="classifier",
+                   help="classifier on pass/fail (default), or regressor on margins for logs with few failures")
+    t.add_argument("--grid", choices=["tiny", "small", "paper"], default="small",
+                   help="tuning grid: tiny (2 runs), small (18, default) or paper (9 filters x 4 depths x 10 seeds)")
+    t.add_argument("--out", type=Path, help="artifact folder (default runs/surrogates/<model>-<kind>-<timestamp>)")
+    s = actions.add_parser("show", help="print what a surrogate artifact is and how well it predicts")
+    s.add_argument("dir", type=Path, help="artifact folder (with surrogate.json)")
+    s.add_argument("--json", action="store_true", help="print surrogate.json as is")
 
     args = parser.parse_args(argv)
     from cli import commands

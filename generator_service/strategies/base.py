@@ -60,6 +60,7 @@ def register_strategy(name: str, description: str, source: str = "", **defaults:
 def strategies() -> dict[str, StrategyInfo]:
     from generator_service.strategies import (  # noqa: F401 - registers on import
         fuzzing, map_elites, novelty_search, prt, random_testing)
+    from generator_service.strategies import indago  # noqa: F401 - registers on import
 
     return dict(_REGISTRY)
 

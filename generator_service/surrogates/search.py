@@ -1,0 +1,311 @@
+"""Failure search on a surrogate: hill climbing and the genetic algorithm (paper Alg. 1 and 2), random or
+saliency-guided mutation, random or training-failure seeds, and the validity rules every candidate obeys.
+
+Fitness is the surrogate's failure score in [0, 1] (higher = more likely to fail; for a regressor it is
+1 - prediction, so maximising it is the paper's "minimise the prediction").
+
+Budget per generated input: the search stops at the first of ``max_iterations`` (hill-climbing neighbourhoods
+or GA generations) and ``time_budget_s`` of wall-clock time (the paper's B). Without a time limit the search is
+a function of the random generator alone (deterministic given the seed); with one, how far it gets depends on
+the machine's speed.
+
+Validity (paper: "the mutation is applied to e only if the new environment configuration e_i is valid"):
+a candidate must fit the space's domains and the subject's cross-parameter rules (``Validity``). A mutation or
+crossover whose result is invalid is retried (``TRIALS`` = 20 times, the authors' code constant); if no try is
+valid the input stays as it was. Seeds and reseeds are valid by construction (rejection sampling, or training
+failures checked when loaded).
+
+Hill climbing (Alg. 1): from the seed, each iteration builds ``neighbourhood`` mutants of the current solution
+and moves to the best of them if it scores strictly higher (the current solution is one of the candidates).
+
+Genetic algorithm (Alg. 2, with the authors' code for what the paper leaves open): population ``population``;
+elitism keeps the best floor(``elitism`` * population) (at least one); parents by roulette-wheel selection
+(fitness-proportional); single-point crossover over the parameters with probability ``crossover`` (both
+children valid, else retried, else the copies stay); both children mutated; the children replace their parents
+iff the better child is at least as good as the better parent. Stagnation: when the best fitness changes by
+less than 0.005 for more than 10 % of ``max_iterations`` generations (10 without an iteration limit) in a
+row, the 5 worst individuals are replaced each generation by new seeds (random, or training failures).
+
+Mutation:
+
+* random: one parameter chosen uniformly, mutated by mutation.py's operator of its kind (``mutate_one``);
+* saliency: captum Saliency of the failure score at the input, mapped back to parameters
+  (encoding.Encoder.parameter_moves); the parameter with the largest attribution magnitude that can still
+  move is changed: a number by U(0, scale * range) in the sign's direction (mutation.py ``mutate_towards``), a
+  discrete parameter to the choice with the largest first-order gain. When no attribution is usable (all zero)
+  or no directed move gives a valid input, the mutation falls back to the random one.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from common.space import ParameterSpace, ParamValue
+from generator_service.strategies.mutation import mutate_one, mutate_towards
+
+TestInput = dict[str, ParamValue]
+Check = Callable[[Mapping[str, ParamValue]], list[str]]
+TRIALS = 20
+RESEED_COUNT = 5
+STAGNATION_TOLERANCE = 0.005
+MAX_SAMPLING_TRIES = 10_000
+
+
+class InvalidSearchResult(RuntimeError):
+    """The search produced an input that breaks the space or the subject's rules (a bug; never returned)."""
+
+
+# -- validity ---------------------------------------------------------------------------------------------
+class Validity:
+    """The space's domains plus any cross-parameter rules (a subject's validators)."""
+
+    def __init__(self, space: ParameterSpace, rules: Sequence[Check] = ()) -> None:
+        self.space = space
+        self.rules = tuple(rules)
+
+    def problems(self, values: Mapping[str, ParamValue]) -> list[str]:
+        problems = self.space.violations(values)
+        for rule in self.rules:
+            problems += rule(values)
+        return problems
+
+    def ok(self, values: Mapping[str, ParamValue]) -> bool:
+        if self.space.violations(values):
+            return False
+        return not any(rule(values) for rule in self.rules)
+
+    def sample(self, rng: np.random.Generator) -> TestInput:
+        for _ in range(MAX_SAMPLING_TRIES):
+            values = self.space.sample(rng)
+            if not self.rules or self.ok(values):
+                return values
+        raise ValueError(f"no valid input in {MAX_SAMPLING_TRIES} uniform draws; check the subject's rules")
+
+    def require(self, values: Mapping[str, ParamValue], what: str) -> TestInput:
+        problems = self.problems(values)
+        if problems:
+            raise InvalidSearchResult(f"{what} produced an invalid input {dict(values)!r}: {'; '.join(problems)}; "
+                                      "it is not returned (this is a bug in the search)")
+        return dict(values)
+
+
+def subject_rules(subject: str, space: ParameterSpace) -> list[Check]:
+    """The validators of ``subject`` (simulator_service's YAML), if it is known here and has ``space``'s parameters.
+
+    The generator only receives the space; the rules across parameters live with the subject. Unknown subjects
+    (e.g. a synthetic one in a test) contribute no rule; the campaign still refuses invalid inputs remotely.
+    """
+    try:
+        from simulator_service.subject import load_subjects
+
+        known = load_subjects()
+    except Exception:  # noqa: BLE001 - the generator may run without the simulator's package data
+        return []
+    found = known.get(subject)
+    if found is None or found.space.names != space.names:
+        return []
+    return [v.violations for v in found.validators]
+
+
+# -- budget -----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Budget:
+    max_iterations: int | None = 100
+    time_budget_s: float | None = 0.5
+
+    def __post_init__(self) -> None:
+        if self.max_iterations is None and not self.time_budget_s:
+            raise ValueError("a search needs max_iterations or time_budget_s (both are unlimited)")
+
+    def start(self) -> "Clock":
+        return Clock(self, time.perf_counter())
+
+
+@dataclass
+class Clock:
+    budget: Budget
+    started: float
+
+    def done(self, iterations: int) -> bool:
+        if self.budget.max_iterations is not None and iterations >= self.budget.max_iterations:
+            return True
+        if self.budget.time_budget_s:
+            return time.perf_counter() - self.started >= self.budget.time_budget_s
+        return False
+
+
+# -- mutation ---------------------------------------------------------------------------------------------
+class Mutator:
+    """Random or saliency-guided mutation of valid inputs into valid inputs (module docstring)."""
+
+    def __init__(self, surrogate: Any, validity: Validity, rng: np.random.Generator, mode: str = "random",
+                 scale: float = 0.1) -> None:
+        if mode not in ("random", "saliency"):
+            raise ValueError(f"mutation must be 'random' or 'saliency', got {mode!r}")
+        self.surrogate = surrogate
+        self.validity = validity
+        self.rng = rng
+        self.mode = mode
+        self.scale = scale
+        self.space = validity.space
+
+    def attributions(self, inputs: Sequence[Mapping[str, ParamValue]]) -> np.ndarray | None:
+        if self.mode != "saliency" or not inputs:
+            return None
+        return self.surrogate.saliency(self.surrogate.encoder.encode_many(inputs))
+
+    def mutate(self, values: TestInput, attribution: np.ndarray | None = None) -> TestInput:
+        if attribution is not None:
+            directed = self.directed(values, attribution)
+            if directed is not None:
+                return directed
+        return self.random(values)
+
+    def random(self, values: TestInput) -> TestInput:
+        for _ in range(TRIALS):
+            child = mutate_one(self.space, values, self.rng, scale=self.scale)
+            if self.validity.ok(child):
+                return child
+        return dict(values)
+
+    def directed(self, values: TestInput, attribution: np.ndarray) -> TestInput | None:
+        """The saliency move (best valid one), or None when no move is usable."""
+        for move in self.surrogate.encoder.parameter_moves(attribution, values):
+            param = self.space[move.name]
+            tries = TRIALS if move.target is None else 1
+            for _ in range(tries):
+                child = dict(values)
+                if move.target is None:
+                    child[move.name] = mutate_towards(param, values[move.name], self.rng, move.direction, self.scale)
+                else:
+                    child[move.name] = move.target
+                if child[move.name] != values[move.name] and self.validity.ok(child):
+                    return child
+        return None
+
+
+def crossover(a: TestInput, b: TestInput, names: Sequence[str], rng: np.random.Generator,
+              validity: Validity) -> tuple[TestInput, TestInput]:
+    """Single-point crossover over the parameters; the copies when no cut gives two valid children."""
+    if len(names) < 2:
+        return dict(a), dict(b)
+    for _ in range(TRIALS):
+        cut = int(rng.integers(1, len(names)))
+        c1 = {n: (a[n] if i < cut else b[n]) for i, n in enumerate(names)}
+        c2 = {n: (b[n] if i < cut else a[n]) for i, n in enumerate(names)}
+        if validity.ok(c1) and validity.ok(c2):
+            return c1, c2
+    return dict(a), dict(b)
+
+
+# -- the searches -----------------------------------------------------------------------------------------
+Fitness = Callable[[Sequence[Mapping[str, ParamValue]]], np.ndarray]
+
+
+@dataclass
+class Found:
+    values: TestInput
+    score: float
+    iterations: int
+    evaluations: int
+
+
+def hill_climb(seed: TestInput, fitness: Fitness, mutator: Mutator, neighbourhood: int, budget: Budget) -> Found:
+    current = dict(seed)
+    score = float(fitness([current])[0])
+    evaluations, iterations = 1, 0
+    clock = budget.start()
+    while not clock.done(iterations):
+        attribution = mutator.attributions([current])
+        row = None if attribution is None else attribution[0]
+        neighbours = [mutator.mutate(current, row) for _ in range(neighbourhood)]
+        scores = fitness(neighbours)
+        evaluations += len(neighbours)
+        best = int(np.argmax(scores))
+        if scores[best] > score:
+            current, score = neighbours[best], float(scores[best])
+        iterations += 1
+    return Found(current, score, iterations, evaluations)
+
+
+def roulette(fitness: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
+    weights = np.clip(np.asarray(fitness, dtype=np.float64), 0.0, None) + 1e-12
+    return rng.choice(len(weights), size=k, replace=True, p=weights / weights.sum())
+
+
+def genetic(population: Sequence[TestInput], fitness: Fitness, mutator: Mutator, *, crossover_rate: float,
+            elitism: float, budget: Budget, reseed: Callable[[int], list[TestInput]]) -> Found:
+    pop = [dict(p) for p in population]
+    size = len(pop)
+    if size < 2:
+        raise ValueError(f"the genetic algorithm needs a population of at least 2, got {size}")
+    fit = np.asarray(fitness(pop), dtype=np.float64)
+    evaluations, generation, stagnant = size, 0, 0
+    names = mutator.space.names
+    rng = mutator.rng
+    n_elite = min(size, max(1, int(math.floor(elitism * size + 1e-9)))) if elitism > 0 else 0
+    patience = max(1, int(0.1 * budget.max_iterations)) if budget.max_iterations else 10
+    clock = budget.start()
+    while not clock.done(generation):
+        best_before = float(fit.max())
+        order = np.argsort(-fit, kind="stable")
+        new_pop = [pop[i] for i in order[:n_elite]]
+        new_fit = [float(fit[i]) for i in order[:n_elite]]
+        n_pairs = (size - n_elite + 1) // 2
+        parents = roulette(fit, 2 * n_pairs, rng).reshape(n_pairs, 2)
+        children: list[TestInput] = []
+        for i, j in parents:
+            c1, c2 = dict(pop[i]), dict(pop[j])
+            if rng.random() < crossover_rate:
+                c1, c2 = crossover(c1, c2, names, rng, mutator.validity)
+            children += [c1, c2]
+        attributions = mutator.attributions(children)
+        children = [mutator.mutate(c, None if attributions is None else attributions[k])
+                    for k, c in enumerate(children)]
+        child_fit = np.asarray(fitness(children), dtype=np.float64)
+        evaluations += len(children)
+        for k, (i, j) in enumerate(parents):
+            if max(child_fit[2 * k], child_fit[2 * k + 1]) >= max(fit[i], fit[j]):
+                new_pop += [children[2 * k], children[2 * k + 1]]
+                new_fit += [float(child_fit[2 * k]), float(child_fit[2 * k + 1])]
+            else:
+                new_pop += [dict(pop[i]), dict(pop[j])]
+                new_fit += [float(fit[i]), float(fit[j])]
+        pop, fit = new_pop[:size], np.asarray(new_fit[:size])
+        generation += 1
+        stagnant = stagnant + 1 if abs(float(fit.max()) - best_before) < STAGNATION_TOLERANCE else 0
+        if stagnant > patience:
+            count = min(RESEED_COUNT, size - n_elite)
+            fresh = reseed(count)
+            if fresh:
+                worst = np.argsort(fit, kind="stable")[:len(fresh)]
+                fresh_fit = np.asarray(fitness(fresh), dtype=np.float64)
+                evaluations += len(fresh)
+                for slot, values, f in zip(worst, fresh, fresh_fit):
+                    pop[slot], fit[slot] = dict(values), float(f)
+    best = int(np.argmax(fit))
+    return Found(pop[best], float(fit[best]), generation, evaluations)
+
+
+def sample_best(fitness: Fitness, validity: Validity, rng: np.random.Generator, candidates: int,
+                time_budget_s: float | None, chunk: int = 250) -> Found:
+    """The sampling baseline: the highest-scoring of up to ``candidates`` valid random inputs (time permitting)."""
+    clock = Budget(max_iterations=None if not candidates else int(candidates),
+                   time_budget_s=time_budget_s).start()
+    best: TestInput | None = None
+    best_score = -np.inf
+    drawn = 0
+    while best is None or not clock.done(drawn):
+        k = chunk if not candidates else min(chunk, int(candidates) - drawn)
+        batch = [validity.sample(rng) for _ in range(max(k, 1))]
+        scores = fitness(batch)
+        drawn += len(batch)
+        j = int(np.argmax(scores))
+        if scores[j] > best_score:
+            best, best_score = batch[j], float(scores[j])
+    return Found(best, best_score, drawn, drawn)
