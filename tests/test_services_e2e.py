@@ -96,8 +96,10 @@ def test_same_seed_same_campaign(suite: LocalSuite) -> None:
 
 
 def test_stop_at_first_failure_and_repetitions(suite: LocalSuite) -> None:
-    config = CampaignConfig(subject="lunarlander", model="lunarlander-ppo", seed=1, budget={"max_executions": 400},
-                            batch_size=8, parallelism=8, stop_at_first_failure=True, repetitions=3)
+    # PRT puts tests on CartPole's boundary, where the bundled agent fails soonest
+    config = CampaignConfig(subject="cartpole", model="cartpole-ppo", strategy="prt", seed=1,
+                            budget={"max_executions": 400}, batch_size=8, parallelism=8, stop_at_first_failure=True,
+                            repetitions=3)
     status = run_campaign(suite, config)
     rows = executions(suite, status.campaign_id)
     assert status.stop_reason == "first_failure" and status.failures >= 1
