@@ -1,7 +1,8 @@
 """Episode throughput on CartPole, measured three ways side by side on the same test cases.
 
 1. suite:   a campaign through the services (generator -> simulator -> agent ActStream, oracle),
-            with 64 environments in lock-step;
+            with 64 environments in lock-step, as the simulator runs by default (two pipelined groups
+            of 32, each one batched call per step); also shown: one group of 64 (`--pipeline 1`);
 2. naive:   the seed tools' loop, in process: one env, `model.predict` one step at a time;
 3. batched: in process, 64 environments in lock-step, one batched `model.predict` per step.
 
@@ -47,9 +48,10 @@ def peak_rss_mb(pid: int) -> float:
     return float("nan")
 
 
-def run_suite(config: CampaignConfig, model_root: Path) -> tuple[float, int, dict[str, float]]:
+def run_suite(config: CampaignConfig, model_root: Path, pipeline: int) -> tuple[float, int, dict[str, float]]:
     with tempfile.TemporaryDirectory() as tmp:
-        with LocalSuite(store_url=f"sqlite:///{tmp}/bench.db", log_dir=Path(tmp) / "logs", model_root=model_root) as local:
+        with LocalSuite(store_url=f"sqlite:///{tmp}/bench.db", log_dir=Path(tmp) / "logs", model_root=model_root,
+                        simulator_pipeline=pipeline) as local:
             gen = generator_pb2_grpc.GeneratorServiceStub(client_channel(local.endpoint("generator")))
             started = time.perf_counter()
             cid = gen.StartCampaign(generator_pb2.StartCampaignRequest(spec=config.to_proto())).status.campaign_id
@@ -104,19 +106,22 @@ def main() -> None:
     jobs = [Job(f"t{i + 1:07d}", v, derive_seed(args.seed, f"t{i + 1:07d}", 0)) for i, v in enumerate(values)]
     model = algorithm_class("PPO").load(args.model_root / MODEL / "model.zip", device="cpu")
 
-    suite_s, suite_steps, memory = run_suite(config, args.model_root)
+    single_s, _, _ = run_suite(config, args.model_root, pipeline=1)
+    suite_s, suite_steps, memory = run_suite(config, args.model_root, pipeline=2)
     naive_s, naive_steps = run_naive(jobs, model)
     batched_s, batched_steps = run_batched(jobs, model, args.parallelism)
     if not suite_steps == naive_steps == batched_steps:
         print(f"warning: step counts differ (suite {suite_steps}, naive {naive_steps}, batched {batched_steps})")
 
     n = args.episodes
-    rows = [("suite (gRPC, 64 in lock-step)", suite_s, suite_steps), ("naive (predict per step)", naive_s, naive_steps),
+    rows = [("suite (gRPC, 64 envs, 2 groups)", suite_s, suite_steps),
+            ("suite, one group (1 call per step)", single_s, suite_steps), ("naive (predict per step)", naive_s, naive_steps),
             ("batched in process", batched_s, batched_steps)]
     print(f"{'way':34s} {'seconds':>8s} {'episodes/s':>11s} {'steps/s':>10s}")
     for name, seconds, steps in rows:
         print(f"{name:34s} {seconds:8.2f} {n / seconds:11.1f} {steps / seconds:10.0f}")
     print("peak resident memory per service (MiB): " + ", ".join(f"{k} {v:.0f}" for k, v in memory.items()))
+    print(f"one group: suite/naive={naive_s / single_s:.2f} suite/batched={batched_s / single_s:.2f}")
     print(f"throughput: suite/naive={naive_s / suite_s:.2f} suite/batched={batched_s / suite_s:.2f}")
 
 

@@ -39,6 +39,7 @@ class LocalSuite:
     report_root: Path = Path("runs/reports")
     model_root: Path | None = None
     generator_retry_seconds: float = 60.0
+    simulator_pipeline: int = 2
     services: dict[str, Service] = field(default_factory=dict)
 
     def start_service(self, name: str, module: str, *args: str, timeout: float = 120.0) -> Service:
@@ -64,7 +65,8 @@ class LocalSuite:
             oracle = self.start_service("oracle", "oracle_service")
             agent_args = ["--model-root", str(self.model_root)] if self.model_root else []
             agent = self.start_service("agent", "agent_service", *agent_args)
-            simulator = self.start_service("simulator", "simulator_service", "--agent-endpoint", agent.endpoint)
+            simulator = self.start_service("simulator", "simulator_service", "--agent-endpoint", agent.endpoint,
+                                           "--pipeline", str(self.simulator_pipeline))
             generator = self.start_service("generator", "generator_service", "--simulator-endpoint", simulator.endpoint,
                                            "--oracle-endpoint", oracle.endpoint, "--store-url", self.store_url,
                                            "--retry-seconds", str(self.generator_retry_seconds))

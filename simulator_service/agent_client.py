@@ -36,11 +36,18 @@ class AgentStream:
         self._first = True
 
     def act(self, observations: np.ndarray) -> np.ndarray:
+        self.send(observations)
+        return self.receive()
+
+    def send(self, observations: np.ndarray) -> None:
+        """Queues a batch; answers come back in order through receive()."""
         request = agent_pb2.ActStreamRequest(observations=to_tensor(observations))
         if self._first:
             request.model.name = self._model
             self._first = False
         self._requests.put(request)
+
+    def receive(self) -> np.ndarray:
         try:
             return from_tensor(next(self._responses).actions)
         except grpc.RpcError as exc:

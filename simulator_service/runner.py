@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Iterator, Mapping
+from collections import deque
+from typing import Callable, Iterable, Iterator, Mapping, Protocol
 
 import gymnasium as gym
 import numpy as np
@@ -43,6 +44,29 @@ class AgentError(RuntimeError):
     """The agent could not act (its service failed); the episodes in flight are lost, not judged."""
 
 
+class Actor(Protocol):
+    """Acts on batches in two halves (send, then receive in order), so a remote agent can think
+    while the simulator steps other environments."""
+
+    def send(self, observations: np.ndarray) -> None: ...
+
+    def receive(self) -> np.ndarray: ...
+
+
+class LocalActor:
+    """An in-process act function as an Actor."""
+
+    def __init__(self, act: ActFn) -> None:
+        self._act = act
+        self._pending: deque[np.ndarray] = deque()
+
+    def send(self, observations: np.ndarray) -> None:
+        self._pending.append(observations)
+
+    def receive(self) -> np.ndarray:
+        return self._act(self._pending.popleft())
+
+
 @dataclass
 class _Slot:
     env: gym.Env
@@ -56,18 +80,26 @@ def run_lockstep(
     env_factory: Callable[[], gym.Env],
     envs: list[gym.Env],
     jobs: Iterable[Job],
-    act: ActFn,
+    act: ActFn | Actor,
     recorder_factory: Callable[[], TraceRecorder],
     max_steps: int | None = None,
+    groups: int = 1,
 ) -> Iterator[Outcome]:
     """Runs every job on the given environments (len(envs) = parallelism) and yields outcomes as episodes end.
+
+    The environments form `groups` lock-step groups, each making one batched agent request per
+    step. With several groups the requests are pipelined in this one thread: while the agent
+    answers one group, the simulator steps another (answers come back in request order).
 
     An environment that raises is replaced by a fresh one from `env_factory` and its job
     yields an Outcome with `error` set; an AgentError propagates (the agent is shared by all slots).
     """
+    actor: Actor = act if hasattr(act, "send") else LocalActor(act)  # type: ignore[arg-type]
     pending = iter(jobs)
     slots = [_Slot(env) for env in envs]
     recorders = [recorder_factory() for _ in slots]
+    groups = max(1, min(groups, len(slots)))
+    in_flight: deque[list[int]] = deque()
 
     def fill(i: int) -> Outcome | None:
         """Starts the next job in slot i; returns an error outcome if the reset itself failed."""
@@ -97,15 +129,21 @@ def run_lockstep(
         slot.job = None
         return out
 
+    def launch(group: int) -> None:
+        active = [i for i in range(group, len(slots), groups) if slots[i].job is not None]
+        if active:
+            actor.send(np.stack([slots[i].obs for i in active]))
+            in_flight.append(active)
+
     for i in range(len(slots)):
         while (err := fill(i)) is not None:
             yield err
+    for g in range(groups):
+        launch(g)
 
-    while True:
-        active = [i for i, s in enumerate(slots) if s.job is not None]
-        if not active:
-            return
-        actions = act(np.stack([slots[i].obs for i in active]))
+    while in_flight:
+        active = in_flight.popleft()
+        actions = actor.receive()
         if len(actions) != len(active):
             raise AgentError(f"agent returned {len(actions)} actions for {len(active)} observations")
         for i, action in zip(active, actions):
@@ -133,3 +171,4 @@ def run_lockstep(
                 yield out
                 while (err := fill(i)) is not None:
                     yield err
+        launch(active[0] % groups)  # slot i belongs to group i % groups

@@ -31,7 +31,7 @@ EPISODES = Counter("gauntlet_simulator_episodes_total", "Episodes finished", ["s
 STEPS = Counter("gauntlet_simulator_steps_total", "Environment steps", ["subject"])
 ACTIVE = Gauge("gauntlet_simulator_active_batches", "RunEpisodes calls in progress")
 QUEUE = Gauge("gauntlet_simulator_queued_episodes", "Episodes waiting for a free slot")
-LOCKSTEP = Histogram("gauntlet_simulator_lockstep_seconds", "Wall time of one agent round trip + env steps")
+LOCKSTEP = Histogram("gauntlet_simulator_act_wait_seconds", "Time waiting for the agent's answer to one lock-step")
 MAX_PARALLELISM = 512
 
 
@@ -54,8 +54,10 @@ class EnvPool:
 
 
 class SimulatorServicer(simulator_pb2_grpc.SimulatorServiceServicer):
-    def __init__(self, subjects: dict[str, Subject], agent_endpoint: str, default_parallelism: int = 64) -> None:
+    def __init__(self, subjects: dict[str, Subject], agent_endpoint: str, default_parallelism: int = 64,
+                 pipeline: int = 2) -> None:
         self.subjects = subjects
+        self.pipeline = max(1, pipeline)
         self.agent_endpoint = agent_endpoint
         self.default_parallelism = default_parallelism
         self.pool = EnvPool()
@@ -148,18 +150,28 @@ class SimulatorServicer(simulator_pb2_grpc.SimulatorServiceServicer):
         agent = AgentStream(stub, request.model.name)
         ACTIVE.inc()
 
-        def act(observations: np.ndarray) -> np.ndarray:
-            started = time.perf_counter()
-            actions = agent.act(observations)
-            LOCKSTEP.observe(time.perf_counter() - started)
-            STEPS.labels(subject.name).inc(len(observations))
-            return actions
+        class MeteredAgent:
+            """The agent stream, counting steps and timing the wait for each answer."""
+
+            def send(self, observations: np.ndarray) -> None:
+                STEPS.labels(subject.name).inc(len(observations))
+                agent.send(observations)
+
+            def receive(self) -> np.ndarray:
+                started = time.perf_counter()
+                actions = agent.receive()
+                LOCKSTEP.observe(time.perf_counter() - started)
+                return actions
+
+        act = MeteredAgent()
 
         healthy = True
         try:
+            # with 2 groups the agent answers one half while this thread steps the other (>= 8 envs a group)
+            groups = max(1, min(self.pipeline, len(envs) // 8))
             for out in run_lockstep(lambda: make_env(subject), envs, jobs, act,
                                     lambda: TraceRecorder(subject, list(request.trace.signals)),
-                                    max_steps=request.max_steps or None):
+                                    max_steps=request.max_steps or None, groups=groups):
                 QUEUE.dec()
                 EPISODES.labels(subject.name, "error" if out.error else "ok").inc()
                 result = common_pb2.EpisodeResult(
@@ -246,7 +258,8 @@ class SimulatorServicer(simulator_pb2_grpc.SimulatorServiceServicer):
         return simulator_pb2.RenderResponse(image=to_tensor(frame))
 
 
-def register(server: grpc.Server, subjects: dict[str, Subject], agent_endpoint: str, parallelism: int) -> list[str]:
+def register(server: grpc.Server, subjects: dict[str, Subject], agent_endpoint: str, parallelism: int,
+             pipeline: int = 2) -> list[str]:
     simulator_pb2_grpc.add_SimulatorServiceServicer_to_server(
-        SimulatorServicer(subjects, agent_endpoint, parallelism), server)
+        SimulatorServicer(subjects, agent_endpoint, parallelism, pipeline), server)
     return [simulator_pb2.DESCRIPTOR.services_by_name["SimulatorService"].full_name]

@@ -161,3 +161,21 @@ def test_episodes_are_deterministic_given_test_case_and_seed() -> None:
     runs = [list(run_lockstep(lambda: make_env(s), [make_env(s)], [job], lambda o: np.zeros(len(o), dtype=np.int64),
                               lambda: TraceRecorder(s, [])))[0] for _ in range(2)]
     assert runs[0].steps == runs[1].steps and runs[0].total_reward == runs[1].total_reward
+
+
+def test_pipelined_groups_give_the_same_episodes_with_smaller_batches() -> None:
+    s = SUBJECTS["cartpole"]
+    rng = np.random.default_rng(5)
+    jobs = [Job(f"t{i}", s.space.sample(rng), derive_seed(1, i)) for i in range(24)]
+    sizes: dict[int, list[int]] = {1: [], 2: []}
+    results = {}
+    for groups in (1, 2):
+        def act(obs: np.ndarray, groups: int = groups) -> np.ndarray:
+            sizes[groups].append(len(obs))
+            return (obs[:, 2] + 0.5 * obs[:, 3] > 0).astype(np.int64)
+
+        outs = run_lockstep(lambda: make_env(s), [make_env(s) for _ in range(8)], jobs, act,
+                            lambda: TraceRecorder(s, []), groups=groups)
+        results[groups] = {o.job.test_case_id: (o.steps, o.total_reward, o.terminated) for o in outs}
+    assert results[1] == results[2] and len(results[1]) == 24
+    assert max(sizes[1]) == 8 and max(sizes[2]) == 4  # each group: one batched call per step for its half
