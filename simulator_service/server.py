@@ -201,7 +201,7 @@ class SimulatorServicer(simulator_pb2_grpc.SimulatorServiceServicer):
                 if which == "open":
                     subject = self._subject(request.open.subject)
                     values = case_values(request.open.test_case)
-                    problems = subject.space.violations(values)
+                    problems = subject.violations(values)
                     if problems:
                         raise InvalidArgument("; ".join(problems))
                     env = make_env(subject)
@@ -243,7 +243,7 @@ class SimulatorServicer(simulator_pb2_grpc.SimulatorServiceServicer):
     def Render(self, request, context):  # type: ignore[no-untyped-def]
         subject = self._subject(request.subject)
         values = case_values(request.test_case)
-        problems = subject.space.violations(values)
+        problems = subject.violations(values)
         if problems:
             raise InvalidArgument("; ".join(problems))
         env = make_env(subject, render_mode="rgb_array")
