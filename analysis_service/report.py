@@ -71,6 +71,41 @@ def _failure_entry(record: ExecutionRecord) -> dict[str, Any]:
     }
 
 
+DIVERSITY_K = 10  # PRT's default k for the Kozachenko-Leonenko estimate
+BEHAVIOUR_CELLS = 50  # grid resolution per descriptor for #BS / #FBS (the QD paper's 50 x 50)
+
+
+def diversity(records: Sequence[ExecutionRecord]) -> dict[str, Any]:
+    """Input entropy, failing-input sparsity and behaviour coverage of one campaign.
+
+    Inputs are the real/integer parameters, min-max scaled over this campaign's inputs (so
+    values compare across strategies only on the same subject); the behaviour grid spans the
+    campaign's own descriptor range. None where there is too little data.
+    """
+    import numpy as np
+
+    from analysis_service.statistics import behaviour_coverage, kl_entropy, minmax_scale, sparsity
+
+    names = [n for n in real_parameters(records)] + sorted(
+        {k for r in records for k, v in r.values.items() if isinstance(v, int) and not isinstance(v, bool)})
+    judged = [r for r in records if r.verdict != "invalid"]
+    out: dict[str, Any] = {"input_entropy": None, "failure_sparsity": None, "behaviour_cells": None,
+                           "failing_behaviour_cells": None}
+    if names and len(judged) > DIVERSITY_K:
+        x = minmax_scale(np.array([[float(r.values[n]) for n in names] for r in judged]))
+        out["input_entropy"] = kl_entropy(x, k=DIVERSITY_K, low=np.zeros(len(names)), high=np.ones(len(names)))
+        failed = np.array([r.verdict == "fail" for r in judged])
+        if failed.sum() > 3:
+            out["failure_sparsity"] = sparsity(x[failed])
+    with_desc = [r for r in judged if r.descriptors]
+    if with_desc:
+        d = np.array([r.descriptors for r in with_desc], dtype=float)
+        bs, fbs = behaviour_coverage(d, [r.verdict == "fail" for r in with_desc], d.min(axis=0), d.max(axis=0),
+                                     [BEHAVIOUR_CELLS] * d.shape[1])
+        out["behaviour_cells"], out["failing_behaviour_cells"] = bs, fbs
+    return out
+
+
 def _campaign_entry(info: Mapping[str, Any], records: Sequence[ExecutionRecord]) -> dict[str, Any]:
     campaign_id = str(info.get("campaign_id", ""))
     metrics = compute_metrics(campaign_id, records)
@@ -81,6 +116,7 @@ def _campaign_entry(info: Mapping[str, Any], records: Sequence[ExecutionRecord])
     return {
         "info": info_out,
         "metrics": dataclasses.asdict(metrics),
+        "diversity": diversity(records),
         "failures": [_failure_entry(r) for r in failing[:MAX_FAILURES_LISTED]],
         "failures_truncated": len(failing) > MAX_FAILURES_LISTED,
     }
@@ -267,6 +303,7 @@ def _summary_table(report: Mapping[str, Any]) -> str:
         "campaign", "subject", "model", "strategy", "seed", "state", "stop reason", "budget",
         "executions", "failures", "distinct failures", "failure rate [95% CI]", "invalid",
         "tests to 1st failure", "seconds to 1st failure", "steps", "wall seconds",
+        f"input entropy (k={DIVERSITY_K})", "failing-input sparsity (3-NN)", "#BS / #FBS",
     )
     rows = []
     for entry in report["campaigns"]:
@@ -285,10 +322,20 @@ def _summary_table(report: Mapping[str, Any]) -> str:
             f"<td class=num>{_fmt_float(m['seconds_to_first_failure'], 1) if found else '—'}</td>",
             f"<td class=num>{m['steps']}</td>",
             f"<td class=num>{_fmt_float(m['wall_seconds'], 1)}</td>",
+            *_diversity_cells(entry.get("diversity") or {}),
         ]
         rows.append("<tr>" + "".join(cells) + "</tr>")
     head = "".join(f"<th>{_e(h)}</th>" for h in headers)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+
+
+def _diversity_cells(d: Mapping[str, Any]) -> list[str]:
+    def num(v: Any, digits: int) -> str:
+        return "—" if v is None else _fmt_float(v, digits)
+
+    cells = "—" if d.get("behaviour_cells") is None else f"{d['behaviour_cells']} / {d['failing_behaviour_cells']}"
+    return [f"<td class=num>{num(d.get('input_entropy'), 3)}</td>",
+            f"<td class=num>{num(d.get('failure_sparsity'), 3)}</td>", f"<td class=num>{cells}</td>"]
 
 
 def _failures_table(entry: Mapping[str, Any]) -> str:

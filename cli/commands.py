@@ -129,7 +129,8 @@ def _summary(report: analysis_pb2.RenderReportResponse) -> None:
         table.add_column(c["info"]["campaign_id"])
     rows: dict[str, list[str]] = {k: [] for k in ("subject / model", "strategy (seed)", "executions", "failures",
                                                    "distinct failing inputs", "first failure",
-                                                   "failure rate (95% CI)", "simulated steps", "stopped by")}
+                                                   "failure rate (95% CI)", "input entropy (k=10)",
+                                                   "simulated steps", "stopped by")}
     for c in data["campaigns"]:
         info, m = c["info"], c["metrics"]
         rows["subject / model"].append(f"{info['subject']} / {info['model']}")
@@ -141,6 +142,8 @@ def _summary(report: analysis_pb2.RenderReportResponse) -> None:
                                      if m["failures"] else "none")
         rows["failure rate (95% CI)"].append(f"{100 * m['failure_rate']:.2f} % [{100 * m['failure_rate_low']:.2f}, "
                                              f"{100 * m['failure_rate_high']:.2f}]")
+        entropy = (c.get("diversity") or {}).get("input_entropy")
+        rows["input entropy (k=10)"].append("-" if entropy is None else f"{entropy:.3f}")
         rows["simulated steps"].append(f"{m['steps']:,}")
         rows["stopped by"].append(info["stop_reason"] or info["state"])
     for name, values in rows.items():

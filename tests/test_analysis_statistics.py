@@ -58,3 +58,19 @@ def test_behaviour_coverage_counts_distinct_cells() -> None:
     descriptors = np.array([[0.1, 0.1], [0.12, 0.11], [0.9, 0.9], [5.0, -3.0]])
     bs, fbs = behaviour_coverage(descriptors, [False, True, True, False], [0, 0], [1, 1], [10, 10])
     assert (bs, fbs) == (3, 2)  # the out-of-range point lands in an edge cell
+
+
+def test_report_carries_diversity_measures() -> None:
+    from analysis_service.metrics import ExecutionRecord
+    from analysis_service.report import build_report, render_html
+
+    rng = np.random.default_rng(4)
+    records = [ExecutionRecord(index=i + 1, values={"x": float(rng.uniform()), "y": float(rng.uniform())},
+                               verdict="fail" if i % 10 == 0 else "pass", margin=0.0, steps=10, total_reward=0.0,
+                               elapsed_seconds=float(i), descriptors=(float(i % 7), float(i % 5)))
+               for i in range(200)]
+    report = build_report([({"campaign_id": "c1", "name": "d"}, records)])
+    d = report["campaigns"][0]["diversity"]
+    assert abs(d["input_entropy"]) < 0.5 and d["failure_sparsity"] > 0
+    assert d["behaviour_cells"] == 35 and 1 <= d["failing_behaviour_cells"] <= 35  # 7 x 5 distinct descriptors
+    assert "input entropy" in render_html(report, {"c1": records})
