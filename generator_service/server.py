@@ -188,9 +188,7 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
 
     @grpc_method
     def ListExecutions(self, request, context):  # type: ignore[no-untyped-def]
-        row = self._row(request.campaign_id)
-        space_names = None
-        del row, space_names
+        self._row(request.campaign_id)  # NOT_FOUND for an unknown campaign, before streaming anything
         verdicts = {"pass": 1, "fail": 2, "invalid": 3}
         for e in self.store.executions(request.campaign_id):
             case = common_pb2.TestCase(id=e.test_case_id)

@@ -132,10 +132,9 @@ class SimulatorServicer(simulator_pb2_grpc.SimulatorServiceServicer):
             if not validity.valid:
                 raise InvalidArgument(f"test case {validity.test_case_id!r}: {'; '.join(validity.violations)}")
         try:
-            recorder_check = TraceRecorder(subject, list(request.trace.signals))
+            TraceRecorder(subject, list(request.trace.signals))  # an unknown signal fails before any episode runs
         except KeyError as exc:
             raise InvalidArgument(str(exc.args[0])) from None
-        del recorder_check
         stub = self._agent_stub(request.agent_endpoint or self.agent_endpoint)
         key = (request.agent_endpoint or self.agent_endpoint, request.model.name, subject.name)
         if key not in self._fits:
