@@ -108,11 +108,23 @@ def _taxi_state(subject: Subject, options: Mapping[str, Any]) -> Injector:
     return inject
 
 
+def _donkey_track(subject: Subject, options: Mapping[str, Any]) -> Injector:
+    """Donkey: the test case's track (parameter ``parameter``, default "track") is sent to the remote simulator,
+    which builds it and resets the car (backends/donkey.py ``DonkeyEnv.load_track``)."""
+    name = str(options.get("parameter", "track"))
+
+    def inject(env: gym.Env, values: Mapping[str, ParamValue], seed: int | None) -> np.ndarray:
+        return env.unwrapped.load_track(values[name])  # type: ignore[attr-defined]
+
+    return inject
+
+
 INJECTORS: dict[str, Callable[[Subject, Mapping[str, Any]], Injector]] = {
     "state_vector": _state_vector,
     "box2d_initial_force": _box2d_initial_force,
     "mujoco_pose_offset": _mujoco_pose_offset,
     "taxi_state": _taxi_state,
+    "donkey_track": _donkey_track,
 }
 
 

@@ -62,9 +62,15 @@ class Subject:
         return self.space.violations(values) + [p for v in self.validators for p in v.violations(values)]
 
     def sample(self, rng: np.random.Generator, max_tries: int = 10_000) -> dict[str, ParamValue]:
-        """A uniform draw from the space, redrawn until the validators accept it (rejection sampling)."""
+        """A uniform draw from the space, redrawn until the validators accept it (rejection sampling).
+
+        A parameter whose validator brings its own operators (e.g. Donkey's track) is drawn by them instead.
+        """
         for _ in range(max_tries):
             values = self.space.sample(rng)
+            for v in self.validators:
+                if v.operators is not None:
+                    values[v.operators.parameter] = v.operators.sample(rng)
             if not self.validators or not self.violations(values):
                 return values
         raise SubjectError(f"subject {self.name}: no valid test case in {max_tries} uniform draws; "

@@ -18,14 +18,23 @@ ENTRY_POINT_GROUP = "gauntlet.simulators"
 BackendFactory = Callable[..., gym.Env]
 
 
+# The backends this package ships; also found when the source tree was not (re)installed, so the entry points
+# in pyproject.toml are missing from the installed metadata.
+BUILTIN_BACKENDS = {
+    "gymnasium": "simulator_service.backends.gymnasium",
+    "donkey": "simulator_service.backends.donkey",
+}
+
+
 @lru_cache(maxsize=None)
 def backends() -> dict[str, BackendFactory]:
-    found = {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
-    if "gymnasium" not in found:  # running from a source tree that was not pip-installed
-        from simulator_service.backends.gymnasium import make_env
+    from importlib import import_module
 
-        return {"gymnasium": make_env}
-    return {name: ep.load() for name, ep in found.items()}
+    found: dict[str, BackendFactory] = {ep.name: ep.load() for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    for name, module in BUILTIN_BACKENDS.items():
+        if name not in found:
+            found[name] = import_module(module).make_env
+    return found
 
 
 def make_env(subject: Subject, render_mode: str | None = None) -> gym.Env:
