@@ -10,6 +10,8 @@ from typing import Any
 import grpc
 from google.protobuf import json_format
 
+from analysis_service.comparison import (ALTERNATIVES, build_comparison, comparison_stem, group_of,
+                                         render_comparison_html)
 from analysis_service.metrics import ExecutionRecord, compute_metrics
 from analysis_service.report import build_report, render_html, write_report
 from common.errors import InvalidArgument, NotFound, Unavailable, grpc_method
@@ -71,6 +73,26 @@ class AnalysisServicer(analysis_pb2_grpc.AnalysisServiceServicer):
         json_path, html_path = write_report(report, html, out_dir, stem)
         return analysis_pb2.RenderReportResponse(json_path=str(json_path.resolve()), html_path=str(html_path.resolve()),
                                                  json=json.dumps(report))
+
+    @grpc_method
+    def Compare(self, request, context):  # type: ignore[no-untyped-def]
+        ids = list(dict.fromkeys(request.campaign_ids))
+        if len(ids) < 2:
+            raise InvalidArgument(f"campaign_ids must name at least 2 distinct campaigns, got {len(ids)}")
+        alternative = request.alternative or "two-sided"
+        if alternative not in ALTERNATIVES:
+            raise InvalidArgument(f"alternative must be one of {', '.join(ALTERNATIVES)}, got {alternative!r}")
+        fetched = [self._fetch(cid) for cid in ids]
+        strategies = {group_of(info) for info, _ in fetched}
+        if request.baseline and request.baseline not in strategies:
+            raise InvalidArgument(f"baseline {request.baseline!r} is not among the compared strategies: "
+                                  f"{', '.join(sorted(strategies))}")
+        comparison = build_comparison(fetched, baseline=request.baseline or None, alternative=alternative)
+        out_dir = Path(request.output_dir) if request.output_dir else self.report_root
+        json_path, html_path = write_report(comparison, render_comparison_html(comparison), out_dir,
+                                            comparison_stem(ids))
+        return analysis_pb2.CompareResponse(json_path=str(json_path.resolve()), html_path=str(html_path.resolve()),
+                                            json=json.dumps(comparison))
 
 
 def register(server: grpc.Server, generator_endpoint: str, report_root: Path) -> list[str]:

@@ -2,12 +2,21 @@
 
 Each strategy runs `--reps` campaigns (seeds 0..reps-1) through the services with
 stop-at-first-failure; a campaign without a failure within `--max-tests` counts as
-`--max-tests` (as the paper counts its 100,000-test cap). Prints a table with the paper's
-numbers beside ours, one-sided Mann–Whitney U (baseline cost > PRT's) and Vargha–Delaney
-Â (P(baseline > PRT)), writes results/prt_table3_<subject>.{md,json}, and ends with
+`--max-tests` (as the paper counts its 100,000-test cap: the mean is then a lower bound, marked ≥,
+and the table says how many runs found a failure). Prints a table with the paper's numbers
+beside ours: mean ± sd of tests and seconds to the first failure, one-sided Mann–Whitney U
+(baseline cost > PRT's) and Vargha–Delaney Â (P(baseline > PRT)); writes
+results/prt_table3_<subject>.{md,json}; optionally (`--report-dir`) the analysis service's
+comparison report of all campaigns; and ends with
 `prt_vs_random_first_failure=<mean tests PRT / mean tests random>` (paper: 62.65 / 491.5 ≈ 0.13).
 
+MAP-Elites starts with `--me-init` uniform random tests (default 1,000, the QD paper's
+initialisation) drawn like random testing's from the same seed, so until then its first
+failure is random's; the fuzzers collect `--fuzz-init` seeds (a random input and one mutant
+each) before any guidance. Both are parameters so that a shorter initialisation can be tried.
+
     python bench/replicate_prt.py --subject cartpole --reps 20
+    python bench/replicate_prt.py --subject mountaincar_continuous --reps 5 --max-tests 2000
 """
 
 from __future__ import annotations
@@ -17,7 +26,9 @@ import json
 import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -25,7 +36,7 @@ from rich.progress import Progress  # noqa: E402
 
 from analysis_service.statistics import compare  # noqa: E402
 from cli.launcher import LocalSuite  # noqa: E402
-from common.generated.gauntlet.v1 import generator_pb2, generator_pb2_grpc  # noqa: E402
+from common.generated.gauntlet.v1 import analysis_pb2, analysis_pb2_grpc, generator_pb2, generator_pb2_grpc  # noqa: E402
 from common.server import client_channel  # noqa: E402
 from generator_service.config import CampaignConfig  # noqa: E402
 from generator_service.strategies import strategies  # noqa: E402
@@ -33,85 +44,184 @@ from generator_service.strategies import strategies  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = {"cartpole": "cartpole-ppo", "lunarlander": "lunarlander-ppo",
           "lunarlander_continuous": "lunarlander-continuous-ppo", "mountaincar_continuous": "mountaincar-continuous-sac"}
-# PRT paper, Table 3 (mean tests, mean seconds to the first failure over 20 runs); PRT's LL and MC are the
-# continuous variants. Our strategy names -> the paper's rows.
+# PRT paper, Table 3 (mean tests, mean seconds to the first failure over 20 runs); the paper's LL and MC are the
+# continuous variants. Our strategy names -> the paper's rows; CureFuzz and G-Model are not in Gauntlet.
 PAPER = {
-    "cartpole": {"prt": (62.65, 1.85), "mdpfuzz": (2341.4, 465.7), "map_elites": (1616.5, 48.6), "random": (491.5, 15.2)},
+    "cartpole": {"prt": (62.65, 1.85), "mdpfuzz": (2341.4, 465.7), "map_elites": (1616.5, 48.6), "random": (491.5, 15.2),
+                 "curefuzz": (2182.6, 68.4), "g_model": (657.5, 24.5)},
     "lunarlander_continuous": {"prt": (70.15, 1.60), "mdpfuzz": (616.1, 92.7), "map_elites": (566.9, 13.2),
-                               "random": (532.8, 12.7)},
+                               "random": (532.8, 12.7), "curefuzz": (613.5, 15.1), "g_model": (836.3, 24.2)},
     "mountaincar_continuous": {"prt": (444.3, 2.20), "mdpfuzz": (96.0, 4.68), "map_elites": (656.1, 4.23),
-                               "random": (2177.1, 10.26)},
+                               "random": (2177.1, 10.26), "curefuzz": (1502.4, 8.42), "g_model": ("96192+", "968+")},
 }
+# the paper ran only the continuous LunarLander; its numbers stand beside our discrete one, labelled as such
+PAPER_SOURCE = {"lunarlander": "lunarlander_continuous"}
+NOT_HERE = ("curefuzz", "g_model")
 
 
-def run(subject: str, model: str, strategy: str, reps: int, max_tests: int, batch: int,
-        gen: generator_pb2_grpc.GeneratorServiceStub, bar: Progress) -> list[tuple[float, float]]:
-    costs = []
+def run(subject: str, model: str, strategy: str, params: dict[str, Any], reps: int, max_tests: int, batch: int,
+        gen: generator_pb2_grpc.GeneratorServiceStub, bar: Progress) -> list[dict[str, Any]]:
+    """One stop-at-first-failure campaign per seed; a run without a failure costs the cap (censored)."""
+    runs = []
     task = bar.add_task(f"{strategy:>11s}", total=reps)
     for seed in range(reps):
         config = CampaignConfig(name=f"table3-{subject}-{strategy}-{seed}", subject=subject, model=model,
-                                strategy=strategy, seed=seed, budget={"max_executions": max_tests},
-                                batch_size=batch, parallelism=batch, stop_at_first_failure=True)
+                                strategy=strategy, strategy_params=params, seed=seed,
+                                budget={"max_executions": max_tests}, batch_size=batch, parallelism=batch,
+                                stop_at_first_failure=True)
         cid = gen.StartCampaign(generator_pb2.StartCampaignRequest(spec=config.to_proto())).status.campaign_id
         status = list(gen.WatchCampaign(generator_pb2.WatchCampaignRequest(campaign_id=cid)))[-1].status
-        if status.failures:
-            costs.append((float(status.first_failure_index), status.first_failure_seconds))
-        else:
-            costs.append((float(max_tests), status.wall_seconds))
+        if status.error:
+            raise SystemExit(f"error: campaign {cid} ({strategy}, seed {seed}) stopped: {status.error}")
+        found = status.failures > 0
+        runs.append({"campaign_id": cid, "found": found, "executions": status.executions,
+                     "tests": float(status.first_failure_index) if found else float(max_tests),
+                     "seconds": status.first_failure_seconds if found else status.wall_seconds})
         bar.advance(task)
-    return costs
+    return runs
+
+
+def mean_sd(values: list[float], censored: bool, digits: int) -> str:
+    sd = statistics.stdev(values) if len(values) > 1 else 0.0
+    return f"{'≥' if censored else ''}{statistics.mean(values):.{digits}f} ± {sd:.{digits}f}"
+
+
+def notes(results: dict[str, list[dict[str, Any]]], args: argparse.Namespace) -> list[str]:
+    """Sentences that explain rows which are equal by construction, or have no failure at all."""
+    out = []
+    tests = {name: [r["tests"] for r in runs] for name, runs in results.items()}
+    if "map_elites" in tests:
+        first = max(tests["map_elites"])
+        if first <= args.me_init:
+            same = " (identical to random's: the same seeds draw the same inputs)" if tests["map_elites"] == tests.get("random") else ""
+            out.append(f"map_elites: every first failure came within its {args.me_init} uniform initial tests "
+                       f"(latest at test {first:.0f}), before the quality-diversity search starts, so its cost is "
+                       f"random testing's{same}; `--me-init` shortens the initialisation.")
+    fuzzers = [n for n in ("fuzzer", "mdpfuzz") if n in tests]
+    for name in fuzzers:
+        if max(tests[name]) <= 2 * args.fuzz_init and any(r["found"] for r in results[name]):
+            out.append(f"{name}: every first failure came while collecting its {args.fuzz_init}-seed corpus (a random "
+                       "input and one mutant per seed), before any guidance.")
+    if len(fuzzers) == 2 and tests["fuzzer"] == tests["mdpfuzz"]:
+        out.append("fuzzer and mdpfuzz share that seed-collection phase (same seed, same inputs), hence equal costs; "
+                   "the PRT paper excludes seed preparation from its MDPFuzz costs.")
+    for name, runs in results.items():
+        missed = sum(not r["found"] for r in runs)
+        if missed == len(runs):
+            out.append(f"{name}: no failure within {args.max_tests} tests in any of the {len(runs)} runs.")
+        elif missed:
+            out.append(f"{name}: {missed} of {len(runs)} runs found no failure within {args.max_tests} tests; they count "
+                       f"as {args.max_tests} (the paper's convention), so its mean is a lower bound (≥).")
+    return out
+
+
+def table(results: dict[str, list[dict[str, Any]]], args: argparse.Namespace, model: str, wall: float) -> tuple[list[str], dict]:
+    prt_tests = [r["tests"] for r in results["prt"]]
+    prt_secs = [r["seconds"] for r in results["prt"]]
+    source = PAPER_SOURCE.get(args.subject, args.subject)
+    paper = PAPER.get(source, {})
+    paper_label = "paper" if source == args.subject else f"paper ({source})"
+    lines = [f"PRT Table 3 replication on `{args.subject}` ({model}), {args.reps} runs per strategy, cap {args.max_tests} "
+             f"tests per run, batch {args.batch}, MAP-Elites init {args.me_init}, fuzzer seeds {args.fuzz_init}; "
+             f"wall {wall / 60:.1f} min",
+             "", f"| strategy | runs with a failure | tests to 1st failure, mean ± sd | (p, Â) vs PRT | seconds, mean ± sd "
+             f"| (p, Â) vs PRT | {paper_label} tests | {paper_label} seconds |", "|---|---|---|---|---|---|---|---|"]
+    summary: dict[str, Any] = {}
+    for name, runs in results.items():
+        tests, secs = [r["tests"] for r in runs], [r["seconds"] for r in runs]
+        found = sum(r["found"] for r in runs)
+        censored = found < len(runs)
+        row: dict[str, Any] = {"tests": tests, "seconds": secs, "found": [r["found"] for r in runs],
+                               "runs_with_failure": found, "mean_tests": statistics.mean(tests),
+                               "sd_tests": statistics.stdev(tests) if len(tests) > 1 else 0.0,
+                               "mean_seconds": statistics.mean(secs),
+                               "sd_seconds": statistics.stdev(secs) if len(secs) > 1 else 0.0}
+        if found == 0:
+            cells = [f"no failure within {args.max_tests} tests", "", f"≥{row['mean_seconds']:.2f} (all runs)", ""]
+        else:
+            cells = [mean_sd(tests, censored, 1), "", mean_sd(secs, censored, 2), ""]
+        if name != "prt" and (found or any(r["found"] for r in results["prt"])):  # two all-censored samples: no test
+            ct, cs = compare(tests, prt_tests), compare(secs, prt_secs)
+            cells[1], cells[3] = f"({ct.p_value:.2f}, {ct.a12:.2f})", f"({cs.p_value:.2f}, {cs.a12:.2f})"
+            row.update(p_tests=ct.p_value, a12_tests=ct.a12, p_seconds=cs.p_value, a12_seconds=cs.a12)
+        ref = paper.get(name)
+        lines.append(f"| {name} | {found}/{len(runs)} | {cells[0]} | {cells[1]} | {cells[2]} | {cells[3]} | "
+                     f"{ref[0] if ref else '-'} | {ref[1] if ref else '-'} |")
+        summary[name] = row
+    for name in NOT_HERE:
+        if name in paper:
+            lines.append(f"| {name} (not in Gauntlet) | | | | | | {paper[name][0]} | {paper[name][1]} |")
+    return lines, summary
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--subject", default="cartpole", choices=sorted(MODELS))
-    parser.add_argument("--reps", type=int, default=20)
+    parser.add_argument("--reps", type=int, default=20, help="campaigns per strategy, seeds 0..reps-1 (paper: 20)")
     parser.add_argument("--max-tests", type=int, default=5000, help="cap per campaign (paper: 100,000)")
     parser.add_argument("--batch", type=int, default=16, help="tests asked at once (adaptive strategies learn per batch)")
-    parser.add_argument("--strategies", default="prt,random,map_elites,fuzzer,mdpfuzz")
+    parser.add_argument("--strategies", default="prt,random,map_elites,fuzzer,mdpfuzz",
+                        help="comma-separated; must include prt and random")
+    parser.add_argument("--me-init", type=int, default=1000, help="MAP-Elites' uniform initial tests (QD paper: 1,000)")
+    parser.add_argument("--fuzz-init", type=int, default=1000, help="seeds the fuzzer/mdpfuzz collect first (QD paper: 1,000)")
+    parser.add_argument("--report-dir", type=Path, help="also write the analysis service's comparison report here")
+    parser.add_argument("--out", type=Path, default=ROOT / "results", help="folder for prt_table3_<subject>.{md,json}")
+    parser.add_argument("--tag", default="", help="suffix of the result files (prt_table3_<subject>_<tag>.md), "
+                        "to keep runs with other settings beside the default one")
     args = parser.parse_args()
+    for flag in ("reps", "max_tests", "batch", "me_init", "fuzz_init"):
+        if getattr(args, flag) < 1:
+            parser.error(f"--{flag.replace('_', '-')} must be at least 1, got {getattr(args, flag)}")
+    if args.tag and not args.tag.replace("-", "").replace("_", "").isalnum():
+        parser.error(f"--tag must be letters, digits, '-' or '_', got {args.tag!r}")
     known = strategies()
-    names = [s for s in args.strategies.split(",") if s in known]
-    missing = sorted(set(args.strategies.split(",")) - set(names))
-    if missing:
-        print(f"not installed, skipped: {', '.join(missing)}")
-    if "prt" not in names or "random" not in names:
-        raise SystemExit("error: the comparison needs the prt and random strategies")
+    asked = [s.strip() for s in args.strategies.split(",") if s.strip()]
+    unknown = sorted(set(asked) - set(known))
+    if unknown:
+        parser.error(f"--strategies: unknown {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+    if "prt" not in asked or "random" not in asked:
+        parser.error("--strategies must include prt and random (the table compares every strategy with PRT and "
+                     "ends with PRT's cost relative to random's)")
+    names = ["prt", "random"] + [s for s in dict.fromkeys(asked) if s not in ("prt", "random")]
+    params = {"map_elites": {"initial_tests": args.me_init}, "fuzzer": {"initial_tests": args.fuzz_init},
+              "mdpfuzz": {"initial_tests": args.fuzz_init}}
+    model = MODELS[args.subject]
 
-    results: dict[str, list[tuple[float, float]]] = {}
+    results: dict[str, list[dict[str, Any]]] = {}
+    start = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp, \
             LocalSuite(store_url=f"sqlite:///{tmp}/table3.db", log_dir=Path(tmp) / "logs") as local, Progress() as bar:
         gen = generator_pb2_grpc.GeneratorServiceStub(client_channel(local.endpoint("generator")))
         for name in names:
-            results[name] = run(args.subject, MODELS[args.subject], name, args.reps, args.max_tests, args.batch, gen, bar)
+            results[name] = run(args.subject, model, name, params.get(name, {}), args.reps, args.max_tests,
+                                args.batch, gen, bar)
+        wall = time.perf_counter() - start
+        if args.report_dir:
+            analysis = analysis_pb2_grpc.AnalysisServiceStub(client_channel(local.endpoint("analysis")))
+            ids = [r["campaign_id"] for runs in results.values() for r in runs]
+            done = analysis.Compare(analysis_pb2.CompareRequest(campaign_ids=ids, output_dir=str(args.report_dir.resolve()),
+                                                                baseline="prt"), timeout=600)
+            print(f"comparison report: {done.html_path}")
 
-    prt_tests = [t for t, _ in results["prt"]]
-    prt_secs = [s for _, s in results["prt"]]
-    paper = PAPER.get(args.subject, {})
-    lines = [f"PRT Table 3 replication on `{args.subject}` ({MODELS[args.subject]}), {args.reps} runs, cap {args.max_tests} tests, batch {args.batch}",
-             "", "| strategy | tests to 1st failure (ours) | (p, Â) vs PRT | seconds (ours) | (p, Â) vs PRT | paper tests | paper seconds |",
-             "|---|---|---|---|---|---|---|"]
-    summary = {}
-    for name, costs in results.items():
-        tests, secs = [t for t, _ in costs], [s for _, s in costs]
-        row = {"tests": tests, "seconds": secs, "mean_tests": statistics.mean(tests), "mean_seconds": statistics.mean(secs)}
-        cells = [f"{row['mean_tests']:.1f} ± {statistics.pstdev(tests):.1f}", "", f"{row['mean_seconds']:.2f}", ""]
-        if name != "prt":
-            ct, cs = compare(tests, prt_tests), compare(secs, prt_secs)
-            cells[1], cells[3] = f"({ct.p_value:.2f}, {ct.a12:.2f})", f"({cs.p_value:.2f}, {cs.a12:.2f})"
-            row.update(p_tests=ct.p_value, a12_tests=ct.a12, p_seconds=cs.p_value, a12_seconds=cs.a12)
-        ref = paper.get(name)
-        lines.append(f"| {name} | {cells[0]} | {cells[1]} | {cells[2]} | {cells[3]} | "
-                     f"{ref[0] if ref else '-'} | {ref[1] if ref else '-'} |")
-        summary[name] = row
+    lines, summary = table(results, args, model, wall)
     ratio = summary["prt"]["mean_tests"] / summary["random"]["mean_tests"]
-    lines += ["", f"prt_vs_random_first_failure={ratio:.3f} (paper on CartPole: 62.65 / 491.5 = 0.127)"]
+    extra = notes(results, args)
+    lines += [""] + [f"- {n}" for n in extra] + (["" ] if extra else [])
+    ref = PAPER.get(PAPER_SOURCE.get(args.subject, args.subject), {})
+    if ref:
+        paper_ratio = f"paper on {PAPER_SOURCE.get(args.subject, args.subject)}: {ref['prt'][0]} / {ref['random'][0]} = " \
+                      f"{ref['prt'][0] / ref['random'][0]:.3f}"
+        lines += [f"prt_vs_random_first_failure={ratio:.3f} ({paper_ratio})"]
+    else:
+        lines += [f"prt_vs_random_first_failure={ratio:.3f}"]
     text = "\n".join(lines)
     print(text)
-    out = ROOT / "results"
-    out.mkdir(exist_ok=True)
-    (out / f"prt_table3_{args.subject}.md").write_text(text + "\n")
-    (out / f"prt_table3_{args.subject}.json").write_text(json.dumps({"args": vars(args), "results": summary}, indent=2))
+    args.out.mkdir(parents=True, exist_ok=True)
+    stem = f"prt_table3_{args.subject}" + (f"_{args.tag}" if args.tag else "")
+    (args.out / f"{stem}.md").write_text(text + "\n")
+    stored = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
+    (args.out / f"{stem}.json").write_text(
+        json.dumps({"args": stored, "model": model, "wall_seconds": wall, "notes": extra, "results": summary}, indent=2))
     print(f"prt_vs_random_first_failure={ratio:.3f}")
 
 

@@ -182,9 +182,66 @@ def cmd_resume(args: argparse.Namespace) -> None:
 
 
 def cmd_report(args: argparse.Namespace) -> None:
-    with suite(args) as (_, ana_ep):
-        _summary(_report(analysis_pb2_grpc.AnalysisServiceStub(client_channel(ana_ep)), args.campaign_ids,
-                         args.report_dir))
+    if not args.campaign_ids and not args.match:
+        raise UserError("name at least one campaign id, or select stored campaigns with --match GLOB")
+    if not args.compare and (args.baseline or args.alternative != "two-sided"):
+        raise UserError("--baseline and --alternative apply to --compare only")
+    with suite(args) as (gen_ep, ana_ep):
+        ids = list(args.campaign_ids)
+        if args.match:
+            ids += matching_campaigns(generator_pb2_grpc.GeneratorServiceStub(client_channel(gen_ep)), args.match)
+        ids = list(dict.fromkeys(ids))
+        analysis = analysis_pb2_grpc.AnalysisServiceStub(client_channel(ana_ep))
+        if args.compare:
+            _comparison_summary(_compare(analysis, ids, args))
+        else:
+            _summary(_report(analysis, ids, args.report_dir))
+
+
+def matching_campaigns(generator: generator_pb2_grpc.GeneratorServiceStub, pattern: str) -> list[str]:
+    """Ids of stored campaigns whose name matches a shell-style pattern, oldest first."""
+    import fnmatch
+
+    listed = _rpc(generator.ListCampaigns, generator_pb2.ListCampaignsRequest(), timeout=60).campaigns
+    ids = [c.campaign_id for c in sorted(listed, key=lambda c: c.created_at) if fnmatch.fnmatchcase(c.spec.name, pattern)]
+    if not ids:
+        names = sorted({c.spec.name for c in listed})
+        shown = ", ".join(names[:10]) + (f", ... ({len(names)} in all)" if len(names) > 10 else "")
+        raise UserError(f"--match {pattern!r} matches no stored campaign name; stored: {shown or 'none'}")
+    return ids
+
+
+def _compare(analysis: analysis_pb2_grpc.AnalysisServiceStub, ids: list[str],
+             args: argparse.Namespace) -> analysis_pb2.CompareResponse:
+    if len(ids) < 2:
+        raise UserError(f"--compare needs at least 2 campaigns, got {len(ids)}")
+    out = args.report_dir
+    with console.status(f"comparing {len(ids)} campaigns..."):
+        return _rpc(analysis.Compare, analysis_pb2.CompareRequest(
+            campaign_ids=ids, output_dir=str(out.resolve()) if out else "", baseline=args.baseline or "",
+            alternative=args.alternative), timeout=600)
+
+
+def _comparison_summary(done: analysis_pb2.CompareResponse) -> None:
+    """Per strategy: median [Q1, Q3] of the main metrics and Â12 / p against the baseline."""
+    data = json.loads(done.json)
+    keys = ("faults", "tests_to_first_failure", "failing_behaviour_cells", "input_entropy")
+    labels = {m["key"]: m["label"] for m in data["metrics"]}
+    table = Table(title=f"Comparison of {len(data['campaigns'])} campaigns (baseline {data['baseline']})")
+    for col in ("strategy", "runs (failed)", *(labels[k] for k in keys)):
+        table.add_column(col)
+    for s in data["strategies"]:
+        cells = []
+        for k in keys:
+            q = s["summary"][k]
+            text = "-" if not q.get("n") else f"{q['median']:.3g} [{q['q1']:.3g}, {q['q3']:.3g}]"
+            t = (s.get("versus_baseline") or {}).get(k)
+            if t is not None and t["p_value"] is not None:
+                text += f"\nÂ12 {t['a12']:.2f} p {t['p_value']:.3f}"
+            cells.append(text)
+        table.add_row(s["strategy"], f"{s['campaigns']} ({s['found_failure']})", *cells)
+    console.print(table)
+    console.print(f"report: [bold]{done.html_path}[/bold]\n        {done.json_path}")
 
 
 def cmd_up(args: argparse.Namespace) -> None:

@@ -18,6 +18,7 @@ EPILOG = """examples:
   gauntlet environments                           subjects, with their parameter spaces
   gauntlet models | gauntlet strategies | gauntlet oracles
   gauntlet report <campaign-id>                   (re)render the report of a stored campaign
+  gauntlet report --compare --match 'exp1-*'      statistics over repeated campaigns, by strategy
   gauntlet resume <campaign-id>                   continue an interrupted campaign
   gauntlet train cartpole-ppo                     retrain a zoo agent from its recipe
   gauntlet surrogate train --model cartpole-ppo   train Indago's failure predictor on an agent's training log
@@ -47,8 +48,17 @@ def main(argv: list[str] | None = None) -> None:
     p = sub.add_parser("resume", help="continue an interrupted or cancelled campaign")
     p.add_argument("campaign_id")
     suite_args(p)
-    p = sub.add_parser("report", help="render the JSON + HTML report of stored campaigns")
-    p.add_argument("campaign_ids", nargs="+")
+    p = sub.add_parser("report", help="render the JSON + HTML report of stored campaigns (or compare them)",
+                       description="Renders the report of the given campaigns. With --compare, groups them by strategy "
+                                   "and writes statistics over the repeated campaigns instead (medians and quartiles, "
+                                   "Mann-Whitney U and Vargha-Delaney A12 against a baseline, box plots, quartile bands).")
+    p.add_argument("campaign_ids", nargs="*", help="campaign ids (and/or --match)")
+    p.add_argument("--match", metavar="GLOB", help="also every stored campaign whose name matches GLOB, e.g. 'table3-cartpole-*'")
+    p.add_argument("--compare", action="store_true", help="statistics over repeated campaigns, grouped by strategy")
+    p.add_argument("--baseline", help="with --compare: the strategy the others are tested against (default random, "
+                   "else the first)")
+    p.add_argument("--alternative", choices=["two-sided", "greater", "less"], default="two-sided",
+                   help="with --compare: Mann-Whitney U alternative (greater = the other strategy's values are larger)")
     suite_args(p)
     p = sub.add_parser("up", help="start the whole suite on loopback and print its endpoints (Ctrl-C stops it)")
     p.add_argument("--store-url", help="campaign store (default sqlite:///runs/gauntlet.db)")

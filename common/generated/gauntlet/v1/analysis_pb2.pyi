@@ -161,3 +161,66 @@ class RenderReportResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___RenderReportResponse: _TypeAlias = RenderReportResponse  # noqa: Y015
+
+@_typing.final
+class CompareRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CAMPAIGN_IDS_FIELD_NUMBER: _builtins.int
+    OUTPUT_DIR_FIELD_NUMBER: _builtins.int
+    BASELINE_FIELD_NUMBER: _builtins.int
+    ALTERNATIVE_FIELD_NUMBER: _builtins.int
+    output_dir: _builtins.str
+    """Directory to write into; empty = the service's report root."""
+    baseline: _builtins.str
+    """Strategy the others are tested against; empty = "random" when compared,
+    else the strategy of the first campaign.
+    """
+    alternative: _builtins.str
+    """Mann-Whitney U alternative: "two-sided" (default when empty), "greater"
+    (the other strategy's values tend to be larger) or "less".
+    """
+    @_builtins.property
+    def campaign_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """At least 2; usually several seeds of each strategy on one subject."""
+
+    def __init__(
+        self,
+        *,
+        campaign_ids: _abc.Iterable[_builtins.str] | None = ...,
+        output_dir: _builtins.str = ...,
+        baseline: _builtins.str = ...,
+        alternative: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["alternative", b"alternative", "baseline", b"baseline", "campaign_ids", b"campaign_ids", "output_dir", b"output_dir"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CompareRequest: _TypeAlias = CompareRequest  # noqa: Y015
+
+@_typing.final
+class CompareResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    JSON_PATH_FIELD_NUMBER: _builtins.int
+    HTML_PATH_FIELD_NUMBER: _builtins.int
+    JSON_FIELD_NUMBER: _builtins.int
+    json_path: _builtins.str
+    html_path: _builtins.str
+    json: _builtins.str
+    def __init__(
+        self,
+        *,
+        json_path: _builtins.str = ...,
+        html_path: _builtins.str = ...,
+        json: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["html_path", b"html_path", "json", b"json", "json_path", b"json_path"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CompareResponse: _TypeAlias = CompareResponse  # noqa: Y015

@@ -50,6 +50,11 @@ class AnalysisServiceStub:
                 request_serializer=gauntlet_dot_v1_dot_analysis__pb2.RenderReportRequest.SerializeToString,
                 response_deserializer=gauntlet_dot_v1_dot_analysis__pb2.RenderReportResponse.FromString,
                 _registered_method=True)
+        self.Compare = channel.unary_unary(
+                '/gauntlet.v1.AnalysisService/Compare',
+                request_serializer=gauntlet_dot_v1_dot_analysis__pb2.CompareRequest.SerializeToString,
+                response_deserializer=gauntlet_dot_v1_dot_analysis__pb2.CompareResponse.FromString,
+                _registered_method=True)
 
 
 class AnalysisServiceServicer:
@@ -75,6 +80,18 @@ class AnalysisServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Compare(self, request, context):
+        """Statistics over repeated campaigns, grouped by strategy: per strategy the
+        median and quartiles of faults, tests to the first failure, #BS/#FBS on a
+        behaviour grid shared by all the campaigns and input entropy; each
+        strategy against a baseline, Mann-Whitney U p-values and Vargha-Delaney
+        A12 with effect-size bands. Writes a JSON and an HTML report with plots.
+        INVALID_ARGUMENT: fewer than 2 campaigns, or an unknown baseline.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AnalysisServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -87,6 +104,11 @@ def add_AnalysisServiceServicer_to_server(servicer, server):
                     servicer.RenderReport,
                     request_deserializer=gauntlet_dot_v1_dot_analysis__pb2.RenderReportRequest.FromString,
                     response_serializer=gauntlet_dot_v1_dot_analysis__pb2.RenderReportResponse.SerializeToString,
+            ),
+            'Compare': grpc.unary_unary_rpc_method_handler(
+                    servicer.Compare,
+                    request_deserializer=gauntlet_dot_v1_dot_analysis__pb2.CompareRequest.FromString,
+                    response_serializer=gauntlet_dot_v1_dot_analysis__pb2.CompareResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -149,6 +171,33 @@ class AnalysisService:
             '/gauntlet.v1.AnalysisService/RenderReport',
             gauntlet_dot_v1_dot_analysis__pb2.RenderReportRequest.SerializeToString,
             gauntlet_dot_v1_dot_analysis__pb2.RenderReportResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Compare(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gauntlet.v1.AnalysisService/Compare',
+            gauntlet_dot_v1_dot_analysis__pb2.CompareRequest.SerializeToString,
+            gauntlet_dot_v1_dot_analysis__pb2.CompareResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -44,6 +44,14 @@ class AnalysisServiceStub:
     """Writes a JSON and a self-contained HTML report (with plots) and returns
     their paths on the analysis host and the JSON text itself.
     """
+    Compare: _grpc.UnaryUnaryMultiCallable[_analysis_pb2.CompareRequest, _analysis_pb2.CompareResponse]
+    """Statistics over repeated campaigns, grouped by strategy: per strategy the
+    median and quartiles of faults, tests to the first failure, #BS/#FBS on a
+    behaviour grid shared by all the campaigns and input entropy; each
+    strategy against a baseline, Mann-Whitney U p-values and Vargha-Delaney
+    A12 with effect-size bands. Writes a JSON and an HTML report with plots.
+    INVALID_ARGUMENT: fewer than 2 campaigns, or an unknown baseline.
+    """
 
 @_typing.type_check_only
 class AnalysisServiceAsyncStub(AnalysisServiceStub):
@@ -60,6 +68,14 @@ class AnalysisServiceAsyncStub(AnalysisServiceStub):
     RenderReport: _aio.UnaryUnaryMultiCallable[_analysis_pb2.RenderReportRequest, _analysis_pb2.RenderReportResponse]  # type: ignore[assignment]
     """Writes a JSON and a self-contained HTML report (with plots) and returns
     their paths on the analysis host and the JSON text itself.
+    """
+    Compare: _aio.UnaryUnaryMultiCallable[_analysis_pb2.CompareRequest, _analysis_pb2.CompareResponse]  # type: ignore[assignment]
+    """Statistics over repeated campaigns, grouped by strategy: per strategy the
+    median and quartiles of faults, tests to the first failure, #BS/#FBS on a
+    behaviour grid shared by all the campaigns and input entropy; each
+    strategy against a baseline, Mann-Whitney U p-values and Vargha-Delaney
+    A12 with effect-size bands. Writes a JSON and an HTML report with plots.
+    INVALID_ARGUMENT: fewer than 2 campaigns, or an unknown baseline.
     """
 
 class AnalysisServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -86,6 +102,20 @@ class AnalysisServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_analysis_pb2.RenderReportResponse, _abc.Awaitable[_analysis_pb2.RenderReportResponse]]:
         """Writes a JSON and a self-contained HTML report (with plots) and returns
         their paths on the analysis host and the JSON text itself.
+        """
+
+    @_abc_1.abstractmethod
+    def Compare(
+        self,
+        request: _analysis_pb2.CompareRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_analysis_pb2.CompareResponse, _abc.Awaitable[_analysis_pb2.CompareResponse]]:
+        """Statistics over repeated campaigns, grouped by strategy: per strategy the
+        median and quartiles of faults, tests to the first failure, #BS/#FBS on a
+        behaviour grid shared by all the campaigns and input entropy; each
+        strategy against a baseline, Mann-Whitney U p-values and Vargha-Delaney
+        A12 with effect-size bands. Writes a JSON and an HTML report with plots.
+        INVALID_ARGUMENT: fewer than 2 campaigns, or an unknown baseline.
         """
 
 def add_AnalysisServiceServicer_to_server(servicer: AnalysisServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -1,0 +1,397 @@
+"""Statistics over repeated campaigns: strategies compared over several seeds, as JSON and a self-contained HTML page.
+
+Campaigns are grouped by strategy. Per campaign: faults, distinct faults, tests and seconds to the
+first failure, #BS / #FBS and input entropy. #BS/#FBS and entropy are computed on ONE grid and ONE
+scaling shared by every compared campaign (descriptor and input ranges over all of them), so the
+numbers compare across strategies — a per-campaign grid would give each strategy its own ruler.
+Per strategy: median and quartiles (the QD paper's summary), mean and sd. Each strategy against a
+baseline: Mann–Whitney U and Vargha–Delaney Â12 with its effect-size band (PRT's and QD's tests).
+
+A campaign without a failure has no first failure: its tests-to-first-failure counts as its number
+of executions (PRT's convention for its 100,000-test cap, so the value is a lower bound) and the
+"found" count says how many campaigns found one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+import numpy as np
+
+from analysis_service.metrics import ExecutionRecord, compute_metrics
+from analysis_service.report import (_CSS, BEHAVIOUR_CELLS, DIVERSITY_K, _e, _figure_png_base64, _img, _jsonable,
+                                     _new_figure, _plot_label, real_parameters)
+
+COMPARISON_VERSION = "1"
+ALTERNATIVES = ("two-sided", "greater", "less")
+
+
+@dataclass(frozen=True)
+class Metric:
+    key: str
+    label: str
+    higher_is_better: bool
+    digits: int
+
+
+METRICS: tuple[Metric, ...] = (
+    Metric("faults", "faults", True, 0),
+    Metric("distinct_faults", "distinct failing inputs", True, 0),
+    Metric("tests_to_first_failure", "tests to 1st failure", False, 0),
+    Metric("seconds_to_first_failure", "seconds to 1st failure", False, 2),
+    Metric("behaviour_cells", "#BS (shared grid)", True, 0),
+    Metric("failing_behaviour_cells", "#FBS (shared grid)", True, 0),
+    Metric("input_entropy", f"input entropy (k={DIVERSITY_K}, shared scaling)", True, 3),
+)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One campaign's numbers; None where the campaign has too little data for a metric."""
+
+    campaign_id: str
+    strategy: str
+    seed: Any
+    executions: int
+    found_failure: bool
+    faults: int
+    distinct_faults: int
+    tests_to_first_failure: float  # the number of executions when no failure was found (a lower bound)
+    seconds_to_first_failure: float  # the campaign's wall seconds when no failure was found
+    behaviour_cells: int | None
+    failing_behaviour_cells: int | None
+    input_entropy: float | None
+
+
+@dataclass(frozen=True)
+class SharedGrid:
+    """Input scaling and behaviour grid common to every compared campaign."""
+
+    inputs: tuple[str, ...]
+    input_low: tuple[float, ...]
+    input_high: tuple[float, ...]
+    descriptor_low: tuple[float, ...]
+    descriptor_high: tuple[float, ...]
+    cells: int
+
+
+def group_of(info: Mapping[str, Any]) -> str:
+    """The group a campaign is compared in: an explicit `group`, else its strategy."""
+    return str(info.get("group") or info.get("strategy") or "unknown")
+
+
+def shared_grid(runs: Sequence[Sequence[ExecutionRecord]], cells: int = BEHAVIOUR_CELLS) -> SharedGrid:
+    """Real inputs present in every campaign and descriptor dimensions, with their ranges over all campaigns."""
+    judged = [[r for r in records if r.verdict != "invalid"] for records in runs]
+    names: list[str] | None = None
+    for records in judged:
+        if records:
+            mine = real_parameters(records)
+            names = mine if names is None else [n for n in names if n in mine]
+    names = names or []
+    rows = [[float(r.values[n]) for n in names] for records in judged for r in records]
+    x = np.array(rows, dtype=float).reshape(-1, len(names))
+    dims = {len(r.descriptors) for records in judged for r in records if r.descriptors}
+    d = np.array([r.descriptors for records in judged for r in records if r.descriptors], dtype=float) \
+        if len(dims) == 1 else np.zeros((0, 0))  # mixed descriptor lengths cannot share one grid
+    return SharedGrid(tuple(names), tuple(x.min(axis=0)) if len(x) else (), tuple(x.max(axis=0)) if len(x) else (),
+                      tuple(d.min(axis=0)) if d.size else (), tuple(d.max(axis=0)) if d.size else (), cells)
+
+
+def outcome(info: Mapping[str, Any], records: Sequence[ExecutionRecord], grid: SharedGrid) -> Outcome:
+    from analysis_service.statistics import behaviour_coverage, kl_entropy, minmax_scale
+
+    cid = str(info.get("campaign_id", ""))
+    m = compute_metrics(cid, records)
+    judged = [r for r in records if r.verdict != "invalid"]
+    entropy = None
+    if grid.inputs and len(judged) > DIVERSITY_K:
+        x = np.array([[float(r.values[n]) for n in grid.inputs] for r in judged])
+        unit = minmax_scale(x, np.array(grid.input_low), np.array(grid.input_high))
+        dims = len(grid.inputs)
+        entropy = kl_entropy(unit, k=DIVERSITY_K, low=np.zeros(dims), high=np.ones(dims))
+    bs = fbs = None
+    with_desc = [r for r in judged if len(r.descriptors) == len(grid.descriptor_low) and r.descriptors]
+    if grid.descriptor_low and with_desc:
+        bs, fbs = behaviour_coverage(np.array([r.descriptors for r in with_desc], dtype=float),
+                                     [r.verdict == "fail" for r in with_desc], grid.descriptor_low,
+                                     grid.descriptor_high, [grid.cells] * len(grid.descriptor_low))
+    found = m.failures > 0
+    return Outcome(cid, group_of(info), info.get("seed"), m.executions, found, m.failures, m.distinct_failures,
+                   float(m.tests_to_first_failure if found else m.executions),
+                   float(m.seconds_to_first_failure if found else m.wall_seconds), bs, fbs, entropy)
+
+
+def summarize(values: Sequence[float | None]) -> dict[str, Any]:
+    """n, median, quartiles (linear interpolation), mean, sd (n-1), min, max of the non-None values."""
+    x = np.array([v for v in values if v is not None and math.isfinite(v)], dtype=float)
+    if not len(x):
+        return {"n": 0}
+    q1, med, q3 = np.percentile(x, [25, 50, 75])
+    return {"n": int(len(x)), "median": float(med), "q1": float(q1), "q3": float(q3), "mean": float(x.mean()),
+            "sd": float(x.std(ddof=1)) if len(x) > 1 else 0.0, "min": float(x.min()), "max": float(x.max())}
+
+
+def pairwise(a: Sequence[float | None], b: Sequence[float | None], metric: Metric, alternative: str) -> dict[str, Any] | None:
+    """Mann–Whitney U of a against b, Â12 = P(a > b) + ½P(a = b), its band, and which side it favours."""
+    from analysis_service.statistics import compare
+
+    xa = [float(v) for v in a if v is not None and math.isfinite(v)]
+    xb = [float(v) for v in b if v is not None and math.isfinite(v)]
+    if not xa or not xb:
+        return None
+    if len(set(xa) | set(xb)) == 1:  # all equal: no evidence either way (scipy would return nan)
+        return {"p_value": 1.0, "a12": 0.5, "effect": "negligible", "favours": "neither"}
+    c = compare(xa, xb, alternative=alternative)
+    favours = "neither" if c.a12 == 0.5 else "row" if (c.a12 > 0.5) == metric.higher_is_better else "baseline"
+    return {"p_value": c.p_value if math.isfinite(c.p_value) else None, "a12": c.a12, "effect": c.effect,
+            "favours": favours}
+
+
+def cumulative_quartiles(runs: Sequence[Sequence[ExecutionRecord]], points: int = 200) -> dict[str, list[float]]:
+    """Median and quartiles over campaigns of the cumulative faults at shared execution counts.
+
+    A campaign that stopped early keeps its final count (it found nothing more), so a group's
+    curve runs to its longest campaign.
+    """
+    longest = max((len(r) for r in runs), default=0)
+    if not longest:
+        return {"x": [], "q1": [], "median": [], "q3": []}
+    xs = np.unique(np.linspace(1, longest, min(points, longest)).round().astype(int))
+    curves = []
+    for records in runs:
+        fails = np.cumsum([r.verdict == "fail" for r in sorted(records, key=lambda r: r.index)])
+        if not len(fails):
+            fails = np.zeros(1, dtype=int)
+        curves.append(fails[np.minimum(xs, len(fails)) - 1])
+    q1, med, q3 = np.percentile(np.array(curves, dtype=float), [25, 50, 75], axis=0)
+    return {"x": xs.tolist(), "q1": q1.tolist(), "median": med.tolist(), "q3": q3.tolist()}
+
+
+def build_comparison(campaigns: Sequence[tuple[Mapping[str, Any], Sequence[ExecutionRecord]]],
+                     baseline: str | None = None, alternative: str = "two-sided") -> dict[str, Any]:
+    """JSON-serialisable comparison of campaigns given as (info, records), grouped by strategy.
+
+    baseline: the group every other group is tested against; default "random" when present,
+    else the first group. alternative: of the Mann–Whitney U test, "greater" meaning the row's
+    values tend to be larger than the baseline's.
+    """
+    if len(campaigns) < 2:
+        raise ValueError(f"a comparison needs at least 2 campaigns, got {len(campaigns)}")
+    if alternative not in ALTERNATIVES:
+        raise ValueError(f"alternative must be one of {', '.join(ALTERNATIVES)}, got {alternative!r}")
+    grid = shared_grid([records for _, records in campaigns])
+    outcomes = [outcome(info, records, grid) for info, records in campaigns]
+    groups: dict[str, list[Outcome]] = {}
+    for o in outcomes:
+        groups.setdefault(o.strategy, []).append(o)
+    if baseline is None:
+        baseline = "random" if "random" in groups else next(iter(groups))
+    elif baseline not in groups:
+        raise ValueError(f"baseline {baseline!r} is not among the compared strategies: {', '.join(groups)}")
+    by_group_records: dict[str, list[Sequence[ExecutionRecord]]] = {}
+    for (info, records), o in zip(campaigns, outcomes):
+        by_group_records.setdefault(o.strategy, []).append(records)
+    strategies_out = []
+    for name, members in groups.items():
+        entry: dict[str, Any] = {
+            "strategy": name, "campaigns": len(members), "found_failure": sum(o.found_failure for o in members),
+            "summary": {m.key: summarize([getattr(o, m.key) for o in members]) for m in METRICS},
+            "cumulative_faults": cumulative_quartiles(by_group_records[name]),
+        }
+        if name != baseline:
+            entry["versus_baseline"] = {
+                m.key: pairwise([getattr(o, m.key) for o in members], [getattr(o, m.key) for o in groups[baseline]],
+                                m, alternative) for m in METRICS}
+        strategies_out.append(entry)
+    report = {
+        "gauntlet_comparison_version": COMPARISON_VERSION,
+        "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "baseline": baseline, "alternative": alternative,
+        "subjects": sorted({str(info.get("subject")) for info, _ in campaigns}),
+        "shared_grid": asdict(grid),
+        "metrics": [asdict(m) for m in METRICS],
+        "strategies": strategies_out,
+        "campaigns": [asdict(o) for o in outcomes],
+    }
+    return _jsonable(report)
+
+
+def comparison_stem(campaign_ids: Sequence[str]) -> str:
+    """A short, stable file stem for a set of campaigns (order-independent)."""
+    digest = hashlib.sha1("\n".join(sorted(campaign_ids)).encode()).hexdigest()[:10]
+    return f"compare-{len(campaign_ids)}-{digest}"
+
+
+# --------------------------------------------------------------------------- plots
+
+def _plot_boxes(comparison: Mapping[str, Any]) -> str:
+    names = [s["strategy"] for s in comparison["strategies"]]
+    shown = [m for m in comparison["metrics"] if m["key"] != "distinct_faults"]
+    fig = _new_figure(11.0, 2.6 * math.ceil(len(shown) / 3))
+    axes = fig.subplots(math.ceil(len(shown) / 3), 3, squeeze=False).ravel()
+    for ax, metric in zip(axes, shown):
+        data = [[c[metric["key"]] for c in comparison["campaigns"] if c["strategy"] == n and c[metric["key"]] is not None]
+                for n in names]
+        if any(data):
+            ax.boxplot([d if d else [math.nan] for d in data], showmeans=False)
+            ax.set_xticks(range(1, len(names) + 1), [_plot_label(n) for n in names], rotation=20, fontsize="small")
+        else:
+            ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
+        ax.set_title(_plot_label(metric["label"]), fontsize="medium")
+        ax.grid(alpha=0.3, axis="y")
+    for ax in axes[len(shown):]:
+        ax.set_visible(False)
+    return _figure_png_base64(fig)
+
+
+def _plot_cumulative_bands(comparison: Mapping[str, Any]) -> str:
+    fig = _new_figure()
+    ax = fig.add_subplot()
+    for s in comparison["strategies"]:
+        c = s["cumulative_faults"]
+        if c["x"]:
+            line, = ax.plot(c["x"], c["median"], label=_plot_label(f"{s['strategy']} (median, n={s['campaigns']})"))
+            ax.fill_between(c["x"], c["q1"], c["q3"], color=line.get_color(), alpha=0.2, linewidth=0)
+    ax.set_xlabel("executions")
+    ax.set_ylabel("cumulative faults")
+    ax.set_title("Cumulative faults: median with Q1-Q3 band over campaigns")
+    ax.legend(loc="upper left", fontsize="small")
+    ax.grid(alpha=0.3)
+    return _figure_png_base64(fig)
+
+
+def _plot_first_failure(comparison: Mapping[str, Any]) -> str:
+    """Share of a strategy's campaigns that had failed by each execution count (an empirical CDF)."""
+    fig = _new_figure()
+    ax = fig.add_subplot()
+    for s in comparison["strategies"]:
+        mine = [c for c in comparison["campaigns"] if c["strategy"] == s["strategy"]]
+        firsts = sorted(c["tests_to_first_failure"] for c in mine if c["found_failure"])
+        if firsts:
+            ax.step([0, *firsts], np.arange(len(firsts) + 1) / len(mine), where="post",
+                    label=_plot_label(f"{s['strategy']} ({len(firsts)}/{len(mine)} found one)"))
+    ax.set_xlabel("tests to the first failure")
+    ax.set_ylabel("share of campaigns")
+    ax.set_ylim(0, 1.02)
+    ax.set_title("First failure: share of campaigns that had failed by n tests")
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="lower right", fontsize="small")
+    else:
+        ax.text(0.5, 0.5, "no campaign found a failure", ha="center", va="center", transform=ax.transAxes)
+    ax.grid(alpha=0.3)
+    return _figure_png_base64(fig)
+
+
+# --------------------------------------------------------------------------- HTML
+
+_COMPARE_CSS = """
+td.better{background:#e8f5e9} td.worse{background:#fdecea}
+"""
+
+
+def _num(v: Any, digits: int) -> str:
+    return "—" if v is None else f"{float(v):.{digits}f}"
+
+
+def _summary_table(comparison: Mapping[str, Any]) -> str:
+    metrics = comparison["metrics"]
+    head = "<th>strategy</th><th>campaigns</th><th>found a failure</th>" + "".join(
+        f"<th>{_e(m['label'])}<br><span class=meta>median [Q1, Q3]<br>mean ± sd</span></th>" for m in metrics)
+    rows = []
+    for s in comparison["strategies"]:
+        cells = [f"<td>{_e(s['strategy'])}{' (baseline)' if s['strategy'] == comparison['baseline'] else ''}</td>",
+                 f"<td class=num>{s['campaigns']}</td>", f"<td class=num>{s['found_failure']}</td>"]
+        for m in metrics:
+            q, d = s["summary"][m["key"]], m["digits"]
+            if not q.get("n"):
+                cells.append("<td class=num>—</td>")
+                continue
+            lower = "≥" if m["key"] in ("tests_to_first_failure", "seconds_to_first_failure") and \
+                s["found_failure"] < s["campaigns"] else ""
+            cells.append(f"<td class=num>{lower}{_num(q['median'], d)} [{_num(q['q1'], d)}, {_num(q['q3'], d)}]"
+                         f"<br>{_num(q['mean'], max(d, 1))} ± {_num(q['sd'], max(d, 1))}</td>")
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+
+
+def _tests_table(comparison: Mapping[str, Any]) -> str:
+    metrics = comparison["metrics"]
+    head = "<th>strategy vs " + _e(comparison["baseline"]) + "</th>" + "".join(
+        f"<th>{_e(m['label'])}<br><span class=meta>p · Â12 (band)</span></th>" for m in metrics)
+    rows = []
+    for s in comparison["strategies"]:
+        if "versus_baseline" not in s:
+            continue
+        cells = [f"<td>{_e(s['strategy'])}</td>"]
+        for m in metrics:
+            t = s["versus_baseline"].get(m["key"])
+            if t is None:
+                cells.append("<td class=num>—</td>")
+                continue
+            significant = t["p_value"] is not None and t["p_value"] < 0.05
+            css = ("better" if t["favours"] == "row" else "worse" if t["favours"] == "baseline" else "") if significant else ""
+            cells.append(f"<td class=\"num {css}\">{_num(t['p_value'], 3)} · {t['a12']:.2f} ({_e(t['effect'])})</td>")
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    if not rows:
+        return "<p>only one strategy: nothing to test against the baseline</p>"
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+
+
+def _campaigns_table(comparison: Mapping[str, Any]) -> str:
+    metrics = comparison["metrics"]
+    head = "<th>campaign</th><th>strategy</th><th>seed</th><th>executions</th>" + "".join(
+        f"<th>{_e(m['label'])}</th>" for m in metrics)
+    rows = []
+    for c in comparison["campaigns"]:
+        cells = [f"<td><span class=meta>{_e(c['campaign_id'])}</span></td>", f"<td>{_e(c['strategy'])}</td>",
+                 f"<td>{_e(c['seed'])}</td>", f"<td class=num>{c['executions']}</td>"]
+        for m in metrics:
+            mark = "≥" if m["key"] in ("tests_to_first_failure", "seconds_to_first_failure") and not c["found_failure"] else ""
+            cells.append(f"<td class=num>{mark}{_num(c[m['key']], m['digits'])}</td>")
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+
+
+def render_comparison_html(comparison: Mapping[str, Any]) -> str:
+    """Self-contained HTML page (inline CSS, base64 PNG plots) for a comparison from `build_comparison`."""
+    grid = comparison["shared_grid"]
+    alt = comparison["alternative"]
+    side = ("two-sided" if alt == "two-sided" else
+            f"one-sided: H1 = the row's values are {'larger' if alt == 'greater' else 'smaller'} than the baseline's")
+    grid_text = (f"{grid['cells']} cells per descriptor over "
+                 + ", ".join(f"[{lo:.4g}, {hi:.4g}]" for lo, hi in zip(grid["descriptor_low"], grid["descriptor_high"]))
+                 if grid["descriptor_low"] else "no behaviour descriptors recorded")
+    inputs = ", ".join(f"{n} [{lo:.4g}, {hi:.4g}]" for n, lo, hi in
+                       zip(grid["inputs"], grid["input_low"], grid["input_high"])) or "no real-valued inputs"
+    return (
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        "<title>Gauntlet comparison</title>"
+        f"<style>{_CSS}{_COMPARE_CSS}</style></head><body>"
+        "<h1>Gauntlet comparison</h1>"
+        f"<p class=meta>generated {_e(comparison.get('generated_at'))} · subjects {_e(', '.join(comparison['subjects']))} · "
+        f"{len(comparison['campaigns'])} campaigns · comparison version {_e(comparison.get('gauntlet_comparison_version'))}</p>"
+        "<h2>Per strategy</h2>"
+        "<p class=meta>A campaign without a failure counts its executions (seconds: its wall time) as its cost to the first "
+        "failure, so such medians are lower bounds (≥). Shared behaviour grid: " + _e(grid_text) +
+        ". Entropy scaling (min–max over all compared campaigns): " + _e(inputs) + ".</p>"
+        f"{_summary_table(comparison)}"
+        f"<h2>Against the baseline ({_e(comparison['baseline'])})</h2>"
+        f"<p class=meta>Mann–Whitney U p-value ({_e(side)}) and Vargha–Delaney Â12 = P(row &gt; baseline) + ½ P(tie), "
+        "with the Vargha–Delaney bands (|Â12 − 0.5| &lt; 0.06 negligible, &lt; 0.14 small, &lt; 0.21 medium, else large). "
+        "Green: significantly better than the baseline at p &lt; 0.05 (fewer tests or seconds to the first failure, "
+        "more of the rest); red: significantly worse.</p>"
+        f"{_tests_table(comparison)}"
+        "<h2>Plots</h2>"
+        f"{_img(_plot_boxes(comparison), 'box plots per strategy')}"
+        f"{_img(_plot_cumulative_bands(comparison), 'cumulative faults, median and quartile band per strategy')}"
+        f"{_img(_plot_first_failure(comparison), 'share of campaigns failed by n tests')}"
+        "<h2>Campaigns</h2>"
+        f"{_campaigns_table(comparison)}"
+        "</body></html>\n"
+    )
