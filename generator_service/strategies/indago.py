@@ -171,7 +171,7 @@ class Indago:
                  search: Any = None, seeds: Any = None, mutation: Any = None, neighbourhood: Any = 50,
                  population: Any = 50, crossover: Any = 0.75, elitism: Any = 0.05, time_budget_s: Any = 0.0,
                  max_iterations: Any = 100, mutation_scale: Any = 0.1, failure_filter: Any = 30) -> None:
-        from generator_service.surrogates.search import Budget, Mutator, Validity, subject_rules
+        from generator_service.surrogates.search import Budget, Mutator, subject_validity
 
         name = "indago"
         self.search, self.seeds, self.mutation = resolve_setting(setting, search, seeds, mutation)
@@ -188,7 +188,7 @@ class Indago:
         self.space = space
         self.rng = rng
         self.surrogate = open_surrogate(name, surrogate, space)
-        self.validity = Validity(space, subject_rules(self.surrogate.subject, space))
+        self.validity = subject_validity(self.surrogate.subject, space)
         self.mutator = Mutator(self.surrogate, self.validity, rng, self.mutation, scale)
         self.failures: list[TestInput] = []
         if self.seeds == "training_failures":
@@ -253,14 +253,14 @@ class Indago:
 class IndagoSampling:
     def __init__(self, space: ParameterSpace, rng: np.random.Generator, surrogate: Any = None,
                  candidates: Any = 1000, time_budget_s: Any = 0.0) -> None:
-        from generator_service.surrogates.search import Validity, subject_rules
+        from generator_service.surrogates.search import subject_validity
 
         name = "indago_sampling"
         self.candidates = _int(name, "candidates", candidates, 1)
         self.time_budget_s = _time_budget(name, time_budget_s)
         self.rng = rng
         self.surrogate = open_surrogate(name, surrogate, space)
-        self.validity = Validity(space, subject_rules(self.surrogate.subject, space))
+        self.validity = subject_validity(self.surrogate.subject, space)
         self.last: Any = None
 
     def ask(self, n: int) -> list[TestInput]:

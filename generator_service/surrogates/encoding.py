@@ -7,7 +7,14 @@ Encoding, one block of features per parameter, in the order of the space:
   the same units, whatever the training data covered.
 * ``categorical`` / ``integer_set``: a one-hot block, one feature per choice in domain order (Indago encodes
   Parking's parked-car lanes this way).
-* ``sequence``: refused with a ValueError naming the parameter (no subject with one has a log yet).
+* ``sequence`` of fixed length L (min_length == max_length) whose fields are numbers or categories: one
+  feature per field and record, field-major (all records' first field, then all records' second field, ...).
+  A number field is min-max scaled by its domain as above; a categorical field encodes its choice's id (index in
+  the domain: Donkey's S, DY, R, L = 0..3) scaled the same way, id / (n_choices - 1). Donkey's track of 12
+  (command, value) records is thus Indago's 24 dims: 12 command ids, then 12 values. Variable-length sequences
+  and other field kinds are refused with a ValueError naming the parameter. Saliency moves are not derived for
+  sequence blocks (a record field has no single-parameter move), so saliency mutation of a sequence falls back
+  to the random (subject) operator.
 
 ``decode`` inverts ``encode`` (numbers are unscaled, clipped into the domain, integers rounded; a one-hot block
 decodes to its largest entry), so ``decode(encode(v)) == v`` for every valid input up to float rounding.
@@ -68,9 +75,12 @@ class Encoder:
                 width = 1
             elif p.kind in DISCRETE:
                 width = len(p.choices if p.kind == "categorical" else p.values)
+            elif p.kind == "sequence" and _encodable_sequence(p):
+                width = p.max_length * len(p.fields)
             else:
                 raise ValueError(f"cannot encode parameter {p.name!r}: kind {p.kind!r} has no feature encoding "
-                                 "(surrogates support real, integer, categorical and integer_set parameters)")
+                                 "(surrogates support real, integer, categorical and integer_set parameters, and "
+                                 "fixed-length sequences of real, integer or categorical fields)")
             blocks.append(Block(p, start, start + width))
             start += width
         self.space = space
@@ -84,6 +94,8 @@ class Encoder:
         for b in self.blocks:
             if b.param.kind in NUMERIC:
                 names.append(b.param.name)
+            elif b.param.kind == "sequence":
+                names.extend(f"{b.param.name}[{i}].{f.name}" for f in b.param.fields for i in range(b.param.max_length))
             else:
                 names.extend(f"{b.param.name}={v}" for v in b.domain)
         return names
@@ -110,6 +122,8 @@ class Encoder:
             if p.kind in NUMERIC:
                 low, high = float(p.low), float(p.high)  # type: ignore[arg-type]
                 out[b.start] = 0.0 if high == low else (float(v) - low) / (high - low)
+            elif p.kind == "sequence":
+                _fill_sequence(out[b.start:b.stop], p, v)
             else:
                 try:
                     out[b.start + b.domain.index(v)] = 1.0
@@ -127,6 +141,8 @@ class Encoder:
                 low, high = float(p.low), float(p.high)  # type: ignore[arg-type]
                 x = low + float(np.clip(vec[b.start], 0.0, 1.0)) * (high - low)
                 out[p.name] = int(min(max(round(x), int(low)), int(high))) if p.kind == "integer" else float(x)
+            elif p.kind == "sequence":
+                out[p.name] = _decode_sequence(vec[b.start:b.stop], p)
             else:
                 v = b.domain[int(np.argmax(vec[b.start:b.stop]))]
                 out[p.name] = int(v) if p.kind == "integer_set" else v
@@ -142,6 +158,8 @@ class Encoder:
         moves: list[Move] = []
         for b in self.blocks:
             p = b.param
+            if p.kind == "sequence":
+                continue  # no single-parameter move for a record field (module docstring)
             if p.kind in NUMERIC:
                 grad = float(g[b.start])
                 if grad == 0.0 or not np.isfinite(grad) or p.low == p.high:
@@ -175,6 +193,8 @@ class Encoder:
             entry: dict[str, Any] = {"name": p.name, "kind": p.kind}
             if p.kind in NUMERIC:
                 entry.update(low=p.low, high=p.high)
+            elif p.kind == "sequence":
+                entry.update(length=p.max_length, fields=Encoder(ParameterSpace(p.fields)).spec())
             elif p.kind == "categorical":
                 entry["choices"] = list(p.choices)
             else:
@@ -188,7 +208,9 @@ class Encoder:
             params = tuple(
                 Parameter(name=str(e["name"]), kind=e["kind"], low=e.get("low"), high=e.get("high"),
                           choices=tuple(str(c) for c in e.get("choices", ())),
-                          values=tuple(int(v) for v in e.get("values", ())))
+                          values=tuple(int(v) for v in e.get("values", ())),
+                          fields=Encoder.from_spec(e["fields"]).space.parameters if e["kind"] == "sequence" else (),
+                          min_length=int(e.get("length", 0)), max_length=int(e.get("length", 0)))
                 for e in spec)
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"malformed encoding spec ({exc})") from None
@@ -210,6 +232,48 @@ class Encoder:
         if not problems and list(mine) != list(theirs):
             problems.append(f"parameter order {list(theirs)} differs from {list(mine)}")
         return problems
+
+
+def _encodable_sequence(p: Parameter) -> bool:
+    return p.min_length == p.max_length and all(f.kind in NUMERIC or f.kind == "categorical" for f in p.fields)
+
+
+def _scaled(f: Parameter, value: ParamValue) -> float:
+    if f.kind == "categorical":
+        n = len(f.choices)
+        try:
+            return f.choices.index(value) / (n - 1) if n > 1 else 0.0
+        except ValueError:
+            raise ValueError(f"cannot encode: {f.name}={value!r} is not one of {list(f.choices)}") from None
+    low, high = float(f.low), float(f.high)  # type: ignore[arg-type]
+    return 0.0 if high == low else (float(value) - low) / (high - low)
+
+
+def _unscaled(f: Parameter, x: float) -> ParamValue:
+    x = float(np.clip(x, 0.0, 1.0))
+    if f.kind == "categorical":
+        return f.choices[int(round(x * (len(f.choices) - 1)))]
+    low, high = float(f.low), float(f.high)  # type: ignore[arg-type]
+    v = low + x * (high - low)
+    return int(min(max(round(v), int(low)), int(high))) if f.kind == "integer" else float(v)
+
+
+def _fill_sequence(out: np.ndarray, p: Parameter, records: Any) -> None:
+    length = p.max_length
+    if not isinstance(records, (list, tuple)) or len(records) != length:
+        n = len(records) if isinstance(records, (list, tuple)) else type(records).__name__
+        raise ValueError(f"cannot encode: {p.name} must be a list of {length} records, got {n}")
+    for j, f in enumerate(p.fields):
+        for i, record in enumerate(records):
+            try:
+                out[j * length + i] = _scaled(f, record[f.name])
+            except (KeyError, TypeError):
+                raise ValueError(f"cannot encode: {p.name}[{i}] lacks field {f.name!r}") from None
+
+
+def _decode_sequence(vec: np.ndarray, p: Parameter) -> list[dict[str, ParamValue]]:
+    length = p.max_length
+    return [{f.name: _unscaled(f, vec[j * length + i]) for j, f in enumerate(p.fields)} for i in range(length)]
 
 
 def _same(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:

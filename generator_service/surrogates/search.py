@@ -28,7 +28,9 @@ row, the 5 worst individuals are replaced each generation by new seeds (random, 
 
 Mutation:
 
-* random: one parameter chosen uniformly, mutated by mutation.py's operator of its kind (``mutate_one``);
+* random: one parameter chosen uniformly, mutated by mutation.py's operator of its kind (``mutate_one``), or by
+  the subject's own operator for a parameter that has one (``Validity.operators``: Donkey's track, whose
+  mutation and crossover are Indago's per-pair operators, simulator_service/donkey_track.py);
 * saliency: captum Saliency of the failure score at the input, mapped back to parameters
   (encoding.Encoder.parameter_moves); the parameter with the largest attribution magnitude that can still
   move is changed: a number by U(0, scale * range) in the sign's direction (mutation.py ``mutate_towards``), a
@@ -46,7 +48,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from common.space import ParameterSpace, ParamValue
-from generator_service.strategies.mutation import mutate_one, mutate_towards
+from generator_service.strategies.mutation import mutate_one, mutate_towards, mutate_value
 
 TestInput = dict[str, ParamValue]
 Check = Callable[[Mapping[str, ParamValue]], list[str]]
@@ -62,11 +64,14 @@ class InvalidSearchResult(RuntimeError):
 
 # -- validity ---------------------------------------------------------------------------------------------
 class Validity:
-    """The space's domains plus any cross-parameter rules (a subject's validators)."""
+    """The space's domains plus any cross-parameter rules (a subject's validators), and the subject's own
+    operators for parameters that have them (sampling, mutation, crossover; see subject_operators)."""
 
-    def __init__(self, space: ParameterSpace, rules: Sequence[Check] = ()) -> None:
+    def __init__(self, space: ParameterSpace, rules: Sequence[Check] = (),
+                 operators: Mapping[str, Any] | None = None) -> None:
         self.space = space
         self.rules = tuple(rules)
+        self.operators: dict[str, Any] = dict(operators or {})
 
     def problems(self, values: Mapping[str, ParamValue]) -> list[str]:
         problems = self.space.violations(values)
@@ -82,6 +87,8 @@ class Validity:
     def sample(self, rng: np.random.Generator) -> TestInput:
         for _ in range(MAX_SAMPLING_TRIES):
             values = self.space.sample(rng)
+            for name, ops in self.operators.items():
+                values[name] = ops.sample(rng)
             if not self.rules or self.ok(values):
                 return values
         raise ValueError(f"no valid input in {MAX_SAMPLING_TRIES} uniform draws; check the subject's rules")
@@ -110,6 +117,26 @@ def subject_rules(subject: str, space: ParameterSpace) -> list[Check]:
     if found is None or found.space.names != space.names:
         return []
     return [v.violations for v in found.validators]
+
+
+def subject_operators(subject: str, space: ParameterSpace) -> dict[str, Any]:
+    """Parameter name -> the ParameterOperators (simulator_service/validators.py) ``subject``'s validators bring
+    for it; empty when the subject is unknown here or has none (as ``subject_rules``)."""
+    try:
+        from simulator_service.subject import load_subjects
+
+        known = load_subjects()
+    except Exception:  # noqa: BLE001 - the generator may run without the simulator's package data
+        return {}
+    found = known.get(subject)
+    if found is None or found.space.names != space.names:
+        return {}
+    return {v.operators.parameter: v.operators for v in found.validators if v.operators is not None}
+
+
+def subject_validity(subject: str, space: ParameterSpace) -> Validity:
+    """The Validity of ``subject``: its rules and its parameters' own operators."""
+    return Validity(space, subject_rules(subject, space), subject_operators(subject, space))
 
 
 # -- budget -----------------------------------------------------------------------------------------------
@@ -168,10 +195,22 @@ class Mutator:
 
     def random(self, values: TestInput) -> TestInput:
         for _ in range(TRIALS):
-            child = mutate_one(self.space, values, self.rng, scale=self.scale)
+            child = self._mutate_one(values)
             if self.validity.ok(child):
                 return child
         return dict(values)
+
+    def _mutate_one(self, values: TestInput) -> TestInput:
+        owned = self.validity.operators
+        if not owned:
+            return mutate_one(self.space, values, self.rng, scale=self.scale)
+        param = self.space.parameters[int(self.rng.integers(len(self.space.parameters)))]
+        child = dict(values)
+        if param.name in owned:
+            child[param.name] = owned[param.name].mutate(values[param.name], self.rng)
+        else:
+            child[param.name] = mutate_value(param, values[param.name], self.rng, scale=self.scale, p=1.0)
+        return child
 
     def directed(self, values: TestInput, attribution: np.ndarray) -> TestInput | None:
         """The saliency move (best valid one), or None when no move is usable."""
@@ -191,7 +230,18 @@ class Mutator:
 
 def crossover(a: TestInput, b: TestInput, names: Sequence[str], rng: np.random.Generator,
               validity: Validity) -> tuple[TestInput, TestInput]:
-    """Single-point crossover over the parameters; the copies when no cut gives two valid children."""
+    """Single-point crossover over the parameters; the copies when no cut gives two valid children.
+
+    A space of one parameter with its own crossover (Donkey's track: a cut over its 12 pairs) uses that instead.
+    """
+    if len(names) == 1 and names[0] in validity.operators:
+        name = names[0]
+        children = validity.operators[name].crossover(a[name], b[name], rng)
+        if children is not None:
+            c1, c2 = {**a, name: children[0]}, {**b, name: children[1]}
+            if validity.ok(c1) and validity.ok(c2):
+                return c1, c2
+        return dict(a), dict(b)
     if len(names) < 2:
         return dict(a), dict(b)
     for _ in range(TRIALS):

@@ -1,0 +1,219 @@
+"""The Donkey track model: geometry, the five validity rules, the generator, Indago's operators, the 24-dim encoding."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from generator_service.surrogates.encoding import Encoder
+from generator_service.surrogates.search import Budget, Mutator, crossover, genetic, hill_climb, subject_validity
+from simulator_service.donkey_track import (UNIT_LENGTH, TrackOperators, TrackRules, as_records, centre_line,
+                                            is_valid, parse_track_string, random_track, track_string, violations)
+from simulator_service.subject import load_subjects
+
+# 3 curves: 120 deg left, 60 deg right, 60 deg left; 30 + 12 + ... units, no self-approach
+VALID = [("S", 5), ("DY", 10), ("L", 12), ("S", 5), ("DY", 10), ("R", 6), ("S", 3), ("DY", 10), ("L", 6),
+         ("S", 5), ("S", 5), ("S", 5)]
+RQ4 = TrackRules(min_curves=2, max_turn_deg=130, min_hardest_deg=0)
+
+
+def with_pair(track: list[tuple[str, float]], i: int, pair: tuple[str, float]) -> list[tuple[str, float]]:
+    out = list(track)
+    out[i] = pair
+    return out
+
+
+def rules_named(problems: list[str]) -> set[str]:
+    return {p.split("rule ")[1][0] for p in problems if "rule " in p}
+
+
+def test_geometry_units_and_turn_directions() -> None:
+    g = centre_line([("S", 3)])
+    np.testing.assert_allclose(g.points[-1], [0.0, 3 * UNIT_LENGTH], atol=1e-9)  # north, 2 m per unit
+    left = centre_line([("DY", 90), ("L", 1)]).points[-1]
+    right = centre_line([("DY", 90), ("R", 1)]).points[-1]
+    np.testing.assert_allclose(left, [-UNIT_LENGTH, 0.0], atol=1e-9)  # heading turned before the unit is laid
+    np.testing.assert_allclose(right, [UNIT_LENGTH, 0.0], atol=1e-9)
+    assert len(centre_line(VALID).points) == 1 + sum(v for c, v in VALID if c != "DY")
+    assert centre_line(VALID).segment_pair.tolist()[:6] == [0] * 5 + [2]  # DY lays no road
+
+
+def test_the_valid_track_passes_every_rule_and_round_trips_as_a_string() -> None:
+    assert violations(VALID) == []
+    text = track_string(VALID)
+    assert text.startswith("S 5@DY 10@L 12@") and len(text.split("@")) == 12
+    assert parse_track_string(text) == [(c, float(v)) for c, v in VALID]
+
+
+@pytest.mark.parametrize("track, rule, where", [
+    (with_pair(VALID, 4, ("DY", 60.5)), "0", "track[4] (DY 60.5)"),                 # DY rate beyond 50
+    (with_pair(VALID, 3, ("S", 2.5)), "0", "track[3] (S 2.5)"),                     # units must be whole
+    (with_pair(VALID, 0, ("DY", 10)), "1", "track[0] is DY"),                       # must start with S
+    (with_pair(VALID, 11, ("L", 3)), "1", "track[11] is L"),                        # must end with S
+    (with_pair(VALID, 5, ("S", 6)), "2", "track[4] is DY followed by S"),           # DY then S
+    (with_pair(VALID, 4, ("S", 6)), "2", "track[5] is R without a DY"),             # curve without DY
+])
+def test_grammar_rules_name_the_pair_and_the_rule(track: list, rule: str, where: str) -> None:
+    problems = violations(track)
+    assert rule in rules_named(problems), problems
+    assert any(where in p for p in problems), problems
+
+
+def test_rule_3_self_intersection_crossing_and_near_miss() -> None:
+    # two 150-deg left turns (270 deg together) send the road back across its first straight
+    crossing = [("S", 10), ("DY", 30), ("L", 5), ("DY", 30), ("L", 5), ("S", 20), ("DY", 10), ("R", 12),
+                ("S", 1), ("S", 1), ("S", 1), ("S", 1)]
+    problems = violations(crossing)
+    assert rules_named(problems) == {"3"} and "crosses itself" in problems[0], problems
+    # a hairpin (two 90-deg curves) whose return leg runs 4.8 m beside the outbound one: no crossing, but two
+    # roads 5 m wide would overlap
+    beside = [("S", 10), ("DY", 45), ("L", 2), ("DY", 45), ("L", 2), ("S", 10), ("DY", 10), ("R", 12),
+              ("S", 1), ("S", 1), ("S", 1), ("S", 1)]
+    g = centre_line(beside)
+    assert abs(g.points[15][0] - g.points[5][0]) == pytest.approx(2 + 2 * math.sqrt(2), abs=1e-6)  # 4.83 m apart
+    assert violations(beside, TrackRules(road_width=4.5)) == []  # a narrower road fits
+    near = violations(beside)
+    assert rules_named(near) == {"3"} and "within 5 m" in near[0], near
+    assert "track[" in near[0]
+
+
+def test_rule_4_no_turn_over_the_limit_and_the_rq4_limit() -> None:
+    sharp = with_pair(VALID, 2, ("L", 18))  # 10 deg x 18 = 180 deg
+    problems = violations(sharp)
+    assert "4" in rules_named(problems) and "track[1]..track[2]" in problems[0] and "180.0 deg" in problems[0]
+    assert is_valid(VALID, RQ4)
+    wide = with_pair(VALID, 2, ("L", 14))  # 140 deg: fine in the main setting, too sharp for RQ4
+    assert is_valid(wide) and violations(wide, RQ4) == [
+        "track[1]..track[2] (DY 10, L 14): the curve turns 140.0 deg: rule 4 (no turn over 130 deg)"]
+
+
+def test_rule_5_curve_count_and_hardest_curve() -> None:
+    two_curves = with_pair(with_pair(VALID, 7, ("S", 3)), 8, ("S", 6))
+    assert rules_named(violations(two_curves)) == {"5"}
+    assert "has 2 curve(s)" in violations(two_curves)[0]
+    assert violations(two_curves, RQ4) == []  # RQ4 needs only 2 curves
+    gentle = with_pair(VALID, 2, ("L", 11))  # hardest 110 deg
+    assert any("hardest curve (track[2]) turns 110.0 deg" in p for p in violations(gentle))
+    assert violations(gentle, TrackRules(min_hardest_deg=100)) == []
+
+
+def test_rules_are_parameters_and_bad_options_are_refused() -> None:
+    assert TrackRules.from_options({"min_curves": 2, "max_turn_deg": 130, "min_hardest_deg": 0}) == RQ4
+    with pytest.raises(ValueError, match="unknown track rule option"):
+        TrackRules.from_options({"min_curve": 2})
+    with pytest.raises(ValueError, match="min_hardest_deg <= max_turn_deg"):
+        TrackRules(max_turn_deg=100, min_hardest_deg=120)
+    assert violations("S 5") == ["a track must be a list of (command, value) pairs, got str"]
+    assert "exactly 12" in violations(VALID[:11])[0]
+
+
+@pytest.mark.parametrize("rules", [TrackRules(), RQ4], ids=["main", "rq4"])
+def test_generator_always_valid_and_deterministic(rules: TrackRules) -> None:
+    rng = np.random.default_rng(7)
+    tracks = [random_track(rng, rules) for _ in range(25)]
+    assert all(violations(t, rules) == [] for t in tracks)
+    assert len({track_string(t) for t in tracks}) == 25
+    assert random_track(np.random.default_rng(7), rules) == tracks[0]
+
+
+def test_mutation_operators_follow_the_paper_and_valid_mutants_stay_valid() -> None:
+    rng = np.random.default_rng(1)
+    ops = TrackOperators()
+    base = as_records(VALID)
+    changed_commands, value_steps = 0, []
+    for _ in range(400):
+        child = ops.mutate(base, rng)
+        diffs = [i for i in range(12) if child[i] != base[i]]
+        assert len(diffs) <= 1  # pairs="one"
+        for i in diffs:
+            before, after = base[i], child[i]
+            if before["command"] != after["command"]:
+                assert {before["command"], after["command"]} == {"L", "R"} and before["value"] == after["value"]
+                changed_commands += 1
+            elif before["command"] == "DY":
+                assert 1.0 <= after["value"] <= 50.0 and abs(after["value"] - before["value"]) <= 50.0
+            else:
+                step = abs(after["value"] - before["value"])
+                assert isinstance(after["value"], int) and 1 <= after["value"] <= 20 and step <= 20
+                value_steps.append(step)
+    assert changed_commands > 20 and max(value_steps) > 5
+    valid_children = [ops.mutate_valid(base, rng) for _ in range(50)]
+    assert all(c is None or is_valid(c) for c in valid_children) and sum(c is not None for c in valid_children) > 25
+    every = TrackOperators(pairs="all").mutate(base, np.random.default_rng(2))
+    assert sum(a != b for a, b in zip(every, base)) >= 8  # nearly every pair moves
+    with pytest.raises(ValueError, match="'one' or 'all'"):
+        TrackOperators(pairs="some")
+
+
+def test_crossover_keeps_validity_or_gives_up_after_the_retry_limit() -> None:
+    rng = np.random.default_rng(3)
+    ops = TrackOperators(crossover_tries=20)
+    parents = [random_track(rng) for _ in range(10)]
+    made = 0
+    for a, b in zip(parents[::2], parents[1::2]):
+        out = ops.crossover(a, b, rng)
+        if out is not None:
+            made += 1
+            c1, c2 = out
+            assert is_valid(c1) and is_valid(c2)
+            cut = next(i for i in range(12) if c1[i] != a[i]) if c1 != a else None
+            assert cut is None or c1[cut:] == b[cut:]
+    assert made >= 1
+    straight = as_records([("S", 5)] * 12)  # never valid: every child fails rule 5
+    assert TrackOperators(crossover_tries=3).crossover(straight, straight, rng) is None
+
+
+def test_subject_wires_rules_sampling_and_operators() -> None:
+    subjects = load_subjects()
+    donkey, rq4 = subjects["donkey"], subjects["donkey_rq4"]
+    rng = np.random.default_rng(0)
+    case = donkey.sample(rng)
+    assert donkey.violations(case) == [] and len(case["track"]) == 12
+    bad = {"track": as_records(with_pair(VALID, 0, ("DY", 10)))}
+    assert any("track: track[0] is DY: rule 1" in p for p in donkey.violations(bad))
+    assert any("no turn over 130 deg" in c for c in rq4.space.constraints)
+    assert rq4.violations({"track": as_records(with_pair(with_pair(VALID, 7, ("S", 3)), 8, ("S", 6)))}) == []
+
+
+def test_encoding_is_24_dims_and_round_trips() -> None:
+    space = load_subjects()["donkey"].space
+    enc = Encoder(space)
+    assert enc.n_features == 24
+    assert enc.feature_names[:2] == ["track[0].command", "track[1].command"] and enc.feature_names[12] == "track[0].value"
+    case = {"track": as_records(VALID)}
+    x = enc.encode(case)
+    ids = np.round(x[:12] * 3).astype(int)  # S, DY, R, L = 0..3
+    assert ids.tolist() == [0, 1, 3, 0, 1, 2, 0, 1, 3, 0, 0, 0]
+    np.testing.assert_allclose(x[12:], [(v - 1) / 49 for _, v in VALID])
+    back = enc.decode(x)["track"]
+    assert [r["command"] for r in back] == [c for c, _ in VALID]
+    np.testing.assert_allclose([r["value"] for r in back], [v for _, v in VALID])
+    assert Encoder.from_spec(enc.spec()).differences(space) == []
+    with pytest.raises(ValueError, match="list of 12 records"):
+        enc.encode({"track": as_records(VALID[:5])})
+
+
+def test_indago_search_uses_the_track_operators_and_keeps_every_candidate_valid() -> None:
+    space = load_subjects()["donkey"].space
+    validity = subject_validity("donkey", space)
+    assert set(validity.operators) == {"track"}
+    rng = np.random.default_rng(5)
+    mutator = Mutator(None, validity, rng, "random")
+    seed = validity.sample(rng)
+    assert validity.ok(seed)
+
+    def hardest(inputs: list) -> np.ndarray:  # a stand-in surrogate: prefers sharp curves
+        from simulator_service.donkey_track import as_pairs, curves
+        return np.array([max(abs(t) for _, t in curves(as_pairs(c["track"]))) / 170 for c in inputs])
+
+    found = hill_climb(seed, hardest, mutator, neighbourhood=8, budget=Budget(max_iterations=5, time_budget_s=None))
+    assert validity.ok(found.values) and found.score >= hardest([seed])[0]
+    pop = [validity.sample(rng) for _ in range(6)]
+    ga = genetic(pop, hardest, mutator, crossover_rate=0.75, elitism=0.2,
+                 budget=Budget(max_iterations=3, time_budget_s=None), reseed=lambda k: [validity.sample(rng)] * k)
+    assert validity.ok(ga.values)
+    c1, c2 = crossover(pop[0], pop[1], space.names, rng, validity)
+    assert validity.ok(c1) and validity.ok(c2)
+    assert math.isfinite(ga.score)
