@@ -270,20 +270,19 @@ def _plot_first_failure(comparison: Mapping[str, Any]) -> str:
     """Share of a strategy's campaigns that had failed by each execution count (an empirical CDF)."""
     fig = _new_figure()
     ax = fig.add_subplot()
+    end = max((c["executions"] for c in comparison["campaigns"]), default=1)
     for s in comparison["strategies"]:
         mine = [c for c in comparison["campaigns"] if c["strategy"] == s["strategy"]]
         firsts = sorted(c["tests_to_first_failure"] for c in mine if c["found_failure"])
-        if firsts:
-            ax.step([0, *firsts], np.arange(len(firsts) + 1) / len(mine), where="post",
-                    label=_plot_label(f"{s['strategy']} ({len(firsts)}/{len(mine)} found one)"))
+        shares = np.arange(len(firsts) + 1) / len(mine)
+        # run on to the longest campaign, so that a plateau (campaigns that never failed) stays visible
+        ax.step([0, *firsts, max(end, firsts[-1] if firsts else 0)], [*shares, shares[-1]], where="post",
+                label=_plot_label(f"{s['strategy']} ({len(firsts)}/{len(mine)} found one)"))
     ax.set_xlabel("tests to the first failure")
     ax.set_ylabel("share of campaigns")
-    ax.set_ylim(0, 1.02)
+    ax.set_ylim(-0.02, 1.02)
     ax.set_title("First failure: share of campaigns that had failed by n tests")
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(loc="lower right", fontsize="small")
-    else:
-        ax.text(0.5, 0.5, "no campaign found a failure", ha="center", va="center", transform=ax.transAxes)
+    ax.legend(loc="lower right", fontsize="small")
     ax.grid(alpha=0.3)
     return _figure_png_base64(fig)
 
