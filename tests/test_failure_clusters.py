@@ -1,0 +1,111 @@
+"""Indago's cluster-based diversity (coverage, entropy, Gini purity), checked on hand-computable pools."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from analysis_service.failure_clusters import (cluster_diversity, coverage_entropy, gini_purity, kmeans,
+                                               mean_trajectory, pad_trajectories, select_clustering, silhouette)
+
+
+def blob(centre: tuple[float, float], n: int, seed: int, spread: float = 0.2) -> np.ndarray:
+    return np.random.default_rng(seed).normal(0.0, spread, (n, 2)) + np.asarray(centre)
+
+
+def test_coverage_and_entropy_follow_eqs_2_to_5() -> None:
+    # 4 clusters; the approach hits 3 of them with shares 1/2, 1/4, 1/4: H = 1.5 bits, max log2(4) = 2
+    assert coverage_entropy(np.array([0, 0, 1, 2]), 4) == pytest.approx((75.0, 75.0))
+    assert coverage_entropy(np.array([1, 1, 1]), 3) == (100.0 / 3, 0.0)  # one cluster: no spread
+    assert coverage_entropy(np.array([0, 1, 2]), 3) == pytest.approx((100.0, 100.0))  # uniform: the maximum
+    assert coverage_entropy(np.array([], dtype=int), 3) == (0.0, 0.0)  # no failure
+
+
+def test_two_blobs_one_per_approach_cover_half_each_and_are_pure() -> None:
+    a, b = blob((0, 0), 15, 1), blob((5, 5), 15, 2)
+    result = cluster_diversity({"a": a, "b": b}, clusterings=3)
+    assert result.k == 2 and result.points == 30
+    assert result.coverage == pytest.approx({"a": 50.0, "b": 50.0})
+    assert result.entropy == pytest.approx({"a": 0.0, "b": 0.0})
+    assert gini_purity(a, b, clusterings=3) == pytest.approx(100.0)
+
+
+def test_approaches_spread_evenly_over_both_blobs_cover_all_and_mix() -> None:
+    left, right = blob((0, 0), 20, 3), blob((5, 5), 20, 4)
+    a = np.vstack([left[:10], right[:10]])
+    b = np.vstack([left[10:], right[10:]])
+    result = cluster_diversity({"a": a, "b": b, "none": np.zeros((0, 2))}, clusterings=2)
+    assert result.coverage == pytest.approx({"a": 100.0, "b": 100.0, "none": 0.0})
+    assert result.entropy == pytest.approx({"a": 100.0, "b": 100.0, "none": 0.0})
+    assert gini_purity(a, b, clusterings=2) == pytest.approx(50.0)  # each cluster half a, half b
+
+
+def test_three_blobs_give_three_clusters() -> None:
+    x = np.vstack([blob((0, 0), 12, 5), blob((6, 0), 12, 6), blob((0, 6), 12, 7)])
+    assert select_clustering(x, seed=0).k == 3
+
+
+def test_k_grows_only_on_a_twenty_percent_better_silhouette() -> None:
+    # one blob and one pair of close sub-blobs: k = 3 scores a little higher than k = 2, but not 20 % higher
+    x = np.vstack([blob((0, 0), 20, 1, 0.3), blob((10, 0), 10, 2, 0.3), blob((10, 3), 10, 3, 0.3)])
+    from scipy.spatial.distance import pdist, squareform
+
+    d = squareform(pdist(x))
+    s2 = silhouette(d, kmeans(x, 2, np.random.default_rng(0)))
+    s3 = silhouette(d, kmeans(x, 3, np.random.default_rng(0)))
+    assert s2 < s3 < 1.2 * s2
+    assert select_clustering(x, seed=0).k == 2
+    assert select_clustering(x, seed=0, gain=0.0, n_init=5).k == 3  # plain "highest silhouette" would pick 3
+
+
+def test_tiny_pools_have_one_cluster() -> None:
+    two = cluster_diversity({"a": np.array([[0.0, 0.0]]), "b": np.array([[1.0, 1.0]]), "c": np.zeros((0, 2))})
+    assert two.k == 1
+    assert two.coverage == {"a": 100.0, "b": 100.0, "c": 0.0} and two.entropy == {"a": 0.0, "b": 0.0, "c": 0.0}
+    same = np.ones((5, 2))  # five identical failures: one distinct point
+    assert select_clustering(same, seed=0).k == 1
+    empty = cluster_diversity({"a": np.zeros((0, 3))})
+    assert empty.k == 0 and empty.coverage == {"a": 0.0}
+    assert gini_purity(np.zeros((0, 2)), np.zeros((0, 2))) is None
+    assert gini_purity(blob((0, 0), 4, 1), np.zeros((0, 2)), clusterings=1) == pytest.approx(100.0)
+
+
+def test_silhouette_and_kmeans_agree_with_scikit_learn() -> None:
+    from sklearn.cluster import KMeans
+    from sklearn.metrics import silhouette_score
+
+    x = np.random.default_rng(0).uniform(size=(60, 3))
+    from scipy.spatial.distance import pdist, squareform
+
+    d = squareform(pdist(x))
+    for k in (2, 5, 17):
+        ours = kmeans(x, k, np.random.default_rng(k), n_init=5)
+        assert silhouette(d, ours) == pytest.approx(silhouette_score(x, ours), abs=1e-12)
+        theirs = KMeans(n_clusters=k, n_init=5, random_state=0).fit(x)
+        inertia = sum(float(((x[ours == c] - x[ours == c].mean(axis=0)) ** 2).sum()) for c in range(k))
+        assert inertia <= 1.1 * theirs.inertia_  # a local optimum as good as scikit-learn's
+
+
+def test_padded_trajectories_keep_distances_and_zero_fill() -> None:
+    rows = pad_trajectories({"a": [np.array([[1.0, 2.0], [3.0, 4.0]])], "b": [np.array([1.0, 2.0, 3.0])[:, None]
+                                                                                * np.ones((1, 2))]})
+    assert rows["a"].tolist() == [[1.0, 2.0, 3.0, 4.0, 0.0, 0.0]]
+    assert rows["b"].tolist() == [[1.0, 1.0, 2.0, 2.0, 3.0, 3.0]]
+    assert mean_trajectory([np.array([1.0, 3.0]), np.array([3.0])]).ravel().tolist() == [2.0, 1.5]
+    with pytest.raises(ValueError, match="differ in width"):
+        pad_trajectories({"a": [np.zeros((2, 2))], "b": [np.zeros((2, 3))]})
+    with pytest.raises(ValueError, match="features"):
+        cluster_diversity({"a": np.zeros((2, 2)), "b": np.zeros((2, 3))})
+
+
+def test_wide_points_cluster_like_their_low_dimensional_span() -> None:
+    # 12 trajectories of 500 steps: distances are kept by the exact projection, so the blobs still split 50/50
+    rng = np.random.default_rng(0)
+    base = np.linspace(0, 1, 500)
+    a = np.array([base + rng.normal(0, 0.01, 500) for _ in range(6)])
+    b = np.array([-base + rng.normal(0, 0.01, 500) for _ in range(6)])
+    result = cluster_diversity({"a": a, "b": b}, clusterings=2)
+    assert result.k == 2 and result.coverage == pytest.approx({"a": 50.0, "b": 50.0})
+    assert not math.isnan(result.entropy["a"])
