@@ -177,3 +177,22 @@ def test_nothing_listening_is_unavailable_naming_the_endpoint() -> None:
         env.reset(options={"track": GENTLE})
     with pytest.raises(ValueError, match="needs options"):
         env.reset()
+
+
+def test_one_car_per_simulator_endpoints_are_leased() -> None:
+    with FakeDonkeySim() as first, FakeDonkeySim() as second:
+        a, b = DonkeyEnv(first.endpoint, io_timeout_s=3.0), DonkeyEnv(first.endpoint, io_timeout_s=3.0)
+        a.reset(options={"track": GENTLE})
+        with pytest.raises(SimUnavailable, match="already run a car .* lower the campaign's parallelism to 1"):
+            b.reset(options={"track": GENTLE})
+        a.close()
+        b.reset(options={"track": GENTLE})  # the endpoint is free again
+        b.close()
+        pair = f"{first.endpoint},{second.endpoint}"
+        c, d = DonkeyEnv(pair, io_timeout_s=3.0), DonkeyEnv(pair, io_timeout_s=3.0)
+        c.reset(options={"track": GENTLE})
+        d.reset(options={"track": SHARP})
+        assert {str(c.endpoint), str(d.endpoint)} == {first.endpoint, second.endpoint}
+        assert drive(d)[2] and d.off_road and not c.off_road
+        c.close()
+        d.close()

@@ -1,7 +1,11 @@
 """The ``donkey`` backend: a remote Donkey simulator (Unity, Indago's modified build) as a Gymnasium env.
 
 The generator's machine never runs Unity: each env holds a TCP connection to a DonkeySim host given by
-``$GAUNTLET_DONKEY_ENDPOINT`` (host:port; it wins) or the subject's ``env_kwargs.endpoint``.
+``$GAUNTLET_DONKEY_ENDPOINT`` (host:port; it wins) or the subject's ``env_kwargs.endpoint``. Either may list
+several hosts separated by commas: one car runs per simulator, so each env leases a free endpoint when it
+connects and gives it back when it closes (``EndpointLeases``); an env that finds every endpoint taken fails
+with SimUnavailable asking for lower parallelism or more hosts. Run campaigns with a parallelism of at most the
+number of endpoints.
 
 Episode (protocol in donkey_client.py):
 
@@ -37,12 +41,13 @@ from __future__ import annotations
 import base64
 import io
 import os
-from typing import Any
+import threading
+from typing import Any, Sequence
 
 import gymnasium as gym
 import numpy as np
 
-from simulator_service.backends.donkey_client import (DonkeyConnection, SimProtocolError, SimUnavailable,
+from simulator_service.backends.donkey_client import (DonkeyConnection, Endpoint, SimProtocolError, SimUnavailable,
                                                       parse_endpoint)
 from simulator_service.donkey_track import track_string
 from simulator_service.subject import Subject
@@ -51,18 +56,48 @@ ENDPOINT_ENV = "GAUNTLET_DONKEY_ENDPOINT"
 REQUIRED_TELEMETRY = ("image", "cte", "pos_x", "pos_z")
 
 
+class EndpointLeases:
+    """Which simulator hosts this process is driving a car on (one car per host, whatever the env count)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._taken: set[Endpoint] = set()
+
+    def acquire(self, endpoints: Sequence[Endpoint]) -> Endpoint:
+        with self._lock:
+            for endpoint in endpoints:
+                if endpoint not in self._taken:
+                    self._taken.add(endpoint)
+                    return endpoint
+        raise SimUnavailable(f"all {len(endpoints)} Donkey simulator endpoint(s) ({', '.join(map(str, endpoints))}) "
+                             "already run a car for this process; one car runs per simulator: lower the campaign's "
+                             f"parallelism to {len(endpoints)} or list more hosts in ${ENDPOINT_ENV}")
+
+    def release(self, endpoint: Endpoint) -> None:
+        with self._lock:
+            self._taken.discard(endpoint)
+
+
+# One table per process: the simulators are external, shared by every DonkeyEnv this process creates.
+LEASES = EndpointLeases()
+
+
 class DonkeyEnv(gym.Env):
     """One car on one remote Donkey simulator (module docstring). ``reset(options={"track": ...})``."""
 
     metadata = {"render_modes": ["rgb_array"]}
 
-    def __init__(self, endpoint: str, scene: str = "generated_track", image_shape: tuple[int, int, int] = (120, 160, 3),
+    def __init__(self, endpoint: str | Sequence[str], scene: str = "generated_track", image_shape: tuple[int, int, int] = (120, 160, 3),
                  max_cte: float = 6.0, cte_centre: float = -2.0, end_material: str = "end_line",
                  min_throttle: float = 0.0, max_throttle: float = 1.0, step_penalty: float = 0.1,
                  waypoint_bonus: float = 100.0, cte_weight: float = 0.1, crash_reward: float = -10.0,
                  connect_timeout_s: float = 10.0, io_timeout_s: float = 10.0, track_confirm_timeout_s: float = 20.0,
                  lane: str = "right", render_mode: str | None = None) -> None:
-        self.endpoint = parse_endpoint(endpoint)
+        texts = endpoint.split(",") if isinstance(endpoint, str) else list(endpoint)
+        self.endpoints = [parse_endpoint(t) for t in texts if str(t).strip()]
+        if not self.endpoints:
+            raise ValueError("donkey endpoint is empty; give host:port (several: comma-separated)")
+        self.endpoint: Endpoint | str = self.endpoints[0] if len(self.endpoints) == 1 else ",".join(map(str, texts))
         if len(image_shape) != 3 or image_shape[2] != 3 or min(image_shape) < 1:
             raise ValueError(f"donkey image_shape must be (height, width, 3), got {image_shape!r}")
         if not max_cte > 0:
@@ -82,6 +117,7 @@ class DonkeyEnv(gym.Env):
         self.action_space = gym.spaces.Box(np.array([-1.0, min_throttle], dtype=np.float32),
                                            np.array([1.0, max_throttle], dtype=np.float32), dtype=np.float32)
         self._conn: DonkeyConnection | None = None
+        self._leased: Endpoint | None = None
         self.track_string = ""
         self._clear_episode()
 
@@ -102,7 +138,15 @@ class DonkeyEnv(gym.Env):
     def _connection(self) -> DonkeyConnection:
         if self._conn is not None and not self._conn.closed:
             return self._conn
-        conn = DonkeyConnection(self.endpoint, self.connect_timeout_s, self.io_timeout_s)
+        self._release()
+        leased = LEASES.acquire(self.endpoints)
+        try:
+            conn = DonkeyConnection(leased, self.connect_timeout_s, self.io_timeout_s)
+        except BaseException:
+            LEASES.release(leased)
+            raise
+        self._leased = leased
+        self.endpoint = leased
         height, width, _ = self.image_shape
         handlers = {
             "scene_selection_ready": lambda _m: conn.send("load_scene", scene_name=self.scene),
@@ -113,6 +157,7 @@ class DonkeyEnv(gym.Env):
             conn.wait_for("car_loaded", timeout_s=self.connect_timeout_s, handlers=handlers)
         except BaseException:
             conn.close()
+            self._release()
             raise
         self._conn = conn
         return conn
@@ -181,6 +226,18 @@ class DonkeyEnv(gym.Env):
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+        self._release()
+
+    def _release(self) -> None:
+        if self._leased is not None:
+            LEASES.release(self._leased)
+            self._leased = None
+
+    def __del__(self) -> None:  # an env dropped without close() must not keep its simulator leased
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
 
     def signal(self, name: str) -> np.ndarray:
         return np.asarray(getattr(self, name), dtype=np.float64)
@@ -223,7 +280,7 @@ class DonkeyEnv(gym.Env):
 
 
 def make_env(subject: Subject, render_mode: str | None = None) -> gym.Env:
-    """The subject's SubjectEnv over a DonkeyEnv; the endpoint comes from $GAUNTLET_DONKEY_ENDPOINT or env_kwargs."""
+    """The subject's SubjectEnv over a DonkeyEnv; the endpoint(s) come from $GAUNTLET_DONKEY_ENDPOINT or env_kwargs."""
     from simulator_service.backends.gymnasium import SubjectEnv
 
     kwargs = dict(subject.env_kwargs)
@@ -235,7 +292,8 @@ def make_env(subject: Subject, render_mode: str | None = None) -> gym.Env:
     if "image_shape" in kwargs:
         kwargs["image_shape"] = tuple(kwargs["image_shape"])
     try:
-        env = DonkeyEnv(str(endpoint), render_mode=render_mode, **kwargs)
+        env = DonkeyEnv(endpoint if isinstance(endpoint, (list, tuple)) else str(endpoint), render_mode=render_mode,
+                        **kwargs)
     except TypeError as exc:
         raise ValueError(f"subject {subject.name}: env_kwargs do not fit the donkey backend ({exc})") from None
     return SubjectEnv(env, subject)
