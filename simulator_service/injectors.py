@@ -108,6 +108,20 @@ def _taxi_state(subject: Subject, options: Mapping[str, Any]) -> Injector:
     return inject
 
 
+def _terrain_obstacles(subject: Subject, options: Mapping[str, Any]) -> Injector:
+    """Obstacle terrains (BipedalWalker): the test case's integer slots, in the order of `parameters` (default: the
+    space's order), are the obstacle codes of `reset(options={"obstacles": [...]})` (simulator_service/envs/
+    bipedal_obstacles.py). The env builds its terrain from them with a fixed terrain seed."""
+    names: list[str] = list(options.get("parameters") or subject.space.names)
+
+    def inject(env: gym.Env, values: Mapping[str, ParamValue], seed: int | None) -> np.ndarray:
+        obs, _ = env.reset(seed=seed, options={"obstacles": [int(values[n]) for n in names]})
+        return obs
+
+    return inject
+
+
+
 def _donkey_track(subject: Subject, options: Mapping[str, Any]) -> Injector:
     """Donkey: the test case's track (parameter ``parameter``, default "track") is sent to the remote simulator,
     which builds it and resets the car (backends/donkey.py ``DonkeyEnv.load_track``)."""
@@ -125,6 +139,7 @@ INJECTORS: dict[str, Callable[[Subject, Mapping[str, Any]], Injector]] = {
     "mujoco_pose_offset": _mujoco_pose_offset,
     "taxi_state": _taxi_state,
     "donkey_track": _donkey_track,
+    "terrain_obstacles": _terrain_obstacles,
 }
 
 

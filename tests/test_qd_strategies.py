@@ -63,7 +63,8 @@ def test_listed_with_their_defaults_and_unknown_parameters_are_named() -> None:
     known = strategies()
     assert set(QD) <= set(known)
     assert dict(known["map_elites"].defaults) == {"initial_tests": 1000, "cells": 50, "descriptor_bounds": None,
-                                                  "mutation_scale": 0.05}
+                                                  "mutation_scale": 0.05, "integer_mutation": "shift",
+                                                  "mutation_p": 0.1}
     assert dict(known["novelty_search"].defaults)["archive_threshold"] == 0.005
     assert dict(known["novelty_search"].defaults)["neighbours"] == 3
     gmm = {"gmm_components": 10, "density_threshold": 0.01, "update_rate": 0.01}

@@ -54,7 +54,8 @@ from common.space import ParameterSpace
 from generator_service.strategies.base import Result, TestInput, register_strategy
 from generator_service.strategies.mutation import mutate
 from generator_service.strategies.search_support import (
-    AskLedger, BehaviourScale, check_bounds, check_float, check_int, check_mutable_space, usable)
+    AskLedger, BehaviourScale, check_bounds, check_float, check_int, check_integer_mutation, check_mutable_space,
+    usable)
 
 SENSITIVITY_FLOOR = 1e-6  # MDPFuzz's "+ 1e-6": a seed whose margin did not move can still be chosen
 REG_COVAR = 1e-6  # added to every covariance diagonal (sklearn's default), in normalised state units
@@ -148,7 +149,8 @@ class Fuzzer:
 
     def __init__(self, space: ParameterSpace, rng: np.random.Generator, guidance: bool, initial_tests: int = 1000,
                  mutation_scale: float = 0.05, seed_energy: int = 5, gmm_components: int = 10,
-                 density_threshold: float = 0.01, update_rate: float = 0.01, descriptor_bounds: Any = None) -> None:
+                 density_threshold: float = 0.01, update_rate: float = 0.01, descriptor_bounds: Any = None,
+                 integer_mutation: str = "shift", mutation_p: float = 0.1) -> None:
         self.name = "mdpfuzz" if guidance else "fuzzer"
         check_mutable_space(self.name, space)
         self.space = space
@@ -156,6 +158,7 @@ class Fuzzer:
         self.guidance = bool(guidance)
         self.initial_tests = check_int(self.name, "initial_tests", initial_tests, 1)
         self.mutation_scale = check_float(self.name, "mutation_scale", mutation_scale, 0.0, 1.0)
+        self.integer_mutation, self.mutation_p = check_integer_mutation(self.name, integer_mutation, mutation_p)
         self.seed_energy = check_int(self.name, "seed_energy", seed_energy, 1)
         self.gmm_components = check_int(self.name, "gmm_components", gmm_components, 1)
         self.density_threshold = check_float(self.name, "density_threshold", density_threshold, 0.0, low_open=True)
@@ -192,7 +195,8 @@ class Fuzzer:
                 cid, self._next_collection = self._next_collection, self._next_collection + 1
                 values = self.space.sample(self.rng)
                 self._collections[cid] = _Collection(values)
-                probe = mutate(self.space, values, self.rng, scale=self.mutation_scale)
+                probe = mutate(self.space, values, self.rng, scale=self.mutation_scale, p=self.mutation_p,
+                               integer=self.integer_mutation)
                 self._queue.append((probe, ("probe", cid)))
                 tag = ("seed", cid)
             elif not self.corpus:
@@ -200,7 +204,8 @@ class Fuzzer:
                 continue
             else:
                 parent = self._select()
-                values = mutate(self.space, parent.values, self.rng, scale=self.mutation_scale)
+                values = mutate(self.space, parent.values, self.rng, scale=self.mutation_scale, p=self.mutation_p,
+                                integer=self.integer_mutation)
                 tag = ("mutant", parent.margin)
             self._ledger.record(values, tag)
             out.append(values)
@@ -287,6 +292,8 @@ class Fuzzer:
     source="Pang et al.: MDPFuzz (ISSTA 2022); Mazouni et al.'s replication (plain Fuzzer baseline)",
     initial_tests=1000,
     mutation_scale=0.05,
+    integer_mutation="shift",
+    mutation_p=0.1,
     seed_energy=5,
 )
 def make_fuzzer(space: ParameterSpace, rng: np.random.Generator, **params: Any) -> Fuzzer:
@@ -300,6 +307,8 @@ def make_fuzzer(space: ParameterSpace, rng: np.random.Generator, **params: Any) 
     source="Pang et al.: MDPFuzz: Testing Models Solving Markov Decision Processes (ISSTA 2022)",
     initial_tests=1000,
     mutation_scale=0.05,
+    integer_mutation="shift",
+    mutation_p=0.1,
     seed_energy=5,
     gmm_components=10,
     density_threshold=0.01,

@@ -41,8 +41,8 @@ from common.space import ParameterSpace
 from generator_service.strategies.base import Result, StrategyParamError, TestInput, register_strategy
 from generator_service.strategies.mutation import mutate
 from generator_service.strategies.search_support import (
-    MAX_GRID_CELLS, AskLedger, BehaviourScale, as_int, check_bounds, check_float, check_int, check_mutable_space,
-    usable)
+    MAX_GRID_CELLS, AskLedger, BehaviourScale, as_int, check_bounds, check_float, check_int, check_integer_mutation,
+    check_mutable_space, usable)
 
 NAME = "map_elites"
 
@@ -57,16 +57,20 @@ NAME = "map_elites"
     cells=50,
     descriptor_bounds=None,
     mutation_scale=0.05,
+    integer_mutation="shift",
+    mutation_p=0.1,
 )
 class MapElites:
     def __init__(self, space: ParameterSpace, rng: np.random.Generator, initial_tests: int = 1000,
-                 cells: int | Sequence[int] = 50, descriptor_bounds: Any = None, mutation_scale: float = 0.05) -> None:
+                 cells: int | Sequence[int] = 50, descriptor_bounds: Any = None, mutation_scale: float = 0.05,
+                 integer_mutation: str = "shift", mutation_p: float = 0.1) -> None:
         check_mutable_space(NAME, space)
         self.space = space
         self.rng = rng
         self.initial_tests = check_int(NAME, "initial_tests", initial_tests, 1)
         self.cells = _check_cells(cells)
         self.mutation_scale = check_float(NAME, "mutation_scale", mutation_scale, 0.0, 1.0)
+        self.integer_mutation, self.mutation_p = check_integer_mutation(NAME, integer_mutation, mutation_p)
         self.behaviour = BehaviourScale(NAME, space, check_bounds(NAME, descriptor_bounds))
         self._tests: list[TestInput] = []  # every archived-candidate test; the archive's solution is an index here
         self._waiting: list[tuple[int, np.ndarray, float]] = []  # (index, raw behaviour, objective) before the archive
@@ -87,7 +91,8 @@ class MapElites:
                 batch = [self.space.sample(self.rng) for _ in range(n)]
             else:
                 parents = archive.sample_elites(n)["solution"]
-                batch = [mutate(self.space, self._tests[int(i)], self.rng, scale=self.mutation_scale) for i in parents]
+                batch = [mutate(self.space, self._tests[int(i)], self.rng, scale=self.mutation_scale,
+                                p=self.mutation_p, integer=self.integer_mutation) for i in parents]
         for values in batch:
             self._ledger.record(values, None)
         self._asked += len(batch)

@@ -11,6 +11,15 @@ a uniform shift delta in +-0.1*(high-low)/2 = +-5 % of the range, then a clip in
                    other choices (a single-choice domain never changes);
 * ``sequence``:    not supported yet; raises NotImplementedError naming the parameter.
 
+Integer parameters have a second operator, ``integer="nearby"`` (the QD fault-diversity authors' integer
+mutation, shared/notes/002 Appendix A; the shift above often rounds back to the same integer on a narrow range,
+e.g. Taxi's 0..10 never moves): the integer parameters are mutated TOGETHER, each chosen with probability ``p``
+and at least one (one drawn uniformly when none was; ``p=0`` mutates exactly one, as the authors' Taxi), and
+each chosen value is redrawn from the rest of its range with weight 1/|v - current| (near values likelier,
+the current value excluded). The authors' BipedalWalker operator (each of the 15 codes with p = 0.1, at least
+one, +1 cyclically within 1..3) is the same selection with a deterministic step; with three values
+"nearby" moves to either neighbour (2/3 the near one from an end). Reals and discrete kinds are unchanged.
+
 ``scale=0.05`` reproduces the papers' +-5 %. ``p`` has no counterpart in the papers (their subjects are all
 real-valued); 0.1 is this project's choice, and a strategy can pass its own.
 """
@@ -25,26 +34,55 @@ from common.space import Parameter, ParameterSpace, ParamValue
 
 DEFAULT_SCALE = 0.05
 DEFAULT_P = 0.1
+INTEGER_OPERATORS = ("shift", "nearby")
 
 
 def mutate(space: ParameterSpace, values: Mapping[str, ParamValue], rng: np.random.Generator,
-           scale: float = DEFAULT_SCALE, p: float = DEFAULT_P) -> dict[str, ParamValue]:
+           scale: float = DEFAULT_SCALE, p: float = DEFAULT_P, integer: str = "shift") -> dict[str, ParamValue]:
     """A mutated copy of ``values`` (a complete test input of ``space``); ``values`` itself is left as is.
 
     Every parameter is mutated independently with its kind's operator (see the module docstring), in the
-    order of ``space.parameters``, so the result depends only on ``values``, ``scale``, ``p`` and the state
-    of ``rng``. Raises ValueError for a missing parameter, a negative ``scale`` or a ``p`` outside [0, 1],
-    and NotImplementedError for a sequence parameter.
+    order of ``space.parameters``, so the result depends only on ``values``, ``scale``, ``p``, ``integer`` and
+    the state of ``rng``. With ``integer="nearby"`` the integer parameters are mutated jointly by
+    ``mutate_integers_nearby`` first. Raises ValueError for a missing parameter, a negative ``scale``, a ``p``
+    outside [0, 1] or an unknown ``integer`` operator, and NotImplementedError for a sequence parameter.
     """
     if not (scale >= 0.0 and np.isfinite(scale)):
         raise ValueError(f"mutation scale must be a finite number >= 0, got {scale!r}")
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"mutation probability p must lie in [0, 1], got {p!r}")
+    if integer not in INTEGER_OPERATORS:
+        raise ValueError(f"integer mutation operator must be one of {', '.join(INTEGER_OPERATORS)}, got {integer!r}")
+    missing = [param.name for param in space.parameters if param.name not in values]
+    if missing:
+        raise ValueError(f"cannot mutate: parameter {missing[0]!r} is missing from the test input")
     out: dict[str, ParamValue] = dict(values)
+    if integer == "nearby":
+        out = mutate_integers_nearby(space, out, rng, p=p)
     for param in space.parameters:
-        if param.name not in values:
-            raise ValueError(f"cannot mutate: parameter {param.name!r} is missing from the test input")
+        if integer == "nearby" and param.kind == "integer":
+            continue
         out[param.name] = mutate_value(param, values[param.name], rng, scale=scale, p=p)
+    return out
+
+
+def mutate_integers_nearby(space: ParameterSpace, values: Mapping[str, ParamValue], rng: np.random.Generator,
+                           p: float = DEFAULT_P) -> dict[str, ParamValue]:
+    """The "nearby" integer operator (module docstring): each integer parameter with another value is chosen
+    with probability ``p``, at least one; each chosen one moves to another value of its range drawn with
+    weight 1/distance. Other parameters are copied unchanged."""
+    out: dict[str, ParamValue] = dict(values)
+    movable = [param for param in space.parameters if param.kind == "integer" and int(param.high) > int(param.low)]
+    if not movable:
+        return out
+    chosen = [param for param in movable if rng.random() < p]
+    if not chosen:
+        chosen = [movable[int(rng.integers(len(movable)))]]
+    for param in chosen:
+        current = int(values[param.name])
+        others = np.array([v for v in range(int(param.low), int(param.high) + 1) if v != current])
+        weights = 1.0 / np.abs(others - current)
+        out[param.name] = int(others[int(rng.choice(len(others), p=weights / weights.sum()))])
     return out
 
 

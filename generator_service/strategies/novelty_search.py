@@ -44,7 +44,7 @@ from common.space import ParameterSpace
 from generator_service.strategies.base import Result, TestInput, register_strategy
 from generator_service.strategies.mutation import mutate
 from generator_service.strategies.search_support import (
-    AskLedger, BehaviourScale, check_bounds, check_float, check_int, check_mutable_space)
+    AskLedger, BehaviourScale, check_bounds, check_float, check_int, check_integer_mutation, check_mutable_space)
 
 NAME = "novelty_search"
 
@@ -60,11 +60,14 @@ NAME = "novelty_search"
     archive_threshold=0.005,
     descriptor_bounds=None,
     mutation_scale=0.05,
+    integer_mutation="shift",
+    mutation_p=0.1,
 )
 class NoveltySearch:
     def __init__(self, space: ParameterSpace, rng: np.random.Generator, initial_tests: int = 1000,
                  population: int = 100, neighbours: int = 3, archive_threshold: float = 0.005,
-                 descriptor_bounds: Any = None, mutation_scale: float = 0.05) -> None:
+                 descriptor_bounds: Any = None, mutation_scale: float = 0.05, integer_mutation: str = "shift",
+                 mutation_p: float = 0.1) -> None:
         check_mutable_space(NAME, space)
         self.space = space
         self.rng = rng
@@ -73,6 +76,7 @@ class NoveltySearch:
         self.k = check_int(NAME, "neighbours", neighbours, 1)
         self.threshold = check_float(NAME, "archive_threshold", archive_threshold, 0.0)
         self.mutation_scale = check_float(NAME, "mutation_scale", mutation_scale, 0.0, 1.0)
+        self.integer_mutation, self.mutation_p = check_integer_mutation(NAME, integer_mutation, mutation_p)
         self.behaviour = BehaviourScale(NAME, space, check_bounds(NAME, descriptor_bounds))
         self._asked = 0
         self._ledger = AskLedger()
@@ -156,7 +160,8 @@ class NoveltySearch:
 
     def _new_generation(self) -> None:
         pop = self._population or []
-        self._offspring = [mutate(self.space, pop[i % len(pop)][1], self.rng, scale=self.mutation_scale)
+        self._offspring = [mutate(self.space, pop[i % len(pop)][1], self.rng, scale=self.mutation_scale,
+                                  p=self.mutation_p, integer=self.integer_mutation)
                            for i in range(self.population_size)]
         self._handed = 0
         self._told = {}

@@ -61,6 +61,16 @@ def check_float(strategy: str, name: str, value: Any, low: float, high: float = 
     return float(value)
 
 
+def check_integer_mutation(strategy: str, operator: Any, p: Any) -> tuple[str, float]:
+    """The integer operator of mutation.py ("shift" or "nearby") and the per-parameter probability p."""
+    from generator_service.strategies.mutation import INTEGER_OPERATORS
+
+    if operator not in INTEGER_OPERATORS:
+        raise StrategyParamError(f"{strategy} parameter integer_mutation must be one of "
+                                 f"{', '.join(INTEGER_OPERATORS)}, got {operator!r}")
+    return str(operator), check_float(strategy, "mutation_p", p, 0.0, 1.0)
+
+
 def check_bounds(strategy: str, value: Any, name: str = "descriptor_bounds") -> np.ndarray | None:
     """None, or a (d, 2) array of finite [low, high] pairs with low < high."""
     if value is None:

@@ -7,6 +7,7 @@ from typing import Any, Mapping
 import gymnasium as gym
 import numpy as np
 
+import simulator_service.envs.bipedal_obstacles  # noqa: F401 - registers GauntletBipedalObstacles-v0
 import simulator_service.envs.taxi_large  # noqa: F401 - registers GauntletTaxiLarge-v0 for gym.make
 from common.space import ParamValue
 from simulator_service.injectors import make_injector

@@ -1,0 +1,309 @@
+"""Replicates the QD fault-diversity paper's RQ1/RQ2 (Mazouni et al., AST 2024) on Gauntlet's subjects and agents.
+
+For one subject, every method (random testing, MAP-Elites, Novelty Search, MDPFuzz, and the plain Fuzzer) runs
+`--seeds` campaigns (seeds 0..N-1, the same for every method) of `--budget` tests through the real suite
+(LocalSuite: generator -> simulator -> agent -> oracle). Over each run's test sequence (asking order) it computes,
+every 50 tests, analysis_service/fault_diversity.py's metrics on a grid SHARED by all methods of the subject:
+distinct faults, #BS, #FBS, and FS/FFS (final-state sparsity; the final states are read by re-running the
+executed cases on the simulator with the same seeds, since the store keeps only descriptors). It reports the
+median and quartiles over seeds, FS/FFS as the mean over runs divided by random testing's (the authors'
+aggregation), one-sided Mann-Whitney U (method > random) and Vargha-Delaney Â12 on the final counts, and the
+paper's numbers beside ours; writes results/qd_<subject>.{md,json,png}.
+
+    python bench/replicate_qd.py --subject taxi_large --seeds 5 --budget 5000
+
+Choices where the paper is silent are documented in SUBJECTS below and in the README ("QD fault diversity").
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np  # noqa: E402
+
+from analysis_service.fault_diversity import (  # noqa: E402
+    Grid, checkpoints_for, improvement, quartiles, relative_to_baseline, run_curves)
+from analysis_service.statistics import compare  # noqa: E402
+from bench.common import campaign_executions, rerun_signals, run_campaign  # noqa: E402
+from cli.launcher import LocalSuite  # noqa: E402
+from common.generated.gauntlet.v1 import generator_pb2_grpc, oracle_pb2, simulator_pb2_grpc  # noqa: E402
+from common.server import client_channel  # noqa: E402
+from common.space import value_from_proto  # noqa: E402
+from generator_service.config import CampaignConfig  # noqa: E402
+from simulator_service.subject import get_subject  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+METHODS = ("random", "map_elites", "novelty_search", "mdpfuzz", "fuzzer")
+METRICS = ("faults", "bs", "fbs")
+LABELS = {"faults": "distinct faults", "bs": "#BS (behaviour cells)", "fbs": "#FBS (faulty behaviour cells)",
+          "fs": "FS / RT", "ffs": "FFS / RT"}
+
+
+def _taxi_state(obs: np.ndarray) -> np.ndarray:
+    from simulator_service.envs.taxi_large import TaxiLargeEnv
+
+    return np.asarray(TaxiLargeEnv().decode(int(np.asarray(obs).reshape(-1)[0])), dtype=float)
+
+
+@dataclass(frozen=True)
+class SubjectSetup:
+    model: str
+    grid: Grid
+    grid_note: str
+    ns_threshold_raw: float  # the paper's novelty threshold in raw behaviour units
+    mutation: dict[str, Any] = field(default_factory=dict)  # strategy parameters for every mutating method
+    final_state: Callable[[np.ndarray], np.ndarray] = lambda obs: np.asarray(obs, dtype=float).reshape(-1)
+
+
+SUBJECTS: dict[str, SubjectSetup] = {
+    # Authors' LL edges (normalised observation units, x and vy at first contact). Their mutation is
+    # N(x, sigma=5 N) on a +-1000 N range; the uniform shift with the same spread is +-8.66 N = 0.43 % of the range.
+    "lunarlander_qd": SubjectSetup(
+        "lunarlander-ppo", Grid((-0.0439, -0.2002), (0.2975, -0.0203), (50, 50)),
+        "the authors' precomputed edges: x in [-0.0439, 0.2975], vy in [-0.2002, -0.0203]", 0.005,
+        {"mutation_scale": 0.00433}),
+    # The paper says 50x50; the authors' code used one cell per integer count. Bounds [-0.5, 49.5] do both for
+    # counts below 50 (counts >= 49 share the last cell). Mutation: the authors' "resample one coordinate,
+    # nearby values likelier" (mutation.py integer="nearby" with p = 0: exactly one coordinate).
+    "taxi_large": SubjectSetup(
+        "taxi-qlearning", Grid((-0.5, -0.5), (49.5, 49.5), (50, 50)),
+        "moves before / after pick-up in [-0.5, 49.5]: one cell per integer count (the code) on 50x50 (the paper)",
+        0.9, {"integer_mutation": "nearby", "mutation_p": 0.0}),
+    # Our walker is slower than the authors' TQC: their Distance edges [9.05, 15.76] would put nearly every test in
+    # the first column, so the grid spans our random tests (see GRID_NOTE); hull angle keeps the authors' edges.
+    # Mutation: each of the 15 codes with p = 0.1, at least one (the authors'), moved to another code (nearby).
+    "bipedalwalker_obstacles": SubjectSetup(
+        "bipedalwalker-obstacles-ppo", Grid((4.5, 0.0406), (9.5, 0.3636), (50, 50)),
+        "Distance (mean hull x) in [4.5, 9.5] (ours: the range of 1,000 random tests with this walker; the authors' "
+        "[9.05, 15.76] fits their faster TQC walker), Hull angle in [0.0406, 0.3636] (the authors')", 0.005,
+        {"integer_mutation": "nearby", "mutation_p": 0.1}),
+}
+
+# The paper's end-of-budget numbers, in % relative to random testing (shared/notes/002 §5); None = not stated.
+PAPER: dict[str, dict[str, dict[str, str]]] = {
+    "bipedalwalker_obstacles": {"faults": {"map_elites": "+30", "novelty_search": "+56", "mdpfuzz": "+17"},
+                                "bs": {"map_elites": "+7..+14 (range over use-cases)", "mdpfuzz": "≈0", "novelty_search": "≈0"},
+                                "fbs": {"mdpfuzz": "≈-10 (RQ3 avg.)"},
+                                "fs": {"novelty_search": "+7.5"}},
+    "lunarlander_qd": {"faults": {"map_elites": "+206", "novelty_search": "+152", "mdpfuzz": "≈0"},
+                       "bs": {"map_elites": "+14", "novelty_search": "+20", "mdpfuzz": "≈0"},
+                       "fbs": {"map_elites": "+189", "novelty_search": "+138"},
+                       "fs": {"map_elites": "≈0", "novelty_search": "≈0", "mdpfuzz": "≈0"},
+                       "ffs": {"map_elites": "down to -30", "novelty_search": "down to -30", "mdpfuzz": "+10"}},
+    "taxi_large": {"faults": {"map_elites": "+12", "novelty_search": "-23", "mdpfuzz": "-27"},
+                   "bs": {"map_elites": "+7", "novelty_search": "≈0", "mdpfuzz": "≈0"},
+                   "fs": {"mdpfuzz": "+40 (avg. over testing)", "map_elites": "≈0", "novelty_search": "≈0"},
+                   "ffs": {"mdpfuzz": "up to +50"}},
+}
+
+
+def strategy_params(subject: str, method: str, setup: SubjectSetup) -> dict[str, Any]:
+    """The parameters of one method on one subject: the shared grid, the subject's mutation, the paper's budgets."""
+    bounds = [[lo, hi] for lo, hi in zip(setup.grid.low, setup.grid.high)]
+    params: dict[str, Any] = {} if method == "random" else dict(setup.mutation)
+    if method == "map_elites":
+        params.update(descriptor_bounds=bounds, cells=list(setup.grid.cells), initial_tests=1000)
+    elif method == "novelty_search":
+        # NS normalises behaviours by the bounds: the paper's raw threshold over the mean grid width.
+        width = float(np.mean(np.subtract(setup.grid.high, setup.grid.low)))
+        params.update(descriptor_bounds=bounds, initial_tests=100, population=100,
+                      archive_threshold=setup.ns_threshold_raw / width)
+    elif method == "mdpfuzz":
+        params.update(descriptor_bounds=bounds, initial_tests=1000)
+    elif method == "fuzzer":
+        params.update(initial_tests=1000)
+    return params
+
+
+def one_run(gen: Any, sim: Any, subject: str, setup: SubjectSetup, method: str, seed: int, budget: int,
+            batch: int, final_states: bool) -> dict[str, Any]:
+    space = get_subject(subject).space
+    config = CampaignConfig(name=f"qd-{subject}-{method}-{seed}", subject=subject, model=setup.model,
+                            strategy=method, seed=seed, budget={"max_executions": budget}, batch_size=batch,
+                            parallelism=batch, strategy_params=strategy_params(subject, method, setup))
+    started = time.perf_counter()
+    status = run_campaign(gen, config)
+    campaign_seconds = time.perf_counter() - started
+    rows = campaign_executions(gen, status.campaign_id)
+    executed = [e for e in rows if e.verdict != oracle_pb2.VERDICT_KIND_INVALID]
+    values = [{k: value_from_proto(v) for k, v in e.test_case.values.items()} for e in executed]
+    keys = [tuple(v[n] for n in space.names) for v in values]
+    failed = [e.verdict == oracle_pb2.VERDICT_KIND_FAIL for e in executed]
+    descriptors = [list(e.descriptors) for e in executed]
+    states = None
+    started = time.perf_counter()
+    if final_states:
+        signals = rerun_signals(sim, subject, setup.model, seed, space,
+                                [(e.test_case.id, v) for e, v in zip(executed, values)], ["final_observation"],
+                                request_prefix=f"{status.campaign_id}/final-states")
+        states = [setup.final_state(signals[e.test_case.id]["final_observation"]) for e in executed]
+    rerun_seconds = time.perf_counter() - started
+    curves = run_curves(keys, failed, descriptors, states, setup.grid, checkpoints_for(len(executed)))
+    return {"seed": seed, "tests": len(executed), "invalid": len(rows) - len(executed),
+            "campaign_seconds": round(campaign_seconds, 1), "final_state_seconds": round(rerun_seconds, 1),
+            "checkpoints": curves.checkpoints, "faults": curves.faults, "bs": curves.bs, "fbs": curves.fbs,
+            "fs": curves.fs, "ffs": curves.ffs}
+
+
+def _truncate(runs: list[dict[str, Any]], metric: str) -> np.ndarray:
+    """Runs' curves cut to the shortest run (invalid inputs make Taxi runs a few tests shorter)."""
+    n = min(len(r[metric]) for r in runs)
+    return np.asarray([r[metric][:n] for r in runs], dtype=float)
+
+
+def summarise(subject: str, results: dict[str, list[dict[str, Any]]]) -> tuple[str, dict[str, Any]]:
+    base = results["random"]
+    summary: dict[str, Any] = {}
+    for method, runs in results.items():
+        row: dict[str, Any] = {}
+        for metric in METRICS:
+            q1, med, q3 = quartiles(_truncate(runs, metric))
+            finals = [r[metric][-1] for r in runs]
+            row[metric] = {"q1": float(q1[-1]), "median": float(med[-1]), "q3": float(q3[-1]), "finals": finals,
+                           "improvement_pct": improvement(float(med[-1]),
+                                                          float(np.median([r[metric][-1] for r in base])))}
+            if method != "random":
+                c = compare(finals, [r[metric][-1] for r in base])
+                row[metric].update(p_value=c.p_value, a12=c.a12, effect=c.effect)
+        for metric in ("fs", "ffs"):
+            if all(r[metric] for r in runs) and all(r[metric] for r in base):
+                n = min(_truncate(runs, metric).shape[1], _truncate(base, metric).shape[1])
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", RuntimeWarning)
+                    rel = relative_to_baseline(_truncate(runs, metric)[:, :n], _truncate(base, metric)[:, :n])
+                row[metric] = {"relative_final": float(rel[-1]), "relative_mean_over_testing": float(np.nanmean(rel))
+                               if np.isfinite(rel).any() else float("nan"), "curve": [float(v) for v in rel]}
+        row["wall_seconds"] = sum(r["campaign_seconds"] + r["final_state_seconds"] for r in runs)
+        summary[method] = row
+    return render(subject, results, summary), summary
+
+
+def _pct(v: float) -> str:
+    return "nan" if not np.isfinite(v) else f"{v:+.0f}"
+
+
+def render(subject: str, results: dict[str, list[dict[str, Any]]], summary: dict[str, Any]) -> str:
+    setup = SUBJECTS[subject]
+    runs = results["random"]
+    paper = PAPER.get(subject, {})
+    lines = [f"QD fault-diversity RQ1/RQ2 replication on `{subject}` ({setup.model}): {len(runs)} seeds x "
+             f"{runs[0]['checkpoints'][-1]}+ tests per method",
+             "", f"Grid (shared by all methods, 50x50): {setup.grid_note}.", "",
+             "Final counts: median [Q1, Q3] over seeds; vs RT: one-sided Mann-Whitney p (method > random), "
+             "Vargha-Delaney Â12; % = (median - RT median) / RT median; paper: its % vs RT (notes/002 §5).", "",
+             "| method | faults | vs RT (p, Â12) | % | paper % | #BS | vs RT (p, Â12) | % | paper % | #FBS | vs RT (p, Â12) | % | paper % | wall s |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for method, row in summary.items():
+        cells = []
+        for metric in METRICS:
+            m = row[metric]
+            cells.append(f"{m['median']:.0f} [{m['q1']:.0f}, {m['q3']:.0f}]")
+            cells.append(f"({m['p_value']:.3f}, {m['a12']:.2f})" if "p_value" in m else "")
+            cells.append(_pct(m["improvement_pct"]) if method != "random" else "")
+            cells.append(paper.get(metric, {}).get(method, "-") if method != "random" else "")
+        lines.append(f"| {method} | " + " | ".join(cells) + f" | {row['wall_seconds']:.0f} |")
+    if any("fs" in row for row in summary.values()):
+        lines += ["", "Final-state sparsity relative to RT (mean over runs / RT's mean; 1.00 = RT): at the end, and "
+                  "averaged over the checkpoints (the authors' figures show it over testing).", "",
+                  "| method | FS end | FS avg | paper FS % | FFS end | FFS avg | paper FFS % |", "|---|---|---|---|---|---|---|"]
+        for method, row in summary.items():
+            fs, ffs = row.get("fs", {}), row.get("ffs", {})
+            lines.append(f"| {method} | {fs.get('relative_final', float('nan')):.2f} | "
+                         f"{fs.get('relative_mean_over_testing', float('nan')):.2f} | "
+                         f"{paper.get('fs', {}).get(method, '-') if method != 'random' else ''} | "
+                         f"{ffs.get('relative_final', float('nan')):.2f} | "
+                         f"{ffs.get('relative_mean_over_testing', float('nan')):.2f} | "
+                         f"{paper.get('ffs', {}).get(method, '-') if method != 'random' else ''} |")
+    invalid = {m: sum(r["invalid"] for r in rs) for m, rs in results.items()}
+    if any(invalid.values()):
+        lines += ["", "Inputs the subject rejected (not run, not counted as tests): "
+                  + ", ".join(f"{m} {n}" for m, n in invalid.items())]
+    return "\n".join(lines)
+
+
+def plot(subject: str, results: dict[str, list[dict[str, Any]]], summary: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 5, figsize=(22, 4))
+    for method, runs in results.items():
+        x = runs[0]["checkpoints"][: min(len(r["checkpoints"]) for r in runs)]
+        for ax, metric in zip(axes[:3], METRICS):
+            q1, med, q3 = quartiles(_truncate(runs, metric))
+            ax.plot(x, med, label=method)
+            ax.fill_between(x, q1, q3, alpha=0.2)
+        for ax, metric in zip(axes[3:], ("fs", "ffs")):
+            curve = summary[method].get(metric, {}).get("curve")
+            if curve:
+                ax.plot(x[: len(curve)], curve, label=method)
+    for ax, metric in zip(axes, (*METRICS, "fs", "ffs")):
+        ax.set_title(LABELS[metric])
+        ax.set_xlabel("tests")
+    axes[0].legend()
+    fig.suptitle(f"{subject}: median and quartiles over seeds (FS/FFS: mean / RT's mean)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--subject", required=True, choices=sorted(SUBJECTS))
+    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--budget", type=int, default=5000, help="tests per campaign (paper: 5000)")
+    parser.add_argument("--batch", type=int, default=50, help="tests asked at once (paper: 1 for ME; 50 = the metric step)")
+    parser.add_argument("--methods", default=",".join(METHODS))
+    parser.add_argument("--no-final-states", action="store_true", help="skip the re-run that FS/FFS need")
+    parser.add_argument("--out", type=Path, default=ROOT / "results")
+    args = parser.parse_args()
+    methods = args.methods.split(",")
+    unknown = sorted(set(methods) - set(METHODS))
+    if unknown or "random" not in methods:
+        raise SystemExit(f"error: --methods must include random and only {', '.join(METHODS)}; got {args.methods}")
+    if args.seeds < 2 or args.budget < 50:
+        raise SystemExit("error: --seeds must be >= 2 and --budget >= 50")
+    setup = SUBJECTS[args.subject]
+    results: dict[str, list[dict[str, Any]]] = {}
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp, \
+            LocalSuite(store_url=f"sqlite:///{tmp}/qd.db", log_dir=Path(tmp) / "logs") as local:
+        gen = generator_pb2_grpc.GeneratorServiceStub(client_channel(local.endpoint("generator")))
+        sim = simulator_pb2_grpc.SimulatorServiceStub(client_channel(local.endpoint("simulator")))
+        for method in methods:
+            results[method] = []
+            for seed in range(args.seeds):
+                run = one_run(gen, sim, args.subject, setup, method, seed, args.budget, args.batch,
+                              not args.no_final_states)
+                results[method].append(run)
+                print(f"{method} seed {seed}: {run['tests']} tests, {run['faults'][-1]} faults, #BS {run['bs'][-1]}, "
+                      f"#FBS {run['fbs'][-1]} ({run['campaign_seconds']:.0f} s + {run['final_state_seconds']:.0f} s)",
+                      flush=True)
+    wall = time.perf_counter() - started
+    text, summary = summarise(args.subject, results)
+    text += f"\n\nCommand: `python bench/replicate_qd.py --subject {args.subject} --seeds {args.seeds} --budget " \
+            f"{args.budget} --batch {args.batch}`; wall {wall:.0f} s."
+    print(text)
+    args.out.mkdir(exist_ok=True)
+    (args.out / f"qd_{args.subject}.md").write_text(text + "\n")
+    (args.out / f"qd_{args.subject}.json").write_text(json.dumps(
+        {"args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}, "wall_seconds": wall,
+         "grid": {"low": setup.grid.low, "high": setup.grid.high, "cells": setup.grid.cells, "note": setup.grid_note},
+         "strategy_params": {m: strategy_params(args.subject, m, setup) for m in methods},
+         "summary": summary, "runs": results}, indent=1))
+    plot(args.subject, results, summary, args.out / f"qd_{args.subject}.png")
+
+
+if __name__ == "__main__":
+    main()
