@@ -162,8 +162,11 @@ def test_telemetry_without_a_required_field_is_a_protocol_error() -> None:
 def test_a_stock_sim_that_ignores_the_track_is_reported() -> None:
     with FakeDonkeySim(echo_track=False) as sim:
         env = DonkeyEnv(sim.endpoint, io_timeout_s=3.0, track_confirm_timeout_s=0.3)
-        with pytest.raises(SimUnavailable, match="did not confirm the track .*regen_track.*modified DonkeySim"):
+        with pytest.raises(SimUnavailable, match="did not confirm the track .*regen_track.*modified DonkeySim") as err:
             env.reset(options={"track": GENTLE})
+        assert "within 0.3 s" in str(err.value) and "within 0.3 s" in str(err.value.__cause__)
+        with pytest.raises(ValueError, match=r"\(steering, throttle\), got shape \(3,\)"):
+            env.step([0.0, 0.5, 1.0])
         env.close()
 
 

@@ -198,9 +198,10 @@ class DonkeyEnv(gym.Env):
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict]:
         if self._conn is None or self._conn.closed:
             raise SimUnavailable(f"no open episode on the Donkey simulator at {self.endpoint}; reset first")
-        a = np.clip(np.asarray(action, dtype=np.float64).reshape(-1), self.action_space.low, self.action_space.high)
+        a = np.asarray(action, dtype=np.float64).reshape(-1)
         if a.shape != (2,):
             raise ValueError(f"a Donkey action is (steering, throttle), got shape {np.shape(action)}")
+        a = np.clip(a, self.action_space.low, self.action_space.high)
         conn = self._conn
         for message in conn.drain():  # stale frames the sim streamed while the agent was thinking
             if message["msg_type"] == "telemetry":

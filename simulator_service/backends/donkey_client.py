@@ -93,12 +93,12 @@ class DonkeyConnection:
                                  f"{msg_type!r} ({exc.strerror or exc})") from None
 
     # -- receiving --------------------------------------------------------------------------------------
-    def _read_line(self, deadline: float, waiting_for: str) -> bytes:
+    def _read_line(self, deadline: float, waiting_for: str, timeout_s: float) -> bytes:
         while b"\n" not in self._buffer:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise SimUnavailable(f"the Donkey simulator at {self.endpoint} sent no {waiting_for} within "
-                                     f"{self.io_timeout_s:g} s")
+                                     f"{timeout_s:g} s")
             self._sock.settimeout(remaining)
             try:
                 chunk = self._sock.recv(256 * 1024)
@@ -121,9 +121,10 @@ class DonkeyConnection:
 
     def receive(self, waiting_for: str = "a message", timeout_s: float | None = None) -> dict[str, Any]:
         """The next message (blank lines are skipped)."""
-        deadline = time.monotonic() + (self.io_timeout_s if timeout_s is None else timeout_s)
+        timeout = self.io_timeout_s if timeout_s is None else timeout_s
+        deadline = time.monotonic() + timeout
         while True:
-            line = self._read_line(deadline, waiting_for).strip()
+            line = self._read_line(deadline, waiting_for, timeout).strip()
             if line:
                 return self._decode(line)
 
@@ -142,9 +143,16 @@ class DonkeyConnection:
     def wait_for(self, msg_type: str, timeout_s: float | None = None,
                  handlers: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Reads until a message of ``msg_type`` arrives; other messages go to ``handlers[type](msg)`` or are dropped."""
-        deadline = time.monotonic() + (self.io_timeout_s if timeout_s is None else timeout_s)
+        timeout = self.io_timeout_s if timeout_s is None else timeout_s
+        deadline = time.monotonic() + timeout
         while True:
-            message = self.receive(f"{msg_type!r}", timeout_s=max(deadline - time.monotonic(), 0.0))
+            try:
+                message = self.receive(f"{msg_type!r}", timeout_s=max(deadline - time.monotonic(), 0.0))
+            except SimUnavailable as exc:
+                if self._closed:
+                    raise
+                raise SimUnavailable(f"the Donkey simulator at {self.endpoint} sent no {msg_type!r} within "
+                                     f"{timeout:g} s") from exc
             if message["msg_type"] == msg_type:
                 return message
             handler = (handlers or {}).get(message["msg_type"])
