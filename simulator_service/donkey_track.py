@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -374,6 +374,12 @@ class TrackOperators:
     Crossover: single-point, cut in [1, n_pairs - 1] so each child holds pairs of both parents; retried with a
     fresh cut until both children are valid or ``crossover_tries`` (20, the authors' NUM_TRIALS_CROSSOVER_MUTATION)
     is reached, after which it gives up (None: the parents stay).
+
+    Saliency-guided mutation (``directed``): the surrogate's gradient over the 24 encoded features (12 command
+    ids in the order S, DY, R, L = 0..3, then 12 values) picks the feature with the largest magnitude; its sign
+    gives the direction. A command feature can only flip R (id 2) up to L (3) or L down to R; a value feature
+    moves the value by the same random magnitude as above, in the gradient's direction. Features that allow no
+    move in their direction are skipped for the next largest.
     """
 
     rules: TrackRules = TrackRules()
@@ -397,14 +403,40 @@ class TrackOperators:
             if c in CURVES and rng.random() < 0.5:
                 pairs[i] = ("R" if c == "L" else "L", v)
                 continue
-            sign = 1.0 if rng.random() < 0.5 else -1.0
-            r = self.rules
-            if c == "DY":
-                pairs[i] = (c, float(min(max(v + sign * rng.uniform(0.0, self.dy_delta), r.min_dy), r.max_dy)))
-            else:
-                step = int(rng.integers(1, self.units_delta + 1))
-                pairs[i] = (c, float(min(max(int(v) + int(sign) * step, r.min_units), r.max_units)))
+            pairs[i] = (c, self._shifted(c, v, 1 if rng.random() < 0.5 else -1, rng))
         return as_records(pairs)
+
+    def _shifted(self, command: str, value: float, sign: int, rng: np.random.Generator) -> float:
+        """The value moved by the paper's random magnitude in direction ``sign``, clipped into its domain."""
+        r = self.rules
+        if command == "DY":
+            return float(min(max(value + sign * rng.uniform(0.0, self.dy_delta), r.min_dy), r.max_dy))
+        step = int(rng.integers(1, self.units_delta + 1))
+        return float(min(max(int(value) + sign * step, r.min_units), r.max_units))
+
+    def directed(self, track: Any, gradient: Any, rng: np.random.Generator, tries: int = 20) -> Iterator[list[dict[str, Any]]]:
+        """Candidate mutants along the gradient (class docstring), best feature first; ``tries`` draws per value
+        feature. Callers keep the first valid one."""
+        pairs = as_pairs(track)
+        n = len(pairs)
+        g = np.asarray(gradient, dtype=np.float64).reshape(-1)
+        if g.shape != (2 * n,):
+            raise ValueError(f"a gradient over a track of {n} pairs has {2 * n} entries, got {g.size}")
+        for k in np.argsort(-np.abs(g), kind="stable"):
+            if not np.isfinite(g[k]) or g[k] == 0.0:
+                break
+            i, sign = int(k % n), (1 if g[k] > 0 else -1)
+            command, value = pairs[i]
+            if k < n:
+                target = {"R": "L", "L": "R"}.get(command)
+                if target is not None and (COMMANDS.index(target) - COMMANDS.index(command)) * sign > 0:
+                    yield as_records([*pairs[:i], (target, value), *pairs[i + 1:]])
+                continue
+            for _ in range(tries):
+                moved = self._shifted(command, value, sign, rng)
+                if moved == value:
+                    break  # at the bound in this direction
+                yield as_records([*pairs[:i], (command, moved), *pairs[i + 1:]])
 
     def mutate_valid(self, track: Any, rng: np.random.Generator, tries: int = 20) -> list[dict[str, Any]] | None:
         """The first valid mutant in ``tries`` attempts, or None."""

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import combinations
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -32,13 +32,15 @@ class ParameterOperators:
     """Valid-by-construction sampling, mutation and crossover of one parameter, owned by the rule that governs it.
 
     ``mutate`` may return an invalid value (callers retry, as the papers do); ``crossover`` returns two valid
-    children or None when it gave up (the parents stay).
+    children or None when it gave up (the parents stay); ``directed`` (optional) turns a surrogate's gradient over
+    the parameter's encoded features into candidate values, best first (saliency-guided mutation).
     """
 
     parameter: str
     sample: Callable[[np.random.Generator], ParamValue]
     mutate: Callable[[ParamValue, np.random.Generator], ParamValue]
     crossover: Callable[[ParamValue, ParamValue, np.random.Generator], "tuple[ParamValue, ParamValue] | None"]
+    directed: Callable[[ParamValue, np.ndarray, np.random.Generator], Iterator[ParamValue]] | None = None
 
 
 @dataclass(frozen=True)
@@ -97,7 +99,8 @@ def _donkey_track(options: Mapping[str, Any], names: Sequence[str]) -> Validator
     text = (f"{param}: starts and ends with S; DY followed by L or R; no self-intersection (road width "
             f"{rules.road_width:g} m); no turn over {rules.max_turn_deg:g} deg; at least {rules.min_curves} curves, "
             f"one of at least {rules.min_hardest_deg:g} deg")
-    return Validator("donkey_track", text, check, ParameterOperators(param, ops.sample, ops.mutate, ops.crossover))
+    return Validator("donkey_track", text, check,
+                     ParameterOperators(param, ops.sample, ops.mutate, ops.crossover, ops.directed))
 
 
 def flag_names(prefix: str, names: Sequence[str]) -> list[str]:

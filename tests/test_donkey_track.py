@@ -217,3 +217,42 @@ def test_indago_search_uses_the_track_operators_and_keeps_every_candidate_valid(
     c1, c2 = crossover(pop[0], pop[1], space.names, rng, validity)
     assert validity.ok(c1) and validity.ok(c2)
     assert math.isfinite(ga.score)
+
+
+class GradientSurrogate:
+    """A stand-in surrogate with a fixed gradient over the encoded features (what captum's Saliency returns)."""
+
+    def __init__(self, space, gradient: np.ndarray) -> None:  # type: ignore[no-untyped-def]
+        self.encoder = Encoder(space)
+        self.gradient = gradient
+
+    def saliency(self, features: np.ndarray) -> np.ndarray:
+        return np.tile(self.gradient, (len(features), 1))
+
+
+def test_saliency_mutation_moves_the_pair_and_direction_the_gradient_names() -> None:
+    space = load_subjects()["donkey"].space
+    validity = subject_validity("donkey", space)
+    base = {"track": as_records(VALID)}
+    rng = np.random.default_rng(9)
+
+    def mutant(gradient: np.ndarray) -> list:
+        mutator = Mutator(GradientSurrogate(space, gradient), validity, rng, "saliency")
+        child = mutator.mutate(base, mutator.attributions([base])[0])
+        assert validity.ok(child)
+        return [i for i in range(12) if child["track"][i] != base["track"][i]], child["track"]
+
+    g = np.zeros(24)
+    g[12 + 6] = -0.9  # the largest: value of pair 6 (S 3) down
+    g[12 + 9] = 0.5   # value of pair 9 (S 5) up, used only if no move of pair 6 is valid
+    changed, track = mutant(g)
+    assert changed == [6] and 1 <= track[6]["value"] < 3
+    g = np.zeros(24)
+    g[5] = -1.0  # command id of pair 5 (R = 2) downwards: no command below R is reachable, skipped
+    g[2] = -0.5  # command id of pair 2 (L = 3) downwards: L -> R
+    changed, track = mutant(g)
+    assert changed == [2] and track[2]["command"] == "R"
+    ops = TrackOperators()
+    assert list(ops.directed(VALID, np.zeros(24), rng)) == []  # no usable attribution: random mutation decides
+    with pytest.raises(ValueError, match="24 entries"):
+        next(ops.directed(VALID, np.zeros(12), rng))

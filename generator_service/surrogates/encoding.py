@@ -12,9 +12,9 @@ Encoding, one block of features per parameter, in the order of the space:
   A number field is min-max scaled by its domain as above; a categorical field encodes its choice's id (index in
   the domain: Donkey's S, DY, R, L = 0..3) scaled the same way, id / (n_choices - 1). Donkey's track of 12
   (command, value) records is thus Indago's 24 dims: 12 command ids, then 12 values. Variable-length sequences
-  and other field kinds are refused with a ValueError naming the parameter. Saliency moves are not derived for
-  sequence blocks (a record field has no single-parameter move), so saliency mutation of a sequence falls back
-  to the random (subject) operator.
+  and other field kinds are refused with a ValueError naming the parameter. ``parameter_moves`` skips sequence
+  blocks (a record field is no parameter of its own): the subject's operator for the sequence turns the block's
+  attribution into moves (search.Mutator.directed; Donkey: simulator_service/donkey_track.py).
 
 ``decode`` inverts ``encode`` (numbers are unscaled, clipped into the domain, integers rounded; a one-hot block
 decodes to its largest entry), so ``decode(encode(v)) == v`` for every valid input up to float rounding.

@@ -34,16 +34,19 @@ Mutation:
 * saliency: captum Saliency of the failure score at the input, mapped back to parameters
   (encoding.Encoder.parameter_moves); the parameter with the largest attribution magnitude that can still
   move is changed: a number by U(0, scale * range) in the sign's direction (mutation.py ``mutate_towards``), a
-  discrete parameter to the choice with the largest first-order gain. When no attribution is usable (all zero)
-  or no directed move gives a valid input, the mutation falls back to the random one.
+  discrete parameter to the choice with the largest first-order gain; a parameter with its own ``directed``
+  operator (Donkey's track: one pair's command or value, notes section 2.7) gets its candidates from it. When no
+  attribution is usable (all zero) or no directed move gives a valid input, the mutation falls back to the
+  random one.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -213,19 +216,42 @@ class Mutator:
         return child
 
     def directed(self, values: TestInput, attribution: np.ndarray) -> TestInput | None:
-        """The saliency move (best valid one), or None when no move is usable."""
-        for move in self.surrogate.encoder.parameter_moves(attribution, values):
-            param = self.space[move.name]
-            tries = TRIALS if move.target is None else 1
-            for _ in range(tries):
-                child = dict(values)
-                if move.target is None:
-                    child[move.name] = mutate_towards(param, values[move.name], self.rng, move.direction, self.scale)
-                else:
-                    child[move.name] = move.target
-                if child[move.name] != values[move.name] and self.validity.ok(child):
+        """The saliency move (best valid one), or None when no move is usable.
+
+        Candidates come from the encoder's per-parameter moves and, for a parameter with its own ``directed``
+        operator (Donkey's track), from that operator fed with the parameter's slice of the attribution; they are
+        tried in order of attribution magnitude (a block's largest entry for an owned parameter).
+        """
+        g = np.asarray(attribution, dtype=np.float64).reshape(-1)
+        ranked: list[tuple[float, Callable[[], Iterator[TestInput]]]] = [
+            (move.score, functools.partial(self._scalar_children, values, move))
+            for move in self.surrogate.encoder.parameter_moves(g, values)]
+        for block in self.surrogate.encoder.blocks:
+            ops = self.validity.operators.get(block.param.name)
+            if ops is not None and ops.directed is not None and block.stop > block.start:
+                part = g[block.start:block.stop]
+                ranked.append((float(np.max(np.abs(part))),
+                               functools.partial(self._owned_children, values, block.param.name, ops, part)))
+        ranked.sort(key=lambda item: -item[0])  # stable: ties keep the encoder's order
+        for _, children in ranked:
+            for child in children():
+                if child != values and self.validity.ok(child):
                     return child
         return None
+
+    def _scalar_children(self, values: TestInput, move: Any) -> Iterator[TestInput]:
+        param = self.space[move.name]
+        for _ in range(TRIALS if move.target is None else 1):
+            child = dict(values)
+            if move.target is None:
+                child[move.name] = mutate_towards(param, values[move.name], self.rng, move.direction, self.scale)
+            else:
+                child[move.name] = move.target
+            yield child
+
+    def _owned_children(self, values: TestInput, name: str, ops: Any, part: np.ndarray) -> Iterator[TestInput]:
+        for value in ops.directed(values[name], part, self.rng):
+            yield {**values, name: value}
 
 
 def crossover(a: TestInput, b: TestInput, names: Sequence[str], rng: np.random.Generator,
