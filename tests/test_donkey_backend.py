@@ -22,6 +22,7 @@ from simulator_service.donkey_track import as_records, track_string
 from simulator_service.runner import Job, run_lockstep
 from simulator_service.subject import Subject, load_subjects
 from simulator_service.trace import TraceRecorder
+from cli.launcher import LocalSuite
 from tests.fake_donkey_sim import FakeDonkeySim
 
 # valid under the paper's rules; the toy car takes every curve (radius >= 11 m), so it reaches the end line
@@ -199,3 +200,23 @@ def test_one_car_per_simulator_endpoints_are_leased() -> None:
         assert drive(d)[2] and d.off_road and not c.off_road
         c.close()
         d.close()
+
+
+def test_the_simulator_service_describes_donkey_and_validates_tracks_over_grpc(suite: LocalSuite) -> None:
+    from common.generated.gauntlet.v1 import simulator_pb2, simulator_pb2_grpc
+    from common.server import client_channel
+    from common.space import ParameterSpace
+
+    sim = simulator_pb2_grpc.SimulatorServiceStub(client_channel(suite.endpoint("simulator")))
+    described = sim.DescribeEnvironment(simulator_pb2.DescribeEnvironmentRequest(subject="donkey"))  # no sim needed
+    assert described.summary.backend == "donkey" and list(described.observation_space.shape) == [120, 160, 3]
+    space = ParameterSpace.from_proto(described.parameter_space)
+    assert space["track"].kind == "sequence" and space["track"].max_length == 12
+    assert any("no turn over 170 deg" in c for c in space.constraints)
+    broken = [dict(r) for r in GENTLE]
+    broken[0] = {"command": "DY", "value": 10.0}
+    cases = [space.test_case_to_proto("ok", {"track": GENTLE}), space.test_case_to_proto("bad", {"track": broken})]
+    reply = sim.ValidateConfigs(simulator_pb2.ValidateConfigsRequest(subject="donkey", test_cases=cases))
+    ok, bad = reply.results
+    assert ok.valid and not bad.valid
+    assert "track: track[0] is DY: rule 1 (starts and ends with S)" in bad.violations[0]
