@@ -16,10 +16,15 @@ from typing import Any
 import numpy as np
 import yaml
 
-from agent_service.algorithms import algorithm_class, model_file_name
+from agent_service.algorithms import TABULAR, algorithm_class, model_file_name
 from common.errors import InvalidArgument, NotFound
+from common.spaces import flat_shape, unpack_observations
 
 DEFAULT_MODEL_ROOT = Path(__file__).parent / "zoo"
+# A served model only acts: an off-policy model saved with a replay buffer that needs its training env (HER
+# relabels goals through env.compute_reward) loads with a minimal plain buffer instead. Keys a model did not
+# save (e.g. PPO's) are ignored by Stable-Baselines3.
+SERVE_ONLY = {"replay_buffer_class": None, "replay_buffer_kwargs": {}, "buffer_size": 1}
 log = logging.getLogger("agent")
 
 
@@ -60,7 +65,8 @@ class ModelRegistry:
                     others = sorted(p.name for p in path.parent.glob("model.*"))
                     hint = f" (the folder holds {', '.join(others)}; is the algorithm right?)" if others else ""
                     raise NotFound(f"model {name!r} ({entry.algorithm}) is in the manifest but {path} is missing{hint}")
-                self._loaded[name] = algorithm_class(entry.algorithm).load(path, device="cpu")
+                extra = {} if entry.algorithm in TABULAR else {"custom_objects": SERVE_ONLY}
+                self._loaded[name] = algorithm_class(entry.algorithm).load(path, device="cpu", **extra)
             return self._loaded[name]
 
     def preload(self) -> None:
@@ -73,7 +79,7 @@ class ModelRegistry:
 
     def act(self, name: str, observations: np.ndarray) -> np.ndarray:
         model = self.load(name)
-        expected = tuple(model.observation_space.shape)
+        expected = flat_shape(model.observation_space)  # a Dict space arrives packed (common/spaces.py)
         if observations.ndim != len(expected) + 1 or tuple(observations.shape[1:]) != expected:
             raise InvalidArgument(
                 f"model {name!r} expects observations of shape (batch, {', '.join(map(str, expected))}), "
@@ -92,6 +98,9 @@ def _predict(model: Any, observations: np.ndarray) -> np.ndarray:
     """
     from gymnasium import spaces
 
+    if isinstance(model.observation_space, spaces.Dict):  # goal-conditioned (HER): restore the dict first
+        actions, _ = model.predict(unpack_observations(model.observation_space, observations), deterministic=True)
+        return np.asarray(actions)
     if not isinstance(model.observation_space, spaces.Box):  # e.g. Discrete: SB3 models and Q-tables alike
         actions, _ = model.predict(observations, deterministic=True)
         return np.asarray(actions)

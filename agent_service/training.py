@@ -133,7 +133,7 @@ def train(recipe: Recipe, out_dir: Path, timesteps: int | None = None,
             return build
 
         vec = DummyVecEnv([factory(r) for r in range(recipe.n_envs)])
-        params = dict(recipe.hyperparams)
+        params = replay_buffer_params(dict(recipe.hyperparams))
         policy = params.pop("policy", "MlpPolicy")
         model = algorithm_class(recipe.algorithm)(policy, vec, seed=recipe.seed, verbose=0, device="cpu", **params)
 
@@ -158,6 +158,25 @@ def train(recipe: Recipe, out_dir: Path, timesteps: int | None = None,
         "training_failures": log.failures,
         "file_bytes": (out_dir / MODEL_NAME).stat().st_size,
     }
+
+
+# Replay buffers a recipe may name (YAML holds names, not classes). HER relabels goals of a goal-conditioned
+# (Dict observation) subject: `replay_buffer_class: HerReplayBuffer`, `replay_buffer_kwargs:
+# {goal_selection_strategy: future, n_sampled_goal: 4}`, `policy: MultiInputPolicy`. The interaction log
+# is written by the env wrapper, so it is the same whatever the buffer.
+REPLAY_BUFFERS = ("HerReplayBuffer",)
+
+
+def replay_buffer_params(params: dict[str, Any]) -> dict[str, Any]:
+    """`params` with a named replay buffer class resolved; ValueError names an unknown one."""
+    name = params.get("replay_buffer_class")
+    if name is None:
+        return params
+    if name not in REPLAY_BUFFERS:
+        raise ValueError(f"hyperparams.replay_buffer_class {name!r} is not one of {', '.join(REPLAY_BUFFERS)}")
+    from stable_baselines3 import HerReplayBuffer
+
+    return {**params, "replay_buffer_class": HerReplayBuffer}
 
 
 def read_interaction_log(path: Path) -> list[dict[str, Any]]:

@@ -133,11 +133,35 @@ def _donkey_track(subject: Subject, options: Mapping[str, Any]) -> Injector:
     return inject
 
 
+def _parking_scene(subject: Subject, options: Mapping[str, Any]) -> Injector:
+    """Parking (GauntletParking-v0): the test case is the scene the env builds on reset (goal spot, parked cars,
+    ego position and heading; simulator_service/envs/parking.py). `flags` is the prefix of the 0/1 spot flags
+    (flag i = spot i+1)."""
+    from simulator_service.envs.parking import scene_from_values
+    from simulator_service.validators import flag_names
+
+    flags = flag_names(str(options.get("flags", "parked")), subject.space.names)
+    if not flags:
+        raise ValueError(f"subject {subject.name}: injector parking_scene finds no flags {options.get('flags')}_0..")
+
+    def inject(env: gym.Env, values: Mapping[str, ParamValue], seed: int | None) -> Any:
+        base = env.unwrapped
+        spots = 2 * base.config["spots_per_row"]  # type: ignore[attr-defined]
+        if len(flags) != spots:
+            raise ValueError(f"{subject.name}: {len(flags)} spot flags for a lot of {spots} spots")
+        base.scene = scene_from_values(values, flags)  # type: ignore[attr-defined]
+        obs, _ = env.reset(seed=seed)
+        return obs
+
+    return inject
+
+
 INJECTORS: dict[str, Callable[[Subject, Mapping[str, Any]], Injector]] = {
     "state_vector": _state_vector,
     "box2d_initial_force": _box2d_initial_force,
     "mujoco_pose_offset": _mujoco_pose_offset,
     "taxi_state": _taxi_state,
+    "parking_scene": _parking_scene,
     "donkey_track": _donkey_track,
     "terrain_obstacles": _terrain_obstacles,
 }

@@ -15,6 +15,7 @@ import gymnasium as gym
 import numpy as np
 
 from common.space import ParamValue
+from common.spaces import pack_observations
 from simulator_service.trace import TraceRecorder
 
 ActFn = Callable[[np.ndarray], np.ndarray]
@@ -132,7 +133,7 @@ def run_lockstep(
     def launch(group: int) -> None:
         active = [i for i in range(group, len(slots), groups) if slots[i].job is not None]
         if active:
-            actor.send(np.stack([slots[i].obs for i in active]))
+            actor.send(pack_observations([slots[i].obs for i in active]))
             in_flight.append(active)
 
     for i in range(len(slots)):

@@ -19,7 +19,7 @@ from common.generated.gauntlet.v1 import agent_pb2_grpc, common_pb2, simulator_p
 from common.seeding import derive_seed
 from common.server import client_channel
 from common.space import case_values
-from common.spaces import space_to_proto
+from common.spaces import pack_observation, space_to_proto
 from common.tensor import TensorError, from_tensor, to_tensor
 from simulator_service.agent_client import AgentStream, check_model_fits
 from simulator_service.backends import make_env
@@ -206,7 +206,7 @@ class SimulatorServicer(simulator_pb2_grpc.SimulatorServiceServicer):
                     env = make_env(subject)
                     obs, _ = env.reset(seed=request.open.seed, options={"values": values})
                     step = 0
-                    yield simulator_pb2.OpenSessionResponse(observation=to_tensor(np.asarray(obs)), step=step)
+                    yield simulator_pb2.OpenSessionResponse(observation=to_tensor(pack_observation(obs)), step=step)
                     continue
                 if env is None:
                     raise FailedPrecondition("the first command of a session must be 'open'")
@@ -217,7 +217,7 @@ class SimulatorServicer(simulator_pb2_grpc.SimulatorServiceServicer):
                         raise InvalidArgument(f"step.action: {exc}") from None
                     obs, reward, terminated, truncated, _ = env.step(action.item() if action.shape == () else action)
                     step += 1
-                    yield simulator_pb2.OpenSessionResponse(observation=to_tensor(np.asarray(obs)), reward=float(reward),
+                    yield simulator_pb2.OpenSessionResponse(observation=to_tensor(pack_observation(obs)), reward=float(reward),
                                                             terminated=terminated, truncated=truncated, step=step)
                 elif which == "snapshot":
                     snapshot_id = uuid.uuid4().hex

@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from common.spaces import pack_observation
 from simulator_service.subject import STANDARD_SIGNALS, Subject
 
 
@@ -31,7 +32,7 @@ class TraceRecorder:
     def step(self, env: Any, obs: np.ndarray, action: np.ndarray, reward: float) -> None:
         steps = self._steps
         if "observations" in steps:
-            steps["observations"].append(np.asarray(obs))
+            steps["observations"].append(pack_observation(obs))
         if "actions" in steps:
             steps["actions"].append(np.asarray(action))
         if "rewards" in steps:
@@ -43,7 +44,7 @@ class TraceRecorder:
     def finish(self, env: Any, final_obs: np.ndarray) -> dict[str, np.ndarray]:
         out = {name: np.stack(rows) if rows else np.zeros((0,)) for name, rows in self._steps.items()}
         if "final_observation" in self._want:
-            out["final_observation"] = np.asarray(final_obs)
+            out["final_observation"] = pack_observation(final_obs)
         for decl in self._custom:
             if decl.granularity == "episode":
                 out[decl.name] = env.signal(decl.attribute)

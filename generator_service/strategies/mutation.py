@@ -113,7 +113,10 @@ def mutate_one(space: ParameterSpace, values: Mapping[str, ParamValue], rng: np.
     """A copy of ``values`` with ONE parameter, chosen uniformly, mutated by its kind's operator.
 
     Indago's random mutation ("choosing among all parameters with equal probability"). A discrete parameter
-    always changes (p = 1) when it has another value; a number moves as in ``mutate_value``.
+    always changes (p = 1) when it has another value; a real moves as in ``mutate_value``; an integer moves by at
+    least one step, up or down with equal probability where both are possible (Indago's integer operators add
+    or subtract a random integer >= 1; the plain shift would never move a 0/1 flag such as Parking's parked
+    cars, whose mutation is then Indago's "add or remove a parked car").
     """
     if not space.parameters:
         return dict(values)
@@ -121,7 +124,12 @@ def mutate_one(space: ParameterSpace, values: Mapping[str, ParamValue], rng: np.
     if param.name not in values:
         raise ValueError(f"cannot mutate: parameter {param.name!r} is missing from the test input")
     out = dict(values)
-    out[param.name] = mutate_value(param, values[param.name], rng, scale=scale, p=1.0)
+    value = values[param.name]
+    if param.kind == "integer" and param.low != param.high:
+        up = [d for d in (-1, 1) if (d > 0 and value < param.high) or (d < 0 and value > param.low)]  # type: ignore[operator]
+        out[param.name] = mutate_towards(param, value, rng, up[int(rng.integers(len(up)))], scale=scale)
+    else:
+        out[param.name] = mutate_value(param, value, rng, scale=scale, p=1.0)
     return out
 
 
