@@ -256,3 +256,40 @@ def test_saliency_mutation_moves_the_pair_and_direction_the_gradient_names() -> 
     assert list(ops.directed(VALID, np.zeros(24), rng)) == []  # no usable attribution: random mutation decides
     with pytest.raises(ValueError, match="24 entries"):
         next(ops.directed(VALID, np.zeros(12), rng))
+
+
+def test_indago_end_to_end_on_tracks_log_surrogate_and_all_searches(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A synthetic Donkey training log (failing = a curve of 150 deg or more) -> a surrogate on the 24 features ->
+    Indago's searches and the sampling baseline ask only valid tracks."""
+    import gzip
+    import json
+
+    from generator_service.strategies import make_strategy
+    from generator_service.surrogates.model import TrainSettings
+    from generator_service.surrogates.training import TuningGrid, train_surrogate
+    from simulator_service.donkey_track import as_pairs, curves
+
+    subject = load_subjects()["donkey"]
+    rng = np.random.default_rng(0)
+
+    def hardest(values: dict) -> float:
+        return max(abs(t) for _, t in curves(as_pairs(values["track"])))
+
+    log = tmp_path / "training_log.jsonl.gz"
+    with gzip.open(log, "wt") as stream:
+        for i in range(160):
+            values = subject.sample(rng)
+            bad = hardest(values) >= 150
+            stream.write(json.dumps({"episode": i + 1, "timestep": 10 * i, "config": values, "reward": 0.0,
+                                     "verdict": "fail" if bad else "pass", "margin": -0.5 if bad else 0.5,
+                                     "steps": 10}) + "\n")
+    artifact = train_surrogate(log, subject.space, subject="donkey", kind="classifier", out_dir=tmp_path / "art",
+                               grid=TuningGrid("one", (5.0,), (1,), 1),
+                               settings=TrainSettings(learning_rate=3e-3, max_epochs=20))
+    fast = {"time_budget_s": 0, "max_iterations": 4, "neighbourhood": 8, "population": 8}
+    for setting in ("hc_sal+rnd", "ga_sal+fail"):  # saliency + HC; GA with crossover, failure seeds, reseeding
+        asked = make_strategy("indago", subject.space, 1, {"surrogate": str(artifact), "setting": setting,
+                                                           **fast}).ask(2)
+        assert all(subject.violations(a) == [] for a in asked), setting
+    sampled = make_strategy("indago_sampling", subject.space, 1, {"surrogate": str(artifact), "candidates": 20}).ask(2)
+    assert all(subject.violations(a) == [] for a in sampled)
