@@ -4,7 +4,9 @@ Campaigns are grouped by strategy. Per campaign: faults, distinct faults, tests 
 first failure, #BS / #FBS and input entropy. #BS/#FBS and entropy are computed on ONE grid and ONE
 scaling shared by every compared campaign (descriptor and input ranges over all of them), so the
 numbers compare across strategies — a per-campaign grid would give each strategy its own ruler.
-Per strategy: median and quartiles (the QD paper's summary), mean and sd. Each strategy against a
+Indago's failing-input cluster coverage and entropy (analysis_service/failure_clusters.py) cluster the
+failing inputs of the campaigns of one run (same seed) together. Per strategy: median and quartiles
+(the QD paper's summary), mean and sd. Each strategy against a
 baseline: Mann–Whitney U and Vargha–Delaney Â12 with its effect-size band (PRT's and QD's tests).
 
 A campaign without a failure has no first failure: its tests-to-first-failure counts as its number
@@ -47,6 +49,8 @@ METRICS: tuple[Metric, ...] = (
     Metric("behaviour_cells", "#BS (shared grid)", True, 0),
     Metric("failing_behaviour_cells", "#FBS (shared grid)", True, 0),
     Metric("input_entropy", f"input entropy (k={DIVERSITY_K}, shared scaling)", True, 3),
+    Metric("cluster_coverage", "failing-input cluster coverage % (Indago)", True, 1),
+    Metric("cluster_entropy", "failing-input cluster entropy % (Indago)", True, 1),
 )
 
 
@@ -66,6 +70,8 @@ class Outcome:
     behaviour_cells: int | None
     failing_behaviour_cells: int | None
     input_entropy: float | None
+    cluster_coverage: float | None = None  # Indago's, among the campaigns of the same run (cluster_runs)
+    cluster_entropy: float | None = None
 
 
 @dataclass(frozen=True)
@@ -127,6 +133,37 @@ def outcome(info: Mapping[str, Any], records: Sequence[ExecutionRecord], grid: S
                    float(m.seconds_to_first_failure if found else m.wall_seconds), bs, fbs, entropy)
 
 
+def cluster_runs(outcomes: Sequence[Outcome]) -> list[Any]:
+    """The experimental run of each campaign, for Indago's per-run clustering: its seed when every strategy ran
+    the same seeds, else its position among its strategy's campaigns (the i-th of each strategy together)."""
+    seeds: dict[str, list[Any]] = {}
+    for o in outcomes:
+        seeds.setdefault(o.strategy, []).append(o.seed)
+    same = len({tuple(sorted(map(str, v))) for v in seeds.values()}) == 1 and \
+        all(len(set(map(str, v))) == len(v) for v in seeds.values())
+    if same:
+        return [str(o.seed) for o in outcomes]
+    seen: dict[str, int] = {}
+    runs = []
+    for o in outcomes:
+        runs.append(seen.get(o.strategy, 0))
+        seen[o.strategy] = runs[-1] + 1
+    return runs
+
+
+def with_cluster_diversity(campaigns: Sequence[tuple[Mapping[str, Any], Sequence[ExecutionRecord]]],
+                           outcomes: Sequence[Outcome]) -> list[Outcome]:
+    """Outcomes with Indago's input coverage and entropy (analysis_service/failure_clusters.py): per run, the
+    failing inputs of every compared campaign clustered together (k capped at 30 here, for speed)."""
+    from dataclasses import replace
+
+    from analysis_service.failure_clusters import campaign_input_diversity
+
+    failing = [[r.values for r in records if r.verdict == "fail"] for _, records in campaigns]
+    scores = campaign_input_diversity(failing, cluster_runs(outcomes))
+    return [replace(o, cluster_coverage=c, cluster_entropy=h) for o, (c, h) in zip(outcomes, scores)]
+
+
 def summarize(values: Sequence[float | None]) -> dict[str, Any]:
     """n, median, quartiles (linear interpolation), mean, sd (n-1), min, max of the non-None values."""
     x = np.array([v for v in values if v is not None and math.isfinite(v)], dtype=float)
@@ -186,7 +223,7 @@ def build_comparison(campaigns: Sequence[tuple[Mapping[str, Any], Sequence[Execu
     if alternative not in ALTERNATIVES:
         raise ValueError(f"alternative must be one of {', '.join(ALTERNATIVES)}, got {alternative!r}")
     grid = shared_grid([records for _, records in campaigns])
-    outcomes = [outcome(info, records, grid) for info, records in campaigns]
+    outcomes = with_cluster_diversity(campaigns, [outcome(info, records, grid) for info, records in campaigns])
     groups: dict[str, list[Outcome]] = {}
     for o in outcomes:
         groups.setdefault(o.strategy, []).append(o)

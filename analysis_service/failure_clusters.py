@@ -330,3 +330,50 @@ def pad_trajectories(groups: Mapping[str, Sequence[np.ndarray]]) -> dict[str, np
             rows[i, :t.size] = t.reshape(-1)
         out[name] = rows
     return out
+
+
+# -- campaigns without a parameter space (the analysis service's comparison) -----------------------------
+def encode_inputs(rows: Sequence[Mapping[str, object]]) -> np.ndarray:
+    """Test inputs as feature rows when the parameter space is not at hand: each number (not bool) min-max
+    scaled over ``rows``, each bool 0/1, each string one-hot over the values seen; parameters missing from
+    some row, and lists or objects, are left out. Close to the surrogate's encoding, which scales by the
+    declared domain instead of the observed range."""
+    if not rows:
+        return np.zeros((0, 0))
+    names = sorted(set.intersection(*(set(r) for r in rows)))
+    columns: list[np.ndarray] = []
+    for name in names:
+        values = [r[name] for r in rows]
+        if all(isinstance(v, bool) for v in values):
+            columns.append(np.array(values, dtype=np.float64)[:, None])
+        elif all(isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) for v in values):
+            x = np.array(values, dtype=np.float64)
+            span = x.max() - x.min()
+            columns.append(((x - x.min()) / span if span > 0 else np.zeros_like(x))[:, None])
+        elif all(isinstance(v, str) for v in values):
+            choices = sorted(set(values))  # type: ignore[type-var]
+            columns.append(np.array([[1.0 if v == c else 0.0 for c in choices] for v in values]))
+    return np.hstack(columns) if columns else np.zeros((len(rows), 0))
+
+
+def campaign_input_diversity(failing: Sequence[Sequence[Mapping[str, object]]], pools: Sequence[object], *,
+                             clusterings: int = CLUSTERINGS, max_k: int | None = 30,
+                             seed: int = 0) -> list[tuple[float, float]]:
+    """(input coverage %, input entropy %) per campaign: the failing inputs of the campaigns that share a pool
+    key (an experimental run) are clustered together, each campaign scored on its own; features come from
+    ``encode_inputs`` over every campaign's failing inputs (one scaling for all)."""
+    if len(failing) != len(pools):
+        raise ValueError(f"{len(failing)} campaigns but {len(pools)} pool keys")
+    flat = [row for rows in failing for row in rows]
+    features = encode_inputs(flat)
+    starts = np.cumsum([0] + [len(rows) for rows in failing])
+    out: list[tuple[float, float]] = [(0.0, 0.0)] * len(failing)
+    for key in dict.fromkeys(pools):
+        members = [i for i, p in enumerate(pools) if p == key]
+        groups = {str(i): features[starts[i]:starts[i + 1]] for i in members}
+        if features.shape[1] == 0:
+            groups = {k: np.zeros((len(v), 1)) for k, v in groups.items()}
+        result = cluster_diversity(groups, clusterings=clusterings, max_k=max_k, seed=seed)
+        for i in members:
+            out[i] = (result.coverage[str(i)], result.entropy[str(i)])
+    return out

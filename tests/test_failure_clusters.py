@@ -109,3 +109,29 @@ def test_wide_points_cluster_like_their_low_dimensional_span() -> None:
     result = cluster_diversity({"a": a, "b": b}, clusterings=2)
     assert result.k == 2 and result.coverage == pytest.approx({"a": 50.0, "b": 50.0})
     assert not math.isnan(result.entropy["a"])
+
+
+def test_inputs_without_a_space_are_encoded_like_the_surrogate_does() -> None:
+    from analysis_service.failure_clusters import encode_inputs
+
+    rows = [{"x": 0.0, "mode": "a", "on": True, "n": 2}, {"x": 5.0, "mode": "b", "on": False, "n": 2},
+            {"x": 10.0, "mode": "a", "on": True, "n": 2, "extra": 1.0}]
+    # sorted names: mode (one-hot a, b), n (constant -> 0), on (0/1), x (scaled); "extra" is not in every row
+    assert encode_inputs(rows).tolist() == [[1, 0, 0, 1, 0.0], [0, 1, 0, 0, 0.5], [1, 0, 0, 1, 1.0]]
+
+
+def test_comparison_scores_each_campaign_within_its_run() -> None:
+    from analysis_service.comparison import build_comparison
+    from analysis_service.metrics import ExecutionRecord
+
+    def campaign(strategy: str, seed: int, centre: float) -> tuple[dict, list[ExecutionRecord]]:
+        pts = blob((centre, centre), 6, seed)
+        records = [ExecutionRecord(i + 1, {"x": float(p[0]), "y": float(p[1])}, "fail", -1.0, 5, 0.0, 0.1)
+                   for i, p in enumerate(pts)]
+        return {"campaign_id": f"{strategy}-{seed}", "strategy": strategy, "seed": seed}, records
+
+    runs = [campaign("left", s, 0.0) for s in (1, 2)] + [campaign("right", s, 5.0) for s in (1, 2)]
+    report = build_comparison(runs, baseline="left")
+    assert [c["cluster_coverage"] for c in report["campaigns"]] == pytest.approx([50.0] * 4)
+    assert [c["cluster_entropy"] for c in report["campaigns"]] == pytest.approx([0.0] * 4)
+    assert {m["key"] for m in report["metrics"]} >= {"cluster_coverage", "cluster_entropy"}

@@ -1,0 +1,594 @@
+"""Replicates Indago's Table 2 (failures and their input/output diversity) on one Gauntlet subject and zoo agent.
+
+What it does, for one subject (paper: "Testing of Deep Reinforcement Learning Agents with Surrogate Models",
+Sec. 5-6; shared/notes/000):
+
+1. takes the surrogate failure predictor of the subject's zoo model: trained from the model's training log on
+   the `--grid` tuning grid (`gauntlet surrogate train`), or loaded from the cache under runs/surrogates/bench/
+   when the same log was used before;
+2. for each run r = 1..N and each approach (random, sampling, the 8 Indago settings hc_rnd ... ga_sal+fail,
+   train. fail. replay) runs a campaign of T = `--configs` inputs through the real services with seed r,
+   counts its failures, keeps its failing inputs, and re-runs the failing inputs with the same episode seeds
+   to record their trajectories (the campaign store keeps verdicts, not traces);
+3. per run, clusters the failing inputs of all approaches together (encoded as the surrogate encodes them:
+   numbers min-max scaled by their domain, choices one-hot) and, separately, their failing trajectories
+   (zero-padded to the longest), and scores each approach's coverage and entropy (analysis_service/
+   failure_clusters.py: k-means, silhouette with the 20 % rule, 10 clusterings averaged);
+4. prints a Table-2-style table (mean over runs) beside the paper's numbers, one-sided Mann-Whitney U p and
+   Vargha-Delaney A12 of each Indago setting against random and against sampling (is the setting greater?),
+   Gini purity of train. fail. against hc_sal+fail and ga_sal+fail (the paper's Table 5 pairs), and writes
+   results/indago_table2_<subject>.{md,json}.
+
+It ends with exactly two lines, the best Indago setting (most failures on average) against the baselines:
+
+    indago_vs_random_failures=<best setting's mean failures / random's mean failures>
+    indago_vs_sampling_failures=<best setting's mean failures / sampling's mean failures>
+
+When a baseline found no failure in any run, that ratio is (best + 1) / (baseline + 1) instead, and a line
+before the last two says so.
+
+Stochastic subjects (DescribeEnvironment says not deterministic) run each input 10 times and count it failing
+when more than half of the runs fail (the paper's "> 0.5"); their trajectory is the mean of the failing runs'.
+
+    python bench/replicate_indago.py --subject lunarlander --runs 10
+    python bench/replicate_indago.py --subject parking --runs 10
+    python bench/replicate_indago.py --subject cartpole --runs 1 --configs 5 --approaches random,hc_rnd  # smoke
+"""
+
+from __future__ import annotations
+
+import os
+
+# The clustering's small matrix products are slower with several BLAS threads on a shared machine.
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import statistics  # noqa: E402
+import sys  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
+from concurrent.futures import Future, ThreadPoolExecutor  # noqa: E402
+from dataclasses import asdict, dataclass, field  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any, Callable, Mapping, Sequence  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+
+from analysis_service.failure_clusters import (cluster_diversity, gini_purity, mean_trajectory,  # noqa: E402
+                                               pad_trajectories)
+from analysis_service.statistics import compare  # noqa: E402
+from bench.campaigns import Clients, failing_traces, temporary_suite  # noqa: E402
+from bench.common import campaign_executions, run_campaign  # noqa: E402
+from common.generated.gauntlet.v1 import oracle_pb2, simulator_pb2  # noqa: E402
+from common.space import ParameterSpace, value_from_proto  # noqa: E402
+from generator_service.config import CampaignConfig  # noqa: E402
+from generator_service.strategies.indago import SETTINGS  # noqa: E402
+
+# approach name -> (strategy, needs the surrogate); the paper's row order, train. fail. last (Table 5's baseline)
+APPROACHES: dict[str, tuple[str, bool]] = {
+    "random": ("random", False),
+    "sampling": ("indago_sampling", True),
+    **{name: ("indago", True) for name in SETTINGS},
+    "train_fail": ("train_fail_replay", True),
+}
+METRICS = ("failures", "in_coverage", "in_entropy", "out_coverage", "out_entropy")
+HEADERS = ("#F", "InC", "InE", "OutC", "OutE")
+GINI_PAIRS = ("hc_sal+fail", "ga_sal+fail")  # Table 5: train. fail. against these two
+
+# Paper Table 2 (10-run means: #F, InC, InE, OutC, OutE) per case study; train. fail.'s #F from Table 5.
+PAPER_TABLE2: dict[str, dict[str, tuple[float, ...]]] = {
+    "Parking": {"random": (1, 55.00, 18.37, 31.94, 12.13), "sampling": (13, 50.00, 0.00, 41.10, 22.91),
+                "hc_rnd": (4, 75.00, 41.54, 44.72, 26.90), "hc_fail": (5, 85.00, 64.87, 45.45, 33.95),
+                "hc_sal+rnd": (6, 90.00, 57.37, 48.01, 31.59), "hc_sal+fail": (13, 100.00, 93.23, 66.03, 58.91),
+                "ga_rnd": (6, 55.00, 5.44, 43.39, 25.68), "ga_fail": (11, 50.00, 0.00, 46.55, 29.64),
+                "ga_sal+rnd": (8, 60.00, 10.31, 47.73, 29.77), "ga_sal+fail": (27, 55.00, 2.01, 51.95, 29.22),
+                "train_fail": (31,)},
+    "Humanoid": {"random": (1, 16.08, 0.00, 30.00, 0.00), "sampling": (1, 14.72, 12.62, 25.00, 0.00),
+                 "hc_rnd": (1, 29.57, 19.03, 40.00, 0.00), "hc_fail": (2, 27.37, 18.00, 50.00, 16.23),
+                 "hc_sal+rnd": (4, 59.73, 61.32, 95.00, 77.75), "hc_sal+fail": (3, 56.98, 55.66, 80.00, 53.70),
+                 "ga_rnd": (2, 35.95, 31.21, 55.00, 29.18), "ga_fail": (2, 24.99, 12.90, 63.50, 43.48),
+                 "ga_sal+rnd": (1, 23.87, 17.45, 40.00, 19.52), "ga_sal+fail": (4, 38.11, 24.99, 75.00, 44.04),
+                 "train_fail": (1,)},
+    "Driving": {"random": (1, 10.00, 0.00, 10.00, 0.00), "sampling": (5, 80.00, 54.97, 75.00, 37.50),
+                "hc_rnd": (3, 65.00, 23.80, 56.00, 10.11), "hc_fail": (4, 90.00, 73.61, 95.00, 77.20),
+                "hc_sal+rnd": (2, 60.00, 28.37, 60.00, 26.48), "hc_sal+fail": (11, 100.00, 83.80, 100.00, 86.69),
+                "ga_rnd": (6, 90.00, 72.00, 80.00, 52.86), "ga_fail": (22, 90.00, 85.63, 70.00, 19.16),
+                "ga_sal+rnd": (5, 83.00, 59.70, 60.00, 17.22), "ga_sal+fail": (42, 100.00, 97.61, 70.00, 12.73),
+                "train_fail": (13,)},
+}
+# Table 5 Gini purity (%) of train. fail. against the setting: (input, output)
+PAPER_GINI: dict[str, dict[str, tuple[float, float]]] = {
+    "Parking": {"hc_sal+fail": (60.48, 66.93), "ga_sal+fail": (81.55, 81.54)},
+    "Humanoid": {"hc_sal+fail": (83.42, 87.40), "ga_sal+fail": (89.84, 89.41)},
+    "Driving": {"hc_sal+fail": (53.84, 53.23), "ga_sal+fail": (72.76, 69.63)},
+}
+
+
+def paper_case(subject: str) -> str | None:
+    """The paper's case study a subject stands for, if any."""
+    if subject.startswith("parking"):
+        return "Parking"
+    if subject == "humanoid_indago":
+        return "Humanoid"
+    if "donkey" in subject:
+        return "Driving"
+    return None
+
+
+# The trajectory clustered for output diversity: (signal, columns of it or None = all, what it is).
+# The paper clusters positions over time (Parking, Driving: the vehicle's x, y; Humanoid: the torso height).
+OUTPUT_SIGNALS: dict[str, tuple[str, tuple[int, ...] | None, str]] = {
+    "parking": ("ego_xy", None, "ego (x, y) in metres per step (the paper's vehicle trajectory)"),
+    "humanoid_indago": ("torso_z", None, "torso height per step (the paper's)"),
+    "humanoid": ("torso_z", None, "torso height per step (the paper's)"),
+    "lunarlander": ("observations", (0, 1), "lander position (x, y): observation[0:2] per step"),
+    "lunarlander_continuous": ("observations", (0, 1), "lander position (x, y): observation[0:2] per step"),
+    "lunarlander_qd": ("observations", (0, 1), "lander position (x, y): observation[0:2] per step"),
+    "lunarlander_continuous_qd": ("observations", (0, 1), "lander position (x, y): observation[0:2] per step"),
+    "cartpole": ("observations", (0,), "cart position x: observation[0] per step"),
+    "mountaincar": ("observations", (0,), "car position: observation[0] per step"),
+    "mountaincar_continuous": ("observations", (0,), "car position: observation[0] per step"),
+}
+FALLBACK_SIGNAL = ("observations", None, "the whole observation per step (no position trace declared)")
+
+
+def output_signal(subject: str, declared: Sequence[simulator_pb2.SignalInfo]) -> tuple[str, tuple[int, ...] | None, str]:
+    """The known trajectory signal of ``subject``; else a declared per-step signal named like a position; else
+    the whole observation (FALLBACK_SIGNAL)."""
+    if subject in OUTPUT_SIGNALS:
+        return OUTPUT_SIGNALS[subject]
+    for info in declared:
+        if info.granularity == "step" and any(w in info.name for w in ("xy", "pos", "traj")):
+            return info.name, None, f"{info.name}: {info.description}"
+    return FALLBACK_SIGNAL
+
+
+# -- the experiment ---------------------------------------------------------------------------------------
+@dataclass
+class BenchSpec:
+    subject: str
+    model: str
+    surrogate: Path
+    runs: int = 10
+    configs: int = 100
+    approaches: tuple[str, ...] = tuple(APPROACHES)
+    repetitions: int | None = None  # None: 1 for deterministic subjects, 10 otherwise (the paper's)
+    batch: int = 25
+    concurrency: int = 2
+    clusterings: int = 10
+    max_k: int | None = None
+    search_params: dict[str, Any] = field(default_factory=dict)
+    output_signal: str | None = None  # None: output_signal()
+
+
+@dataclass
+class ApproachRun:
+    approach: str
+    run: int
+    campaign_id: str
+    executions: int
+    failures: int
+    stop_reason: str
+    wall_seconds: float
+    failing_inputs: list[dict[str, Any]]
+    trajectories: list[np.ndarray]
+    replay_mismatches: int  # failures whose re-run did not fail (non-determinism)
+
+
+def strategy_for(approach: str, surrogate: Path, search_params: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    strategy, needs = APPROACHES[approach]
+    params: dict[str, Any] = {"surrogate": str(surrogate)} if needs else {}
+    if strategy == "indago":
+        params.update(setting=approach, **search_params)
+    elif strategy == "indago_sampling" and "time_budget_s" in search_params:
+        params["time_budget_s"] = search_params["time_budget_s"]
+    return strategy, params
+
+
+def run_approach(clients: Clients, spec: BenchSpec, approach: str, run: int, space: ParameterSpace, oracle: str,
+                 repetitions: int, signal: str, columns: tuple[int, ...] | None) -> ApproachRun:
+    strategy, params = strategy_for(approach, spec.surrogate, spec.search_params)
+    config = CampaignConfig(name=f"indago-table2-{spec.subject}-{approach}-run{run}", subject=spec.subject,
+                            model=spec.model, strategy=strategy, strategy_params=params, seed=run,
+                            budget={"max_executions": spec.configs}, batch_size=min(spec.batch, spec.configs),
+                            parallelism=min(spec.batch, spec.configs, 64), repetitions=repetitions)
+    status = run_campaign(clients.generator, config)
+    rows = campaign_executions(clients.generator, status.campaign_id)
+    failing = [(e.test_case.id, {k: value_from_proto(v) for k, v in e.test_case.values.items()})
+               for e in rows if e.verdict == oracle_pb2.VERDICT_KIND_FAIL]
+    traces = failing_traces(clients, subject=spec.subject, model=spec.model, oracle=oracle, seed=run,
+                            repetitions=repetitions, space=space, cases=failing, signal=signal,
+                            request_id=f"{status.campaign_id}/traces")
+    trajectories, mismatches = [], 0
+    for cid, _ in failing:
+        reps = traces.get(cid) or []
+        if not reps:
+            mismatches += 1  # the re-run passed: counted, and the failure has no trajectory to cluster
+            continue
+        mean = mean_trajectory([np.asarray(t, dtype=float).reshape(len(t), -1) for t in reps])
+        trajectories.append(mean if columns is None else mean[:, list(columns)])
+    return ApproachRun(approach, run, status.campaign_id, int(status.executions), int(status.failures),
+                       status.stop_reason, float(status.wall_seconds), [v for _, v in failing], trajectories,
+                       mismatches)
+
+
+def run_diversity(spec: BenchSpec, encoder: Any, results: Mapping[str, ApproachRun], run: int) -> dict[str, Any]:
+    """Coverage/entropy of every approach in one run, and the Gini purity of the Table 5 pairs."""
+    inputs = {a: (encoder.encode_many(r.failing_inputs) if r.failing_inputs else np.zeros((0, encoder.n_features)))
+              for a, r in results.items()}
+    outputs = pad_trajectories({a: r.trajectories for a, r in results.items()})
+    kw = dict(clusterings=spec.clusterings, seed=run, max_k=spec.max_k)
+    din = cluster_diversity(inputs, **kw)
+    dout = cluster_diversity(outputs, **kw)
+    gini: dict[str, dict[str, float | None]] = {}
+    if "train_fail" in results:
+        for other in GINI_PAIRS:
+            if other in results:
+                pair = pad_trajectories({"t": results["train_fail"].trajectories, "o": results[other].trajectories})
+                gini[other] = {"input": gini_purity(inputs["train_fail"], inputs[other], **kw),
+                               "output": gini_purity(pair["t"], pair["o"], **kw)}
+    return {"in": din, "out": dout, "gini": gini}
+
+
+def replicate(clients: Clients, spec: BenchSpec, say: Callable[[str], None] = print,
+              advance: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Runs the whole experiment on a running suite; returns per-run records and the summary (module docstring)."""
+    from generator_service.surrogates.encoding import Encoder
+
+    unknown = [a for a in spec.approaches if a not in APPROACHES]
+    if unknown:
+        raise ValueError(f"unknown approach {', '.join(unknown)}; known: {', '.join(APPROACHES)}")
+    info = clients.simulator.DescribeEnvironment(simulator_pb2.DescribeEnvironmentRequest(subject=spec.subject),
+                                                 timeout=60)
+    space = ParameterSpace.from_proto(info.parameter_space)
+    encoder = Encoder(space)
+    repetitions = spec.repetitions or (1 if info.deterministic else 10)
+    signal, columns, what = output_signal(spec.subject, info.signals)
+    if spec.output_signal:
+        signal, columns, what = spec.output_signal, None, f"{spec.output_signal} (given with --output-signal)"
+    if signal not in {"observations", "actions", "rewards"} | {s.name for s in info.signals}:
+        raise ValueError(f"subject {spec.subject} records no signal {signal!r}; it records "
+                         f"{', '.join(['observations', 'actions', 'rewards'] + [s.name for s in info.signals])}")
+    say(f"subject {spec.subject} ({spec.model}): {'deterministic' if info.deterministic else 'stochastic'}, "
+        f"{repetitions} execution(s) per input; output trajectory = {what}")
+    started = time.perf_counter()
+    runs: list[dict[str, Any]] = []
+    lock = threading.Lock()
+
+    def job(approach: str, run: int) -> ApproachRun:
+        result = run_approach(clients, spec, approach, run, space, info.default_oracle, repetitions, signal, columns)
+        if advance:
+            with lock:
+                advance(f"run {run} {approach}: {result.failures} failures")
+        return result
+
+    with ThreadPoolExecutor(max_workers=max(1, spec.concurrency)) as pool:
+        futures: dict[int, dict[str, Future[ApproachRun]]] = {
+            r: {a: pool.submit(job, a, r) for a in spec.approaches} for r in range(1, spec.runs + 1)}
+        for r, jobs in futures.items():
+            results = {a: f.result() for a, f in jobs.items()}
+            t = time.perf_counter()
+            div = run_diversity(spec, encoder, results, r)
+            cluster_s = time.perf_counter() - t
+            record = {"run": r, "cluster_seconds": round(cluster_s, 2), "input_k": div["in"].k,
+                      "output_k": div["out"].k, "gini": div["gini"], "approaches": {}}
+            for a, res in results.items():
+                record["approaches"][a] = {
+                    "campaign_id": res.campaign_id, "executions": res.executions, "failures": res.failures,
+                    "stop_reason": res.stop_reason, "campaign_seconds": round(res.wall_seconds, 2),
+                    "replay_mismatches": res.replay_mismatches,
+                    "in_coverage": div["in"].coverage[a], "in_entropy": div["in"].entropy[a],
+                    "out_coverage": div["out"].coverage[a], "out_entropy": div["out"].entropy[a]}
+            runs.append(record)
+            say(f"run {r}/{spec.runs}: " + ", ".join(f"{a} {res.failures}" for a, res in results.items())
+                + f" failures; k* in {div['in'].k:.1f} / out {div['out'].k:.1f}; clustering {cluster_s:.1f} s; "
+                f"elapsed {time.perf_counter() - started:.0f} s")
+    return {"spec": {**asdict(spec), "surrogate": str(spec.surrogate)}, "repetitions": repetitions,
+            "deterministic": bool(info.deterministic), "output_signal": {"signal": signal, "columns": columns,
+                                                                          "what": what},
+            "runs": runs, "summary": summarise(runs, spec.approaches),
+            "experiment_seconds": round(time.perf_counter() - started, 1)}
+
+
+# -- summary ----------------------------------------------------------------------------------------------
+def summarise(runs: Sequence[Mapping[str, Any]], approaches: Sequence[str]) -> dict[str, Any]:
+    """Means over runs per approach, and each Indago setting against random and sampling (one-sided: greater)."""
+    values = {a: {m: [float(r["approaches"][a][m]) for r in runs] for m in METRICS} for a in approaches}
+    means = {a: {m: statistics.mean(v) for m, v in ms.items()} for a, ms in values.items()}
+    sds = {a: {m: statistics.pstdev(v) for m, v in ms.items()} for a, ms in values.items()}
+    tests: dict[str, dict[str, dict[str, dict[str, float | str]]]] = {}
+    for a in approaches:
+        if a not in SETTINGS:
+            continue
+        for base in ("random", "sampling"):
+            if base in values:
+                tests.setdefault(a, {})[base] = {}
+                for m in METRICS:
+                    c = compare(values[a][m], values[base][m], alternative="greater")
+                    tests[a][base][m] = {"p": c.p_value, "a12": c.a12, "effect": c.effect}
+    gini: dict[str, dict[str, float | None]] = {}
+    for other in GINI_PAIRS:
+        cells = [r["gini"][other] for r in runs if other in r.get("gini", {})]
+        if cells:
+            gini[other] = {kind: _mean_or_none([c[kind] for c in cells]) for kind in ("input", "output")}
+    return {"values": values, "means": means, "sds": sds, "tests": tests, "gini": gini}
+
+
+def _mean_or_none(xs: Sequence[float | None]) -> float | None:
+    kept = [x for x in xs if x is not None]
+    return statistics.mean(kept) if kept else None
+
+
+def failure_ratios(summary: Mapping[str, Any]) -> tuple[str, dict[str, float], list[str]]:
+    """(best Indago setting, {baseline: ratio}, notes): best mean failures over each baseline's, smoothed
+    (x + 1) / (y + 1) when the baseline's mean is 0 (then a note says so)."""
+    means = summary["means"]
+    settings = [a for a in SETTINGS if a in means]
+    if not settings:
+        raise ValueError("no Indago setting was run: the ratios need at least one")
+    best = max(settings, key=lambda a: (means[a]["failures"], -list(SETTINGS).index(a)))
+    x = means[best]["failures"]
+    ratios, notes = {}, []
+    for base in ("random", "sampling"):
+        if base not in means:
+            continue
+        y = means[base]["failures"]
+        if y > 0:
+            ratios[base] = x / y
+        else:
+            ratios[base] = (x + 1.0) / (y + 1.0)
+            notes.append(f"note: {base} found no failure in any run, so indago_vs_{base}_failures is smoothed: "
+                         f"(best + 1) / ({base} + 1) = ({x:.2f} + 1) / ({y:.2f} + 1)")
+    return best, ratios, notes
+
+
+def _cell(v: float | None, digits: int = 2) -> str:
+    return "-" if v is None else f"{v:.{digits}f}"
+
+
+def render(result: Mapping[str, Any], surrogate_meta: Mapping[str, Any], wall: float) -> str:
+    spec, summary = result["spec"], result["summary"]
+    case = paper_case(spec["subject"])
+    paper = PAPER_TABLE2.get(case or "", {})
+    approaches = list(spec["approaches"])
+    held = (surrogate_meta.get("metrics") or {}).get("held_out") or {}
+    lines = [
+        f"Indago Table 2 replication on `{spec['subject']}` ({spec['model']}): {spec['runs']} runs x "
+        f"{len(approaches)} approaches x {spec['configs']} inputs, {result['repetitions']} execution(s) per input",
+        "",
+        f"Surrogate: {spec['surrogate']} ({surrogate_meta.get('grid', {}).get('name', '?')} grid; filter "
+        f"{surrogate_meta.get('filter_percent')} %, {surrogate_meta.get('layers')} layer(s); held-out precision "
+        f"{_cell(100 * held['precision'] if held.get('precision') is not None else None, 1)} %, recall "
+        f"{_cell(100 * held['recall'] if held.get('recall') is not None else None, 1)} %). "
+        f"Output trajectory: {result['output_signal']['what']}. "
+        f"Search: {json.dumps(spec['search_params']) if spec['search_params'] else 'strategy defaults'}.",
+        "",
+        f"Means over runs (ours) and the paper's Table 2 for {case or 'no matching case study'} "
+        "(train. fail.: #F from Table 5):",
+        "",
+        "| approach | " + " | ".join(HEADERS) + " | paper " + " | paper ".join(HEADERS) + " |",
+        "|---|" + "---|" * (2 * len(HEADERS)),
+    ]
+    for a in approaches:
+        m, sd = summary["means"][a], summary["sds"][a]
+        ours = [f"{m['failures']:.1f} ± {sd['failures']:.1f}"] + [_cell(m[k]) for k in METRICS[1:]]
+        ref = list(paper.get(a, ()))
+        theirs = [(f"{v:g}" if i == 0 else f"{v:.2f}") for i, v in enumerate(ref)] + ["-"] * (len(HEADERS) - len(ref))
+        lines.append(f"| {a} | " + " | ".join(ours) + " | " + " | ".join(theirs) + " |")
+    for base in ("random", "sampling"):
+        rows = [(a, t[base]) for a, t in summary["tests"].items() if base in t]
+        if not rows:
+            continue
+        lines += ["", f"Each Indago setting against {base}: one-sided Mann-Whitney U p (is the setting greater?) "
+                      "and Vargha-Delaney Â12 (P(setting > " + base + "))", "",
+                  "| setting | " + " | ".join(HEADERS) + " |", "|---|" + "---|" * len(HEADERS)]
+        for a, cells in rows:
+            lines.append(f"| {a} | " + " | ".join(f"p={cells[m]['p']:.3f}, Â={cells[m]['a12']:.2f}"
+                                                  for m in METRICS) + " |")
+    if summary["gini"]:
+        ref = PAPER_GINI.get(case or "", {})
+        lines += ["", "Gini purity (%) of train. fail.'s failures against the setting's (Table 5; 100 = no cluster "
+                      "mixes them, 50 = fully mixed):", "",
+                  "| pair | input (ours) | output (ours) | input (paper) | output (paper) |", "|---|---|---|---|---|"]
+        for other, g in summary["gini"].items():
+            p = ref.get(other)
+            lines.append(f"| train. fail. vs {other} | {_cell(g['input'])} | {_cell(g['output'])} | "
+                         f"{_cell(p[0]) if p else '-'} | {_cell(p[1]) if p else '-'} |")
+    k_in = statistics.mean(r["input_k"] for r in result["runs"])
+    k_out = statistics.mean(r["output_k"] for r in result["runs"])
+    mism = sum(a["replay_mismatches"] for r in result["runs"] for a in r["approaches"].values())
+    lines += ["", f"Mean k* per run: inputs {k_in:.1f}, outputs {k_out:.1f}. Failures whose re-run for the "
+                  f"trajectory did not fail: {mism}. Wall time {wall / 60:.1f} min (experiment "
+                  f"{result['experiment_seconds'] / 60:.1f} min)."]
+    return "\n".join(lines)
+
+
+# -- surrogate --------------------------------------------------------------------------------------------
+def cached_surrogate(model: str, grid: str, say: Callable[[str], None] = print,
+                     root: Path = ROOT / "runs" / "surrogates" / "bench") -> Path:
+    """The classifier for ``model`` trained on ``grid``, from the cache when its log is unchanged."""
+    from generator_service.surrogates.dataset import file_sha256
+    from generator_service.surrogates.training import train_zoo_surrogate, zoo_model
+
+    _, log = zoo_model(model)
+    if not log.exists():
+        raise ValueError(f"model {model} has no training log at {log}: Indago's surrogate learns from it")
+    out = root / f"{model}-classifier-{grid}-{file_sha256(log)[:12]}"
+    if (out / "surrogate.json").exists():
+        say(f"surrogate: cached {out}")
+        return out
+    say(f"surrogate: training a classifier for {model} on the {grid} grid ...")
+    t = time.perf_counter()
+    train_zoo_surrogate(model, kind="classifier", grid=grid, out_dir=out)
+    say(f"surrogate: {out} ({time.perf_counter() - t:.0f} s)")
+    return out
+
+
+def zoo_model_for(subject: str) -> str:
+    """The first zoo model (manifest order) trained for ``subject``."""
+    import yaml
+
+    manifest = ROOT / "agent_service" / "zoo" / "manifest.yaml"
+    models = (yaml.safe_load(manifest.read_text()) or {}).get("models") or {}
+    for name, entry in models.items():
+        if entry.get("subject") == subject:
+            return str(name)
+    raise ValueError(f"no zoo model for subject {subject!r} in {manifest}; models exist for "
+                     f"{', '.join(sorted({str(e.get('subject')) for e in models.values()}))} (or pass --model)")
+
+
+# -- command line -----------------------------------------------------------------------------------------
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--subject", required=True, help="a subject with a zoo model and its training log "
+                        "(e.g. parking, lunarlander, cartpole)")
+    parser.add_argument("--model", help="zoo model (default: the manifest's first model for the subject)")
+    parser.add_argument("--runs", type=int, default=10, help="repetitions of every approach (paper: 10)")
+    parser.add_argument("--configs", type=int, default=100, help="inputs per campaign, T (paper: 100)")
+    parser.add_argument("--grid", choices=("tiny", "small", "paper"), default="small",
+                        help="surrogate tuning grid (tiny 2 runs, small 18, paper 360; default small)")
+    parser.add_argument("--surrogate", type=Path, help="use this surrogate artifact instead of the cached/trained one")
+    parser.add_argument("--approaches", default=",".join(APPROACHES),
+                        help="comma-separated subset (default: all 11: " + ", ".join(APPROACHES) + ")")
+    parser.add_argument("--repetitions", type=int, help="executions per input (default: 1 if the subject is "
+                        "deterministic, else 10 with a majority verdict)")
+    parser.add_argument("--max-iterations", type=int, help="Indago search: neighbourhoods / generations per input "
+                        "(strategy default 100)")
+    parser.add_argument("--time-budget", type=float, help="Indago and sampling: wall-clock seconds per input, the "
+                        "paper's B (default off: inputs then depend on the seed only)")
+    parser.add_argument("--batch", type=int, default=25, help="inputs asked of a strategy at once (default 25)")
+    parser.add_argument("--concurrency", type=int, default=2, help="campaigns running at once (default 2: one "
+                        "searches while another simulates)")
+    parser.add_argument("--clusterings", type=int, default=10, help="k-means clusterings averaged (paper: 10)")
+    parser.add_argument("--max-k", type=int, help="largest k tried (default: none, up to n - 1, as the paper)")
+    parser.add_argument("--output-signal", help="trajectory signal to cluster (default: the subject's position "
+                        "trace, see OUTPUT_SIGNALS)")
+    parser.add_argument("--out", type=Path, default=ROOT / "results", help="folder for indago_table2_<subject>.*")
+    args = parser.parse_args(argv)
+    for name, low in (("runs", 1), ("configs", 1), ("batch", 1), ("concurrency", 1), ("clusterings", 1)):
+        if getattr(args, name) < low:
+            parser.error(f"--{name} must be >= {low}, got {getattr(args, name)}")
+    if args.repetitions is not None and not 1 <= args.repetitions <= 100:
+        parser.error(f"--repetitions must be in [1, 100], got {args.repetitions}")
+    if args.max_iterations is not None and args.max_iterations < 1:
+        parser.error(f"--max-iterations must be >= 1, got {args.max_iterations}")
+    if args.time_budget is not None and args.time_budget < 0:
+        parser.error(f"--time-budget must be >= 0, got {args.time_budget}")
+    if args.max_k is not None and args.max_k < 2:
+        parser.error(f"--max-k must be >= 2, got {args.max_k}")
+    approaches = [a.strip() for a in args.approaches.split(",") if a.strip()]
+    unknown = [a for a in approaches if a not in APPROACHES]
+    if unknown:
+        parser.error(f"--approaches: unknown {', '.join(unknown)}; known: {', '.join(APPROACHES)}")
+    if not any(a in SETTINGS for a in approaches) or not {"random", "sampling"} & set(approaches):
+        parser.error("--approaches needs at least one Indago setting and random or sampling (the final ratios)")
+    args.approaches = tuple(approaches)
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from generator_service.surrogates.artifact import read_meta
+
+    args = parse_args(argv)
+    console = Console(stderr=True)
+    say = console.print
+    wall = time.perf_counter()
+    try:
+        model = args.model or zoo_model_for(args.subject)
+        surrogate = args.surrogate or cached_surrogate(model, args.grid, say)
+        meta = read_meta(surrogate)
+    except ValueError as exc:
+        raise SystemExit(f"error: {exc}") from None
+    if meta["subject"] != args.subject:
+        raise SystemExit(f"error: surrogate {surrogate} was trained for {meta['subject']!r}, not {args.subject!r}")
+    search: dict[str, Any] = {}
+    if args.max_iterations is not None:
+        search["max_iterations"] = args.max_iterations
+    if args.time_budget is not None:
+        search["time_budget_s"] = args.time_budget
+    spec = BenchSpec(subject=args.subject, model=model, surrogate=surrogate, runs=args.runs, configs=args.configs,
+                     approaches=args.approaches, repetitions=args.repetitions, batch=args.batch,
+                     concurrency=args.concurrency, clusterings=args.clusterings, max_k=args.max_k,
+                     search_params=search, output_signal=args.output_signal)
+    load = os.getloadavg()
+    with temporary_suite("indago-table2") as local, \
+            Progress(TextColumn("[bold]campaigns"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
+                     TimeElapsedColumn(), console=console) as bar:
+        task = bar.add_task("", total=args.runs * len(args.approaches))
+        done = [0]
+
+        def advance(text: str) -> None:
+            bar.update(task, advance=1, description=text)
+            done[0] += 1
+            if not console.is_terminal:  # a log file gets one line per finished campaign instead of a bar
+                say(f"[{done[0]}/{args.runs * len(args.approaches)}] {text} "
+                    f"({time.perf_counter() - wall:.0f} s)")
+
+        try:
+            result = replicate(Clients.of(local), spec, say=bar.console.print, advance=advance)
+        except ValueError as exc:
+            raise SystemExit(f"error: {exc}") from None
+        result["cpu_seconds"] = cpu_seconds({name: s.process.pid for name, s in local.services.items()})
+    seconds = time.perf_counter() - wall
+    result["wall_seconds"] = round(seconds, 1)
+    result["load_average_at_start"] = [round(x, 2) for x in load]
+    result["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    best, ratios, notes = failure_ratios(result["summary"])
+    result["best_setting"], result["ratios"] = best, ratios
+    text = render(result, meta, seconds)
+    cpu = result["cpu_seconds"]
+    text += (f"\n\nBest Indago setting by mean failures: {best}. CPU time of the bench and its services: "
+             f"{cpu['total'] / 60:.1f} min (" + ", ".join(f"{k} {v:.0f} s" for k, v in cpu.items() if k != "total")
+             + f"). Load average (1/5/15 min) at start {result['load_average_at_start']}, at end "
+             f"{result['load_average_at_end']} on {os.cpu_count()} cores.")
+    print(text)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / f"indago_table2_{args.subject}.md").write_text(text + "\n" + "\n".join(
+        notes + [f"indago_vs_{b}_failures={r:.3f}" for b, r in ratios.items()]) + "\n")
+    (args.out / f"indago_table2_{args.subject}.json").write_text(json.dumps(
+        {"args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+         "surrogate_meta": {k: meta.get(k) for k in ("subject", "model", "log", "filter_percent", "layers", "seed",
+                                                     "metrics", "grid", "selection")},
+         **result}, indent=1, default=_json_default) + "\n")
+    for note in notes:
+        print(note)
+    print(f"indago_vs_random_failures={ratios.get('random', float('nan')):.3f}")
+    print(f"indago_vs_sampling_failures={ratios.get('sampling', float('nan')):.3f}")
+
+
+def cpu_seconds(pids: Mapping[str, int]) -> dict[str, float]:
+    """CPU seconds (user + system) used so far by this process and each service: the load-independent cost
+    (wall time on a shared machine says as much about the other jobs as about this one)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out = {"bench": round(sum(os.times()[:2]), 1)}
+    for name, pid in pids.items():
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            out[name] = round((int(fields[11]) + int(fields[12])) / tick, 1)
+        except (OSError, IndexError, ValueError):
+            continue  # not Linux, or the service is gone
+    out["total"] = round(sum(out.values()), 1)
+    return out
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, (np.floating, np.integer)):
+        return value.item()
+    if isinstance(value, Path):
+        return str(value)
+    raise TypeError(f"not JSON-serialisable: {type(value).__name__}")
+
+
+if __name__ == "__main__":
+    main()

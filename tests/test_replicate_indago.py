@@ -1,0 +1,88 @@
+"""The Indago Table 2 bench: its summary, ratios and argument checks, and a tiny run through the real suite."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from bench.replicate_indago import (APPROACHES, BenchSpec, failure_ratios, output_signal, parse_args, render,
+                                    replicate, summarise)
+from common.generated.gauntlet.v1 import simulator_pb2
+
+
+def fake_runs(failures: dict[str, list[int]]) -> list[dict[str, Any]]:
+    runs = []
+    for r in range(len(next(iter(failures.values())))):
+        runs.append({"run": r + 1, "input_k": 2.0, "output_k": 2.0, "gini": {}, "approaches": {
+            a: {"failures": f[r], "in_coverage": 50.0 * f[r] / max(max(f), 1), "in_entropy": 0.0,
+                "out_coverage": 0.0, "out_entropy": 0.0, "replay_mismatches": 0}
+            for a, f in failures.items()}})
+    return runs
+
+
+def test_summary_compares_every_setting_with_both_baselines() -> None:
+    runs = fake_runs({"random": [0, 1, 0, 0], "sampling": [3, 2, 4, 3], "hc_rnd": [5, 6, 7, 8], "ga_rnd": [0, 0, 1, 0]})
+    summary = summarise(runs, ["random", "sampling", "hc_rnd", "ga_rnd"])
+    assert summary["means"]["hc_rnd"]["failures"] == 6.5
+    hc = summary["tests"]["hc_rnd"]
+    assert hc["random"]["failures"]["a12"] == 1.0 and hc["random"]["failures"]["p"] < 0.05
+    assert hc["sampling"]["failures"]["a12"] == 1.0
+    assert summary["tests"]["ga_rnd"]["sampling"]["failures"]["p"] > 0.9  # ga_rnd is not greater than sampling
+    best, ratios, notes = failure_ratios(summary)
+    assert best == "hc_rnd" and ratios["random"] == pytest.approx(6.5 / 0.25)
+    assert ratios["sampling"] == pytest.approx(6.5 / 3.0) and not notes
+
+
+def test_a_baseline_without_failures_gives_a_declared_smoothed_ratio() -> None:
+    summary = summarise(fake_runs({"random": [0, 0], "sampling": [1, 1], "hc_sal+fail": [3, 1]}),
+                        ["random", "sampling", "hc_sal+fail"])
+    best, ratios, notes = failure_ratios(summary)
+    assert ratios["random"] == pytest.approx((2 + 1) / (0 + 1))
+    assert len(notes) == 1 and "smoothed" in notes[0] and "random" in notes[0]
+
+
+def test_trajectory_signal_choice() -> None:
+    assert output_signal("parking", [])[0] == "ego_xy"
+    assert output_signal("lunarlander", [])[:2] == ("observations", (0, 1))
+    declared = [simulator_pb2.SignalInfo(name="crashed", granularity="episode"),
+                simulator_pb2.SignalInfo(name="car_pos", granularity="step", description="car position")]
+    assert output_signal("new_subject", declared)[0] == "car_pos"
+    assert output_signal("other", [])[:2] == ("observations", None)  # documented fallback
+
+
+def test_bad_arguments_are_named() -> None:
+    with pytest.raises(SystemExit):
+        parse_args(["--subject", "cartpole", "--runs", "0"])
+    with pytest.raises(SystemExit):
+        parse_args(["--subject", "cartpole", "--approaches", "random,hc_nope"])
+    with pytest.raises(SystemExit):
+        parse_args(["--subject", "cartpole", "--approaches", "random,sampling"])  # no Indago setting
+    args = parse_args(["--subject", "cartpole"])
+    assert args.approaches == tuple(APPROACHES) and len(APPROACHES) == 11
+
+
+def test_tiny_replication_through_the_suite(suite: Any, tmp_path: Path) -> None:
+    """1 run x 3 approaches x 6 inputs on continuous LunarLander (its agent fails on ~10 % of random inputs),
+    the whole path: campaigns, trajectory re-runs, clustering, the table."""
+    from bench.campaigns import Clients
+    from generator_service.surrogates.training import TuningGrid, train_zoo_surrogate
+
+    surrogate = train_zoo_surrogate("lunarlander-continuous-ppo", grid=TuningGrid("one", (5.0,), (1,), 1), out_dir=tmp_path / "s")
+    spec = BenchSpec(subject="lunarlander_continuous", model="lunarlander-continuous-ppo", surrogate=surrogate, runs=1, configs=6,
+                     approaches=("random", "hc_rnd", "train_fail"), batch=6, clusterings=2,
+                     search_params={"max_iterations": 5})
+    result = replicate(Clients.of(suite), spec, say=lambda _: None)
+    run = result["runs"][0]["approaches"]
+    assert set(run) == {"random", "hc_rnd", "train_fail"}
+    for a, cell in run.items():
+        assert cell["executions"] == 6 and 0 <= cell["failures"] <= 6
+        assert cell["replay_mismatches"] == 0  # LunarLander is deterministic: every re-run fails again
+        assert (cell["in_coverage"] > 0) == (cell["failures"] > 0)
+    assert sum(c["failures"] for c in run.values()) >= 2  # seed 1: random and train. fail. each find one
+    assert result["runs"][0]["input_k"] >= 1 and result["output_signal"]["columns"] == (0, 1)
+    text = render(result, {"metrics": {}}, 1.0)
+    assert "| hc_rnd |" in text and "Mean k* per run" in text
+    assert np.isfinite(result["summary"]["means"]["hc_rnd"]["in_coverage"])
