@@ -80,12 +80,13 @@ SUBJECTS: dict[str, SubjectSetup] = {
         "moves before / after pick-up in [-0.5, 49.5]: one cell per integer count (the code) on 50x50 (the paper)",
         0.9, {"integer_mutation": "nearby", "mutation_p": 0.0}),
     # Our walker is slower than the authors' TQC: their Distance edges [9.05, 15.76] would put nearly every test in
-    # the first column, so the grid spans our random tests (see GRID_NOTE); hull angle keeps the authors' edges.
-    # Mutation: each of the 15 codes with p = 0.1, at least one (the authors'), moved to another code (nearby).
+    # the first column, so Distance spans our walker's random tests (200 inputs, seed 11: mean hull x 6.48..9.42);
+    # hull angle keeps the authors' edges. Mutation: each of the 15 codes with p = 0.1, at least one (the
+    # authors'), moved to another code (nearby).
     "bipedalwalker_obstacles": SubjectSetup(
-        "bipedalwalker-obstacles-ppo", Grid((4.5, 0.0406), (9.5, 0.3636), (50, 50)),
-        "Distance (mean hull x) in [4.5, 9.5] (ours: the range of 1,000 random tests with this walker; the authors' "
-        "[9.05, 15.76] fits their faster TQC walker), Hull angle in [0.0406, 0.3636] (the authors')", 0.005,
+        "bipedalwalker-obstacles-ppo", Grid((6.0, 0.0406), (10.0, 0.3636), (50, 50)),
+        "Distance (mean hull x) in [6.0, 10.0] (ours: 200 random tests of this walker span 6.48..9.42; the authors' "
+        "[9.05, 15.76] fit their faster TQC walker), Hull angle in [0.0406, 0.3636] (the authors')", 0.005,
         {"integer_mutation": "nearby", "mutation_p": 0.1}),
 }
 
@@ -107,30 +108,31 @@ PAPER: dict[str, dict[str, dict[str, str]]] = {
 }
 
 
-def strategy_params(subject: str, method: str, setup: SubjectSetup) -> dict[str, Any]:
-    """The parameters of one method on one subject: the shared grid, the subject's mutation, the paper's budgets."""
+def strategy_params(subject: str, method: str, setup: SubjectSetup, initial: int = 1000) -> dict[str, Any]:
+    """The parameters of one method on one subject: the shared grid, the subject's mutation, the paper's budgets
+    (`initial` random tests for ME and the fuzzers: 1000 of 5000 in the paper; NS starts from its population)."""
     bounds = [[lo, hi] for lo, hi in zip(setup.grid.low, setup.grid.high)]
     params: dict[str, Any] = {} if method == "random" else dict(setup.mutation)
     if method == "map_elites":
-        params.update(descriptor_bounds=bounds, cells=list(setup.grid.cells), initial_tests=1000)
+        params.update(descriptor_bounds=bounds, cells=list(setup.grid.cells), initial_tests=initial)
     elif method == "novelty_search":
         # NS normalises behaviours by the bounds: the paper's raw threshold over the mean grid width.
         width = float(np.mean(np.subtract(setup.grid.high, setup.grid.low)))
         params.update(descriptor_bounds=bounds, initial_tests=100, population=100,
                       archive_threshold=setup.ns_threshold_raw / width)
     elif method == "mdpfuzz":
-        params.update(descriptor_bounds=bounds, initial_tests=1000)
+        params.update(descriptor_bounds=bounds, initial_tests=initial)
     elif method == "fuzzer":
-        params.update(initial_tests=1000)
+        params.update(initial_tests=initial)
     return params
 
 
 def one_run(gen: Any, sim: Any, subject: str, setup: SubjectSetup, method: str, seed: int, budget: int,
-            batch: int, final_states: bool) -> dict[str, Any]:
+            batch: int, final_states: bool, initial: int) -> dict[str, Any]:
     space = get_subject(subject).space
     config = CampaignConfig(name=f"qd-{subject}-{method}-{seed}", subject=subject, model=setup.model,
                             strategy=method, seed=seed, budget={"max_executions": budget}, batch_size=batch,
-                            parallelism=batch, strategy_params=strategy_params(subject, method, setup))
+                            parallelism=batch, strategy_params=strategy_params(subject, method, setup, initial))
     started = time.perf_counter()
     status = run_campaign(gen, config)
     campaign_seconds = time.perf_counter() - started
@@ -265,6 +267,8 @@ def main() -> None:
     parser.add_argument("--budget", type=int, default=5000, help="tests per campaign (paper: 5000)")
     parser.add_argument("--batch", type=int, default=50, help="tests asked at once (paper: 1 for ME; 50 = the metric step)")
     parser.add_argument("--methods", default=",".join(METHODS))
+    parser.add_argument("--initial", type=int, default=None,
+                        help="random tests before ME/MDPFuzz/Fuzzer search (default: budget / 5, the paper's 1000 of 5000)")
     parser.add_argument("--no-final-states", action="store_true", help="skip the re-run that FS/FFS need")
     parser.add_argument("--out", type=Path, default=ROOT / "results")
     args = parser.parse_args()
@@ -275,6 +279,7 @@ def main() -> None:
     if args.seeds < 2 or args.budget < 50:
         raise SystemExit("error: --seeds must be >= 2 and --budget >= 50")
     setup = SUBJECTS[args.subject]
+    initial = args.initial if args.initial is not None else max(1, args.budget // 5)
     results: dict[str, list[dict[str, Any]]] = {}
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp, \
@@ -285,22 +290,24 @@ def main() -> None:
             results[method] = []
             for seed in range(args.seeds):
                 run = one_run(gen, sim, args.subject, setup, method, seed, args.budget, args.batch,
-                              not args.no_final_states)
+                              not args.no_final_states, initial)
                 results[method].append(run)
                 print(f"{method} seed {seed}: {run['tests']} tests, {run['faults'][-1]} faults, #BS {run['bs'][-1]}, "
                       f"#FBS {run['fbs'][-1]} ({run['campaign_seconds']:.0f} s + {run['final_state_seconds']:.0f} s)",
                       flush=True)
     wall = time.perf_counter() - started
     text, summary = summarise(args.subject, results)
-    text += f"\n\nCommand: `python bench/replicate_qd.py --subject {args.subject} --seeds {args.seeds} --budget " \
-            f"{args.budget} --batch {args.batch}`; wall {wall:.0f} s."
+    flags = " --no-final-states" if args.no_final_states else ""
+    text += (f"\n\nCommand: `python bench/replicate_qd.py --subject {args.subject} --seeds {args.seeds} --budget "
+             f"{args.budget} --batch {args.batch} --initial {initial} --methods {args.methods}{flags}`; "
+             f"wall {wall:.0f} s.")
     print(text)
     args.out.mkdir(exist_ok=True)
     (args.out / f"qd_{args.subject}.md").write_text(text + "\n")
     (args.out / f"qd_{args.subject}.json").write_text(json.dumps(
         {"args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}, "wall_seconds": wall,
          "grid": {"low": setup.grid.low, "high": setup.grid.high, "cells": setup.grid.cells, "note": setup.grid_note},
-         "strategy_params": {m: strategy_params(args.subject, m, setup) for m in methods},
+         "strategy_params": {m: strategy_params(args.subject, m, setup, initial) for m in methods},
          "summary": summary, "runs": results}, indent=1))
     plot(args.subject, results, summary, args.out / f"qd_{args.subject}.png")
 
