@@ -18,6 +18,7 @@ Choices where the paper is silent are documented in SUBJECTS below and in the RE
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import tempfile
@@ -271,6 +272,8 @@ def main() -> None:
                         help="random tests before ME/MDPFuzz/Fuzzer search (default: budget / 5, the paper's 1000 of 5000)")
     parser.add_argument("--no-final-states", action="store_true", help="skip the re-run that FS/FFS need")
     parser.add_argument("--out", type=Path, default=ROOT / "results")
+    parser.add_argument("--from-runs", type=Path, default=None,
+                        help="summarise the runs saved in this .runs.jsonl (one per finished run) instead of running")
     args = parser.parse_args()
     methods = args.methods.split(",")
     unknown = sorted(set(methods) - set(METHODS))
@@ -282,27 +285,44 @@ def main() -> None:
     initial = args.initial if args.initial is not None else max(1, args.budget // 5)
     results: dict[str, list[dict[str, Any]]] = {}
     started = time.perf_counter()
-    with tempfile.TemporaryDirectory() as tmp, \
-            LocalSuite(store_url=f"sqlite:///{tmp}/qd.db", log_dir=Path(tmp) / "logs") as local:
-        gen = generator_pb2_grpc.GeneratorServiceStub(client_channel(local.endpoint("generator")))
-        sim = simulator_pb2_grpc.SimulatorServiceStub(client_channel(local.endpoint("simulator")))
-        for method in methods:
+    args.out.mkdir(exist_ok=True)
+    if args.from_runs:
+        wall = 0.0
+        for line in args.from_runs.read_text().splitlines():
+            row = json.loads(line)
+            results.setdefault(row.pop("method"), []).append(row)
+            wall += row["campaign_seconds"] + row["final_state_seconds"]
+        methods = list(results)
+        if "random" not in results or min(len(r) for r in results.values()) < 2:
+            raise SystemExit(f"error: {args.from_runs} needs random and at least 2 runs per method")
+    saved = args.out / f"qd_{args.subject}.runs.jsonl"  # every finished run, so an interrupted bench keeps them
+    with contextlib.ExitStack() as stack:
+        if not args.from_runs:
+            tmp = stack.enter_context(tempfile.TemporaryDirectory())
+            local = stack.enter_context(LocalSuite(store_url=f"sqlite:///{tmp}/qd.db", log_dir=Path(tmp) / "logs"))
+            gen = generator_pb2_grpc.GeneratorServiceStub(client_channel(local.endpoint("generator")))
+            sim = simulator_pb2_grpc.SimulatorServiceStub(client_channel(local.endpoint("simulator")))
+            saved.write_text("")
+        for method in methods if not args.from_runs else ():
             results[method] = []
             for seed in range(args.seeds):
                 run = one_run(gen, sim, args.subject, setup, method, seed, args.budget, args.batch,
                               not args.no_final_states, initial)
                 results[method].append(run)
+                with saved.open("a") as stream:
+                    stream.write(json.dumps({"method": method, **run}) + "\n")
                 print(f"{method} seed {seed}: {run['tests']} tests, {run['faults'][-1]} faults, #BS {run['bs'][-1]}, "
                       f"#FBS {run['fbs'][-1]} ({run['campaign_seconds']:.0f} s + {run['final_state_seconds']:.0f} s)",
                       flush=True)
-    wall = time.perf_counter() - started
+    if not args.from_runs:
+        wall = time.perf_counter() - started
     text, summary = summarise(args.subject, results)
     flags = " --no-final-states" if args.no_final_states else ""
-    text += (f"\n\nCommand: `python bench/replicate_qd.py --subject {args.subject} --seeds {args.seeds} --budget "
-             f"{args.budget} --batch {args.batch} --initial {initial} --methods {args.methods}{flags}`; "
-             f"wall {wall:.0f} s.")
+    seeds = min(len(r) for r in results.values())
+    text += (f"\n\nCommand: `python bench/replicate_qd.py --subject {args.subject} --seeds {seeds} --budget "
+             f"{args.budget} --batch {args.batch} --initial {initial} --methods {','.join(methods)}{flags}`; "
+             f"wall {wall:.0f} s" + (" (summed over the saved runs)." if args.from_runs else "."))
     print(text)
-    args.out.mkdir(exist_ok=True)
     (args.out / f"qd_{args.subject}.md").write_text(text + "\n")
     (args.out / f"qd_{args.subject}.json").write_text(json.dumps(
         {"args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}, "wall_seconds": wall,
