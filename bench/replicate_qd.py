@@ -292,6 +292,8 @@ def main() -> None:
             row = json.loads(line)
             results.setdefault(row.pop("method"), []).append(row)
             wall += row["campaign_seconds"] + row["final_state_seconds"]
+        complete = set.intersection(*({r["seed"] for r in rs} for rs in results.values()))  # seeds every method ran
+        results = {m: [r for r in rs if r["seed"] in complete] for m, rs in results.items()}
         methods = list(results)
         if "random" not in results or min(len(r) for r in results.values()) < 2:
             raise SystemExit(f"error: {args.from_runs} needs random and at least 2 runs per method")
@@ -303,12 +305,12 @@ def main() -> None:
             gen = generator_pb2_grpc.GeneratorServiceStub(client_channel(local.endpoint("generator")))
             sim = simulator_pb2_grpc.SimulatorServiceStub(client_channel(local.endpoint("simulator")))
             saved.write_text("")
-        for method in methods if not args.from_runs else ():
-            results[method] = []
-            for seed in range(args.seeds):
+        # seed-major: an interrupted bench keeps whole seeds of every method
+        for seed in range(args.seeds) if not args.from_runs else ():
+            for method in methods:
                 run = one_run(gen, sim, args.subject, setup, method, seed, args.budget, args.batch,
                               not args.no_final_states, initial)
-                results[method].append(run)
+                results.setdefault(method, []).append(run)
                 with saved.open("a") as stream:
                     stream.write(json.dumps({"method": method, **run}) + "\n")
                 print(f"{method} seed {seed}: {run['tests']} tests, {run['faults'][-1]} faults, #BS {run['bs'][-1]}, "
