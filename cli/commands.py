@@ -337,6 +337,39 @@ def cmd_train(args: argparse.Namespace) -> None:
     console.print_json(json.dumps(meta))
 
 
+def cmd_evaluate(args: argparse.Namespace) -> None:
+    from agent_service.evaluation import evaluate_policy
+    from agent_service.registry import DEFAULT_MODEL_ROOT, ModelRegistry
+    from analysis_service.metrics import wilson_interval
+    from common.errors import ServiceError
+    from simulator_service.subject import get_subject
+
+    if args.tests < 1 or args.parallelism < 1:
+        raise UserError(f"--tests and --parallelism must be >= 1 (got {args.tests} and {args.parallelism})")
+    registry = ModelRegistry(args.model_root or DEFAULT_MODEL_ROOT)
+    try:
+        entry = registry.entry(args.model)
+        registry.load(args.model)
+        subject = get_subject(entry.subject)
+    except (ServiceError, KeyError) as exc:
+        raise UserError(str(exc.args[0]) if exc.args else str(exc)) from None
+    started = time.time()
+    with Progress(TextColumn(f"[bold]evaluating {args.model} on {subject.name}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=console) as bar:
+        task = bar.add_task("eval", total=args.tests)
+        result = evaluate_policy(subject, lambda obs: registry.act(args.model, obs), args.tests, args.seed,
+                                 parallelism=args.parallelism, progress=lambda done: bar.update(task, completed=done))
+    judged = result.tests - result.errors
+    low, high = wilson_interval(result.failures, judged) if judged else (float("nan"), float("nan"))
+    summary = {"model": args.model, "subject": subject.name, "eval_tests": result.tests, "eval_seed": args.seed,
+               "eval_failures": result.failures, "eval_errors": result.errors,
+               "success_rate": round(result.success_rate, 5),
+               "failure_rate_ci95": [round(low, 5), round(high, 5)], "wall_seconds": round(time.time() - started, 1)}
+    if result.tests >= 100_000:
+        summary["prt_well_trained"] = 1 <= result.failures * 100_000 / result.tests < 500
+    console.print_json(json.dumps(summary))
+
+
 def cmd_surrogate(args: argparse.Namespace) -> None:
     from cli.surrogate_commands import run_surrogate
 

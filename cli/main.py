@@ -71,6 +71,15 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("name", help="recipe name, e.g. cartpole-ppo")
     p.add_argument("--timesteps", type=int, help="override the recipe's budget (e.g. for a smoke test)")
     p.add_argument("--out", type=Path, help="output folder (default runs/zoo/<name>)")
+    p = sub.add_parser("evaluate", help="measure a zoo model's failure rate on uniform random test inputs",
+                       description="Runs N uniform random (valid) test inputs of the model's subject in process and "
+                                   "judges them with the subject's oracle: the measurement behind the manifest's "
+                                   "eval_* fields. PRT's 'well trained' rule asks for 1 to 499 failures in 100,000.")
+    p.add_argument("model", help="zoo model name, e.g. cartpole-ppo (see `gauntlet models`)")
+    p.add_argument("--tests", type=int, default=1000, help="number of random test inputs (default 1000)")
+    p.add_argument("--seed", type=int, default=100000, help="seed of the input draws (default 100000, the manifest's)")
+    p.add_argument("--parallelism", type=int, default=64, help="environments stepped in lock-step (default 64)")
+    p.add_argument("--model-root", type=Path, help="models folder (default: the bundled zoo)")
     p = sub.add_parser("surrogate", help="train or inspect a surrogate failure predictor (Indago)",
                        description="Indago's surrogates: networks trained on a zoo agent's training episodes that "
                                    "predict which test inputs make it fail (strategies indago, indago_sampling).")

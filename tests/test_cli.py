@@ -70,3 +70,16 @@ def test_every_example_campaign_is_valid() -> None:
                                  config.strategy_params)
         asked = strategy.ask(4)
         assert asked and all(subjects[config.subject].space.violations(v) == [] for v in asked), path
+
+
+def test_evaluate_measures_a_zoo_model_and_names_bad_input() -> None:
+    import json
+
+    out = gauntlet("evaluate", "cartpole-ppo", "--tests", "6", "--parallelism", "3", "--seed", "7")
+    assert out.returncode == 0, out.stderr
+    summary = json.loads(out.stdout[out.stdout.index("{"):])
+    assert summary["eval_tests"] == 6 and summary["eval_errors"] == 0 and 0 <= summary["eval_failures"] <= 6
+    low, high = summary["failure_rate_ci95"]
+    assert 0.0 <= low <= summary["eval_failures"] / 6 <= high <= 1.0
+    out = gauntlet("evaluate", "no-such-model")
+    assert out.returncode == 2 and "unknown model 'no-such-model'" in out.stderr and "Traceback" not in out.stderr
