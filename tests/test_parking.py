@@ -152,3 +152,52 @@ def test_the_bundled_agent_acts_on_its_subject_through_the_agent_registry() -> N
     assert isinstance(model.observation_space, gym.spaces.Dict)
     result = evaluate_policy(SUBJECT, lambda obs: registry.act(name, obs), tests=4, seed=3, parallelism=2)
     assert result.errors == 0 and result.tests == 4
+
+
+def test_indago_encoding_is_24_features_and_saliency_maps_back_to_parameters() -> None:
+    from generator_service.surrogates.encoding import Encoder
+
+    encoder = Encoder(SUBJECT.space)
+    values = _values(goal=20, parked=(3, 5, 6, 8, 13), head=0.25, x=5.0, y=-2.5)  # the paper's Figure 1 lot
+    vector = encoder.encode(values)
+    assert encoder.n_features == 24
+    bits = [1.0 if spot in (3, 5, 6, 8, 13) else 0.0 for spot in range(1, 21)]
+    assert np.allclose(vector, [1.0, 0.25, *bits, 0.75, 0.25])  # goal, heading, one bit per spot, x, y (min-max)
+    assert encoder.decode(vector) == values
+    gradient = np.zeros(24)
+    gradient[2 + 19] = 0.9   # "park a car in spot 20" scores highest, but spot 20 is the goal ...
+    gradient[2 + 3] = 0.5    # ... next: park a car in spot 4
+    gradient[1] = -0.2       # turn the heading down
+    moves = encoder.parameter_moves(gradient, values)
+    assert [(m.name, m.direction) for m in moves] == [("parked_19", 1), ("parked_3", 1), ("head_ego", -1)]
+
+
+def test_indago_mutation_keeps_parking_inputs_valid_and_moves_the_flags() -> None:
+    from generator_service.surrogates.search import Mutator, subject_validity
+
+    validity = subject_validity("parking", SUBJECT.space)
+    rng = np.random.default_rng(5)
+    mutator = Mutator(surrogate=None, validity=validity, rng=rng, mode="random", scale=0.1)
+    values = SUBJECT.sample(rng)
+    flips = 0
+    for _ in range(300):
+        child = mutator.random(values)
+        assert SUBJECT.violations(child) == []
+        changed = [k for k in values if child[k] != values[k]]
+        assert len(changed) <= 1
+        flips += bool(changed) and changed[0].startswith("parked_")
+        values = child
+    assert flips > 150  # 20 of the 24 parameters are flags: most mutations add or remove a parked car
+    # saliency: a move that would park a car on the goal is skipped for the next valid one
+    from types import SimpleNamespace
+
+    from generator_service.surrogates.encoding import Encoder
+
+    encoder = Encoder(SUBJECT.space)
+    directed = Mutator(surrogate=SimpleNamespace(encoder=encoder), validity=validity, rng=rng, mode="saliency")
+    values = _values(goal=7, parked=(1,))
+    gradient = np.zeros(24)
+    gradient[2 + 6], gradient[2 + 11] = 0.9, 0.4  # park on spot 7 (the goal), then on spot 12
+    child = directed.directed(values, gradient)
+    assert child is not None and child["parked_6"] == 0 and child["parked_11"] == 1
+    assert SUBJECT.violations(child) == []

@@ -20,9 +20,8 @@ walls) with three differences, all through subclassing, none by patching the pac
   KinematicsGoalObservation returns (checked value for value in tests/test_parking.py), without
   building two pandas DataFrames per call; ParkingEnv observes 4 times per step (observation,
   reward, termination, info), so this is most of the step's cost. Measured on this project's
-  2-core machine (random actions, 20 parked cars; tests/test_parking.py has the check, the numbers
-  are from `python -m simulator_service.envs.parking`): highway-env's observation 167 steps/s, the
-  numpy one 1,093 steps/s (6.5x).
+  2-core machine (`python -m simulator_service.envs.parking`: random actions, 19 parked cars, env
+  steps per CPU-second, two runs): highway-env's observation 147 / 154, the numpy one 801 / 840 (5.4x).
 
 Episode signals for the oracle: `crashed` (the ego hit a parked car or a wall), `parked`
 (highway-env's success criterion holds now), `goal_error` (the weighted goal distance that the
@@ -181,7 +180,10 @@ class GauntletParkingEnv(ParkingEnv):
 
 
 def _measure(steps: int = 2000, seed: int = 0) -> dict[str, float]:
-    """Steps per second with highway-env's pandas observation and with ours (random actions, 20 parked cars)."""
+    """Env steps per CPU-second with highway-env's pandas observation and with ours (random actions, 19 parked cars).
+
+    CPU time, not wall time: the project's machine is shared, and wall-clock rates swing with its load.
+    """
     import time
 
     out: dict[str, float] = {}
@@ -190,12 +192,12 @@ def _measure(steps: int = 2000, seed: int = 0) -> dict[str, float]:
         rng = np.random.default_rng(seed)
         env.scene = ParkingScene(1, tuple(range(2, 21)), 0.0, 0.0, 0.0)
         env.reset(seed=seed)
-        started = time.perf_counter()
+        started = time.process_time()
         for _ in range(steps):
             _, _, terminated, truncated, _ = env.step(rng.uniform(-1, 1, 2))
             if terminated or truncated:
                 env.reset(seed=seed)
-        out["numpy" if numpy_obs else "pandas"] = steps / (time.perf_counter() - started)
+        out["numpy" if numpy_obs else "pandas"] = steps / (time.process_time() - started)
     return out
 
 
