@@ -223,7 +223,7 @@ def _parking(ep: Episode) -> Judgement:
     best = float(error.min()) if len(error) else float("inf")
     margin = -(1.0 - PARKING_SUCCESS_ERROR / best) if best > PARKING_SUCCESS_ERROR else 0.0
     return Judgement(True, float(margin), descriptors,
-                     f"not parked after {ep.steps} steps (closest goal error {best:.3f}, parked below "
+                     f"not parked after {ep.steps} steps (closest goal error {best:.4f}, parked below "
                      f"{PARKING_SUCCESS_ERROR})")
 
 
