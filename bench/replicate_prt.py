@@ -102,7 +102,7 @@ def notes(results: dict[str, list[dict[str, Any]]], args: argparse.Namespace) ->
         if max(tests[name]) <= 2 * args.fuzz_init and any(r["found"] for r in results[name]):
             out.append(f"{name}: every first failure came while collecting its {args.fuzz_init}-seed corpus (a random "
                        "input and one mutant per seed), before any guidance.")
-    if len(fuzzers) == 2 and tests["fuzzer"] == tests["mdpfuzz"]:
+    if len(fuzzers) == 2 and tests["fuzzer"] == tests["mdpfuzz"] and any(r["found"] for r in results["fuzzer"]):
         out.append("fuzzer and mdpfuzz share that seed-collection phase (same seed, same inputs), hence equal costs; "
                    "the PRT paper excludes seed preparation from its MDPFuzz costs.")
     for name, runs in results.items():
@@ -112,10 +112,16 @@ def notes(results: dict[str, list[dict[str, Any]]], args: argparse.Namespace) ->
         elif missed:
             out.append(f"{name}: {missed} of {len(runs)} runs found no failure within {args.max_tests} tests; they count "
                        f"as {args.max_tests} (the paper's convention), so its mean is a lower bound (≥).")
+    if not any(r["found"] for runs in results.values() for r in runs):
+        total = sum(len(runs) for runs in results.values()) * args.max_tests
+        out.append(f"No strategy found a failure ({total} tests in all): with this agent the subject cannot rank "
+                   "strategies by their cost to the first failure (PRT's agents have at least 1 failure in 100,000 "
+                   "random tests), and the ratio below is 1 by construction.")
     return out
 
 
-def table(results: dict[str, list[dict[str, Any]]], args: argparse.Namespace, model: str, wall: float) -> tuple[list[str], dict]:
+def table(results: dict[str, list[dict[str, Any]]], args: argparse.Namespace, model: str,
+          wall: float | None) -> tuple[list[str], dict]:
     prt_tests = [r["tests"] for r in results["prt"]]
     prt_secs = [r["seconds"] for r in results["prt"]]
     source = PAPER_SOURCE.get(args.subject, args.subject)
@@ -123,7 +129,7 @@ def table(results: dict[str, list[dict[str, Any]]], args: argparse.Namespace, mo
     paper_label = "paper" if source == args.subject else f"paper ({source})"
     lines = [f"PRT Table 3 replication on `{args.subject}` ({model}), {args.reps} runs per strategy, cap {args.max_tests} "
              f"tests per run, batch {args.batch}, MAP-Elites init {args.me_init}, fuzzer seeds {args.fuzz_init}; "
-             f"wall {wall / 60:.1f} min",
+             + (f"wall {wall / 60:.1f} min" if wall is not None else "wall not recorded"),
              "", f"| strategy | runs with a failure | tests to 1st failure, mean ± sd | (p, Â) vs PRT | seconds, mean ± sd "
              f"| (p, Â) vs PRT | {paper_label} tests | {paper_label} seconds |", "|---|---|---|---|---|---|---|---|"]
     summary: dict[str, Any] = {}
@@ -166,6 +172,8 @@ def main() -> None:
     parser.add_argument("--fuzz-init", type=int, default=1000, help="seeds the fuzzer/mdpfuzz collect first (QD paper: 1,000)")
     parser.add_argument("--report-dir", type=Path, help="also write the analysis service's comparison report here")
     parser.add_argument("--out", type=Path, default=ROOT / "results", help="folder for prt_table3_<subject>.{md,json}")
+    parser.add_argument("--render", type=Path, metavar="JSON", help="rewrite the table and notes from a stored "
+                        "prt_table3_*.json (no campaigns run); its settings replace the command line's")
     parser.add_argument("--tag", default="", help="suffix of the result files (prt_table3_<subject>_<tag>.md), "
                         "to keep runs with other settings beside the default one")
     args = parser.parse_args()
@@ -185,8 +193,18 @@ def main() -> None:
     names = ["prt", "random"] + [s for s in dict.fromkeys(asked) if s not in ("prt", "random")]
     params = {"map_elites": {"initial_tests": args.me_init}, "fuzzer": {"initial_tests": args.fuzz_init},
               "mdpfuzz": {"initial_tests": args.fuzz_init}}
+    if args.render:
+        stored = json.loads(args.render.read_text())
+        for key, value in stored["args"].items():  # the settings the results were measured with
+            if key not in ("render", "out"):
+                setattr(args, key, Path(value) if key == "report_dir" and value else value)
+        # files written before runs recorded "found" counted a run without a failure as exactly the cap
+        results = {name: [{"found": f, "tests": t, "seconds": s} for f, t, s in
+                          zip(row.get("found", [t < args.max_tests for t in row["tests"]]), row["tests"], row["seconds"])]
+                   for name, row in stored["results"].items()}
+        write(results, args, stored.get("model", MODELS[args.subject]), stored.get("wall_seconds"))
+        return
     model = MODELS[args.subject]
-
     results: dict[str, list[dict[str, Any]]] = {}
     with tempfile.TemporaryDirectory() as tmp, \
             LocalSuite(store_url=f"sqlite:///{tmp}/table3.db", log_dir=Path(tmp) / "logs") as local, Progress() as bar:
@@ -208,6 +226,11 @@ def main() -> None:
                                                                 baseline="prt"), timeout=600)
             print(f"comparison report: {done.html_path}")
 
+    write(results, args, model, wall)
+
+
+def write(results: dict[str, list[dict[str, Any]]], args: argparse.Namespace, model: str, wall: float | None) -> None:
+    """Prints the table and writes results/prt_table3_<subject>[_<tag>].{md,json}."""
     lines, summary = table(results, args, model, wall)
     ratio = summary["prt"]["mean_tests"] / summary["random"]["mean_tests"]
     extra = notes(results, args)
