@@ -29,6 +29,9 @@ log = logging.getLogger("generator")
 EXECUTIONS = Counter("gauntlet_generator_executions_total", "Executions stored, by verdict", ["verdict"])
 RETRYABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.RESOURCE_EXHAUSTED,
              grpc.StatusCode.ABORTED, grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN}
+# A campaign stops once it has stored this many rejected inputs per run test (or per 100, early on):
+# a strategy that keeps proposing inputs the subject rejects would otherwise never end.
+INVALID_ALLOWANCE = 10
 _VERDICT = {oracle_pb2.VERDICT_KIND_PASS: "pass", oracle_pb2.VERDICT_KIND_FAIL: "fail",
             oracle_pb2.VERDICT_KIND_INVALID: "invalid"}
 
@@ -68,8 +71,12 @@ class CampaignRunner:
             return "cancelled"
         b = self.config.budget
         t = self.store.totals(self.id)
-        if b.max_executions and t["executions"] >= b.max_executions:
+        # The execution budget counts run tests: inputs the subject rejects are stored as invalid and cost
+        # nothing, so a strategy that cannot see validity rules (random on Parking) still gets its N tests.
+        if b.max_executions and t["executions"] - t["invalid"] >= b.max_executions:
             return "max_executions"
+        if t["invalid"] > INVALID_ALLOWANCE * max(b.max_executions, t["executions"] - t["invalid"], 100):
+            return "too_many_invalid_inputs"
         if b.max_steps and t["steps"] >= b.max_steps:
             return "max_steps"
         if b.max_wall_seconds and self.elapsed() >= b.max_wall_seconds:
@@ -125,7 +132,8 @@ class CampaignRunner:
         while not (reason := self._stop_reason()):
             n = cfg.batch_size
             if cfg.budget.max_executions:
-                n = min(n, cfg.budget.max_executions - position)
+                t = self.store.totals(self.id)
+                n = min(n, cfg.budget.max_executions - (t["executions"] - t["invalid"]))
             values = strategy.ask(n)
             if not values:
                 return "strategy_exhausted"

@@ -12,7 +12,7 @@ from common.generated.gauntlet.v1 import generator_pb2
 
 class BudgetConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    max_executions: int = Field(0, ge=0, le=10_000_000, description="test cases to execute (0 = no limit)")
+    max_executions: int = Field(0, ge=0, le=10_000_000, description="test cases to execute (0 = no limit); inputs the subject rejects are stored as invalid and do not count")
     max_steps: int = Field(0, ge=0, description="simulated environment steps (0 = no limit)")
     max_wall_seconds: float = Field(0.0, ge=0.0, description="wall-clock seconds (0 = no limit)")
 

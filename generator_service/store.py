@@ -188,12 +188,14 @@ class CampaignStore:
             row = conn.execute(sa.select(
                 sa.func.count(), sa.func.coalesce(sa.func.sum(executions.c.steps), 0),
                 sa.func.coalesce(sa.func.sum(sa.case((failing, 1), else_=0)), 0),
+                sa.func.coalesce(sa.func.sum(sa.case((executions.c.verdict == "invalid", 1), else_=0)), 0),
                 sa.func.min(sa.case((failing, executions.c.idx), else_=None)),
                 sa.func.min(sa.case((failing, executions.c.elapsed_seconds), else_=None)),
             ).where(executions.c.campaign_id == campaign_id)).one()
         # tests to first failure: the earliest-asked failing test; seconds: when a failure was first seen
-        return {"executions": int(row[0]), "steps": int(row[1]), "failures": int(row[2]),
-                "first_failure_index": int(row[3] or 0), "first_failure_seconds": float(row[4] or 0.0)}
+        # executions: every stored row; invalid: inputs the subject rejected (stored unrun)
+        return {"executions": int(row[0]), "steps": int(row[1]), "failures": int(row[2]), "invalid": int(row[3]),
+                "first_failure_index": int(row[4] or 0), "first_failure_seconds": float(row[5] or 0.0)}
 
 
 def _execution_values(campaign_id: str, row: ExecutionRow) -> dict[str, Any]:

@@ -41,7 +41,7 @@ def test_executions_are_stored_once_in_order(store: CampaignStore) -> None:
     assert store.add_execution(cid, _row(3))
     rows = list(store.executions(cid))
     assert [r.index for r in rows] == [1, 2, 3] and rows[1].descriptors == (1.0, 2.0)
-    assert store.totals(cid) == {"executions": 3, "steps": 300, "failures": 1, "first_failure_index": 2,
+    assert store.totals(cid) == {"executions": 3, "steps": 300, "failures": 1, "invalid": 0, "first_failure_index": 2,
                                  "first_failure_seconds": pytest.approx(0.2)}
     assert store.asked_batches(cid) == [[(f"t{i:07d}", {"x": i / 10}) for i in range(1, 4)]]
     store.set_state(cid, "completed", "max_executions", add_wall_seconds=2.5)
