@@ -237,8 +237,11 @@ def run_diversity(spec: BenchSpec, encoder: Any, results: Mapping[str, ApproachR
 
 
 def replicate(clients: Clients, spec: BenchSpec, say: Callable[[str], None] = print,
-              advance: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Runs the whole experiment on a running suite; returns per-run records and the summary (module docstring)."""
+              advance: Callable[[str], None] | None = None,
+              checkpoint: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """Runs the whole experiment on a running suite; returns per-run records and the summary (module docstring).
+
+    ``checkpoint`` gets the result so far after every finished run (the caller writes partial results)."""
     from generator_service.surrogates.encoding import Encoder
 
     unknown = [a for a in spec.approaches if a not in APPROACHES]
@@ -286,13 +289,20 @@ def replicate(clients: Clients, spec: BenchSpec, say: Callable[[str], None] = pr
                     "in_coverage": div["in"].coverage[a], "in_entropy": div["in"].entropy[a],
                     "out_coverage": div["out"].coverage[a], "out_entropy": div["out"].entropy[a]}
             runs.append(record)
+            if checkpoint and r < spec.runs:
+                checkpoint(_result(spec, info, repetitions, signal, columns, what, runs, started))
             say(f"run {r}/{spec.runs}: " + ", ".join(f"{a} {res.failures}" for a, res in results.items())
                 + f" failures; k* in {div['in'].k:.1f} / out {div['out'].k:.1f}; clustering {cluster_s:.1f} s; "
                 f"elapsed {time.perf_counter() - started:.0f} s")
+    return _result(spec, info, repetitions, signal, columns, what, runs, started)
+
+
+def _result(spec: BenchSpec, info: Any, repetitions: int, signal: str, columns: Any, what: str,
+            runs: list[dict[str, Any]], started: float) -> dict[str, Any]:
     return {"spec": {**asdict(spec), "surrogate": str(spec.surrogate)}, "repetitions": repetitions,
             "deterministic": bool(info.deterministic), "output_signal": {"signal": signal, "columns": columns,
                                                                           "what": what},
-            "runs": runs, "summary": summarise(runs, spec.approaches),
+            "runs": list(runs), "runs_done": len(runs), "summary": summarise(runs, spec.approaches),
             "experiment_seconds": round(time.perf_counter() - started, 1)}
 
 
@@ -533,36 +543,47 @@ def main(argv: Sequence[str] | None = None) -> None:
                 say(f"[{done[0]}/{args.runs * len(args.approaches)}] {text} "
                     f"({time.perf_counter() - wall:.0f} s)")
 
+        def partial(result: dict[str, Any]) -> None:
+            result["cpu_seconds"] = cpu_seconds({name: s.process.pid for name, s in local.services.items()})
+            write_results(args, meta, result, time.perf_counter() - wall, load)
+
         try:
-            result = replicate(Clients.of(local), spec, say=bar.console.print, advance=advance)
+            result = replicate(Clients.of(local), spec, say=bar.console.print, advance=advance, checkpoint=partial)
         except ValueError as exc:
             raise SystemExit(f"error: {exc}") from None
         result["cpu_seconds"] = cpu_seconds({name: s.process.pid for name, s in local.services.items()})
-    seconds = time.perf_counter() - wall
+    lines = write_results(args, meta, result, time.perf_counter() - wall, load)
+    print(lines)
+
+
+def write_results(args: argparse.Namespace, meta: Mapping[str, Any], result: dict[str, Any], seconds: float,
+                  load: Sequence[float]) -> str:
+    """Writes results/indago_table2_<subject>.{md,json}; returns the text whose last two lines are the ratios.
+    Before the last run, the files say PARTIAL and how many runs they hold."""
     result["wall_seconds"] = round(seconds, 1)
     result["load_average_at_start"] = [round(x, 2) for x in load]
     result["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     best, ratios, notes = failure_ratios(result["summary"])
     result["best_setting"], result["ratios"] = best, ratios
     text = render(result, meta, seconds)
+    if result["runs_done"] < args.runs:
+        text = (f"PARTIAL: {result['runs_done']} of {args.runs} runs finished when this was written "
+                f"(the bench rewrites it after every run)\n\n") + text
     cpu = result["cpu_seconds"]
     text += (f"\n\nBest Indago setting by mean failures: {best}. CPU time of the bench and its services: "
              f"{cpu['total'] / 60:.1f} min (" + ", ".join(f"{k} {v:.0f} s" for k, v in cpu.items() if k != "total")
              + f"). Load average (1/5/15 min) at start {result['load_average_at_start']}, at end "
              f"{result['load_average_at_end']} on {os.cpu_count()} cores.")
-    print(text)
+    tail = notes + [f"indago_vs_random_failures={ratios.get('random', float('nan')):.3f}",
+                    f"indago_vs_sampling_failures={ratios.get('sampling', float('nan')):.3f}"]
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / f"indago_table2_{args.subject}.md").write_text(text + "\n" + "\n".join(
-        notes + [f"indago_vs_{b}_failures={r:.3f}" for b, r in ratios.items()]) + "\n")
+    (args.out / f"indago_table2_{args.subject}.md").write_text(text + "\n\n" + "\n".join(tail) + "\n")
     (args.out / f"indago_table2_{args.subject}.json").write_text(json.dumps(
         {"args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
          "surrogate_meta": {k: meta.get(k) for k in ("subject", "model", "log", "filter_percent", "layers", "seed",
                                                      "metrics", "grid", "selection")},
          **result}, indent=1, default=_json_default) + "\n")
-    for note in notes:
-        print(note)
-    print(f"indago_vs_random_failures={ratios.get('random', float('nan')):.3f}")
-    print(f"indago_vs_sampling_failures={ratios.get('sampling', float('nan')):.3f}")
+    return text + "\n" + "\n".join(tail)
 
 
 def cpu_seconds(pids: Mapping[str, int]) -> dict[str, float]:

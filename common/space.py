@@ -224,7 +224,8 @@ class ParameterSpace:
 
     def violations(self, values: Mapping[str, ParamValue]) -> list[str]:
         """Per-parameter domain violations; an empty list means the values fit the space."""
-        problems = [f"unknown parameter {k!r} (known: {', '.join(self.names)})" for k in values if k not in self.names]
+        known = {p.name for p in self.parameters}  # once: this runs for every candidate of a search
+        problems = [f"unknown parameter {k!r} (known: {', '.join(self.names)})" for k in values if k not in known]
         for p in self.parameters:
             if p.name not in values:
                 problems.append(f"missing parameter {p.name!r} ({p.domain_text()})")

@@ -241,13 +241,19 @@ class Mutator:
 
     def _scalar_children(self, values: TestInput, move: Any) -> Iterator[TestInput]:
         param = self.space[move.name]
-        for _ in range(TRIALS if move.target is None else 1):
-            child = dict(values)
+        seen = [values[move.name]]
+        tries = TRIALS if move.target is None else 1
+        if param.kind == "integer" and self.scale * (float(param.high) - float(param.low)) < 1.5:
+            tries = 1  # the move is always exactly one step: one child to try
+        for _ in range(tries):
             if move.target is None:
-                child[move.name] = mutate_towards(param, values[move.name], self.rng, move.direction, self.scale)
+                value = mutate_towards(param, values[move.name], self.rng, move.direction, self.scale)
             else:
-                child[move.name] = move.target
-            yield child
+                value = move.target
+            if value in seen:  # e.g. a 0/1 flag always moves by one step: that child's validity is known already
+                continue
+            seen.append(value)
+            yield {**values, move.name: value}
 
     def _owned_children(self, values: TestInput, name: str, ops: Any, part: np.ndarray) -> Iterator[TestInput]:
         for value in ops.directed(values[name], part, self.rng):
