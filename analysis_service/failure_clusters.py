@@ -11,7 +11,8 @@ clusters its own failures reach:
   (Eq. 5): 0 = all of A's failures in one cluster, 100 = spread evenly over all k* clusters;
 * **Gini purity** of two approaches (Sec. 6.2.2): cluster their pooled failures, per cluster G = sum_c p_c^2
   over the two approaches (p_c = the cluster's share of approach c), the unweighted mean over clusters, in %.
-  With two approaches G >= 50 % by construction; 100 % = no cluster mixes them (complementary failures).
+  With two approaches G >= 50 % by construction; 100 % = no cluster mixes them (complementary failures); when
+  only one of the two has failures every cluster is pure (100 %), when neither has any there is no value (None).
   The paper's average "67.71 %" for hc_sal+fail is not the mean of its own Table 5 cells (their mean is 67.55;
   the GA pair's 80.79 does match): we report each cell and plain means only.
 
