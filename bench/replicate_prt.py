@@ -127,8 +127,10 @@ def table(results: dict[str, list[dict[str, Any]]], args: argparse.Namespace, mo
     source = PAPER_SOURCE.get(args.subject, args.subject)
     paper = PAPER.get(source, {})
     paper_label = "paper" if source == args.subject else f"paper ({source})"
+    inits = ([f"MAP-Elites init {args.me_init}"] if "map_elites" in results else []) + \
+        ([f"fuzzer seeds {args.fuzz_init}"] if {"fuzzer", "mdpfuzz"} & set(results) else [])
     lines = [f"PRT Table 3 replication on `{args.subject}` ({model}), {args.reps} runs per strategy, cap {args.max_tests} "
-             f"tests per run, batch {args.batch}, MAP-Elites init {args.me_init}, fuzzer seeds {args.fuzz_init}; "
+             f"tests per run, batch {args.batch}" + "".join(f", {i}" for i in inits) + "; "
              + (f"wall {wall / 60:.1f} min" if wall is not None else "wall not recorded"),
              "", f"| strategy | runs with a failure | tests to 1st failure, mean ± sd | (p, Â) vs PRT | seconds, mean ± sd "
              f"| (p, Â) vs PRT | {paper_label} tests | {paper_label} seconds |", "|---|---|---|---|---|---|---|---|"]
