@@ -81,3 +81,16 @@ def test_every_bundled_model_acts_on_its_subject_through_the_services(tmp_path: 
             request.model.name = name
             results = [r.result for r in sim.RunEpisodes(request, timeout=300)]
             assert len(results) == 2 and all(not r.error and r.steps >= 1 for r in results), name
+
+
+def test_an_observations_action_does_not_depend_on_the_lock_step_batch_size() -> None:
+    # Without fixed-size inference blocks this model's actions differed in the last bits at batch sizes 2, 3, 79, ...
+    import numpy as np
+
+    from agent_service.registry import ModelRegistry
+
+    registry = ModelRegistry()
+    observations = np.random.default_rng(0).normal(size=(200, 2)).astype(np.float32)
+    reference = registry.act("mountaincar-continuous-sac", observations)
+    for size in (1, 2, 3, 79, 97, 129, 200):
+        assert np.array_equal(registry.act("mountaincar-continuous-sac", observations[:size]), reference[:size]), size
