@@ -54,11 +54,20 @@ def test_every_service_is_healthy_and_reflective(suite: LocalSuite) -> None:
         assert b"python_info" in metrics
 
 
-def test_services_that_run_no_network_do_not_import_torch(suite: LocalSuite) -> None:
-    for name in ("oracle", "simulator", "generator", "analysis"):
-        pid = suite.services[name].process.pid
-        maps = Path(f"/proc/{pid}/maps").read_text()
+def test_services_that_run_no_network_do_not_import_torch(suite: LocalSuite, tmp_path: Path) -> None:
+    for name in ("oracle", "simulator", "analysis"):
+        maps = Path(f"/proc/{suite.services[name].process.pid}/maps").read_text()
         assert "libtorch" not in maps, f"{name} service loaded torch"
+    # The generator loads torch lazily, for Indago's surrogates; other tests run Indago campaigns on the shared
+    # suite, so a freshly started generator is checked.
+    fresh = LocalSuite(store_url=f"sqlite:///{tmp_path / 'fresh.db'}", log_dir=tmp_path)
+    try:
+        generator = fresh.start_service("generator", "generator_service", "--simulator-endpoint",
+                                        suite.endpoint("simulator"), "--oracle-endpoint", suite.endpoint("oracle"),
+                                        "--store-url", fresh.store_url)
+        assert "libtorch" not in Path(f"/proc/{generator.process.pid}/maps").read_text(), "generator loaded torch"
+    finally:
+        fresh.stop()
 
 
 def test_random_campaign_runs_end_to_end_and_reports(suite: LocalSuite, tmp_path: Path) -> None:
