@@ -238,10 +238,12 @@ def run_diversity(spec: BenchSpec, encoder: Any, results: Mapping[str, ApproachR
 
 def replicate(clients: Clients, spec: BenchSpec, say: Callable[[str], None] = print,
               advance: Callable[[str], None] | None = None,
-              checkpoint: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+              checkpoint: Callable[[dict[str, Any]], None] | None = None,
+              finished_runs: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
     """Runs the whole experiment on a running suite; returns per-run records and the summary (module docstring).
 
-    ``checkpoint`` gets the result so far after every finished run (the caller writes partial results)."""
+    ``checkpoint`` gets the result so far after every finished run (the caller writes partial results).
+    ``finished_runs``: records of runs 1..k from an earlier, interrupted session (--resume); only k+1.. run."""
     from generator_service.surrogates.encoding import Encoder
 
     unknown = [a for a in spec.approaches if a not in APPROACHES]
@@ -261,7 +263,7 @@ def replicate(clients: Clients, spec: BenchSpec, say: Callable[[str], None] = pr
     say(f"subject {spec.subject} ({spec.model}): {'deterministic' if info.deterministic else 'stochastic'}, "
         f"{repetitions} execution(s) per input; output trajectory = {what}")
     started = time.perf_counter()
-    runs: list[dict[str, Any]] = []
+    runs: list[dict[str, Any]] = list(finished_runs)
     lock = threading.Lock()
 
     def job(approach: str, run: int) -> ApproachRun:
@@ -273,7 +275,7 @@ def replicate(clients: Clients, spec: BenchSpec, say: Callable[[str], None] = pr
 
     with ThreadPoolExecutor(max_workers=max(1, spec.concurrency)) as pool:
         futures: dict[int, dict[str, Future[ApproachRun]]] = {
-            r: {a: pool.submit(job, a, r) for a in spec.approaches} for r in range(1, spec.runs + 1)}
+            r: {a: pool.submit(job, a, r) for a in spec.approaches} for r in range(len(runs) + 1, spec.runs + 1)}
         for r, jobs in futures.items():
             results = {a: f.result() for a, f in jobs.items()}
             t = time.perf_counter()
@@ -480,6 +482,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--output-signal", help="trajectory signal to cluster (default: the subject's position "
                         "trace, see OUTPUT_SIGNALS)")
     parser.add_argument("--out", type=Path, default=ROOT / "results", help="folder for indago_table2_<subject>.*")
+    parser.add_argument("--resume", action="store_true", help="keep the runs already in the results JSON (a PARTIAL "
+                        "one from an interrupted bench, same settings) and run only the missing ones")
     args = parser.parse_args(argv)
     for name, low in (("runs", 1), ("configs", 1), ("batch", 1), ("concurrency", 1), ("clusterings", 1)):
         if getattr(args, name) < low:
@@ -529,31 +533,63 @@ def main(argv: Sequence[str] | None = None) -> None:
                      approaches=args.approaches, repetitions=args.repetitions, batch=args.batch,
                      concurrency=args.concurrency, clusterings=args.clusterings, max_k=args.max_k,
                      search_params=search, output_signal=args.output_signal)
+    finished, sessions = (resumable_runs(args.out / f"indago_table2_{args.subject}.json", spec) if args.resume
+                          else ([], []))
+    if finished:
+        say(f"resuming: runs 1-{len(finished)} kept from the stored results")
     load = os.getloadavg()
     with temporary_suite("indago-table2") as local, \
             Progress(TextColumn("[bold]campaigns"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
                      TimeElapsedColumn(), console=console) as bar:
-        task = bar.add_task("", total=args.runs * len(args.approaches))
+        task = bar.add_task("", total=(args.runs - len(finished)) * len(args.approaches))
         done = [0]
 
         def advance(text: str) -> None:
             bar.update(task, advance=1, description=text)
             done[0] += 1
             if not console.is_terminal:  # a log file gets one line per finished campaign instead of a bar
-                say(f"[{done[0]}/{args.runs * len(args.approaches)}] {text} "
+                say(f"[{done[0]}/{(args.runs - len(finished)) * len(args.approaches)}] {text} "
                     f"({time.perf_counter() - wall:.0f} s)")
 
         def partial(result: dict[str, Any]) -> None:
             result["cpu_seconds"] = cpu_seconds({name: s.process.pid for name, s in local.services.items()})
+            result["earlier_sessions"] = sessions
             write_results(args, meta, result, time.perf_counter() - wall, load)
 
         try:
-            result = replicate(Clients.of(local), spec, say=bar.console.print, advance=advance, checkpoint=partial)
+            result = replicate(Clients.of(local), spec, say=bar.console.print, advance=advance, checkpoint=partial,
+                               finished_runs=finished)
         except ValueError as exc:
             raise SystemExit(f"error: {exc}") from None
         result["cpu_seconds"] = cpu_seconds({name: s.process.pid for name, s in local.services.items()})
+        result["earlier_sessions"] = sessions
     lines = write_results(args, meta, result, time.perf_counter() - wall, load)
     print(lines)
+
+
+def resumable_runs(path: Path, spec: BenchSpec) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The finished runs stored at `path` if they were made with the same settings as `spec` (all but --runs),
+    and the wall/CPU time of the sessions that made them."""
+    if not path.exists():
+        raise SystemExit(f"error: --resume: no stored results at {path}")
+    try:
+        stored = json.loads(path.read_text())
+        old = stored["spec"]
+        runs = list(stored["runs"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise SystemExit(f"error: --resume: {path} is not a results file of this bench ({exc})") from None
+    new = {**asdict(spec), "surrogate": str(spec.surrogate)}
+    differ = [k for k in new if k != "runs" and json.dumps(old.get(k), default=str) != json.dumps(new[k], default=str)]
+    if differ:
+        raise SystemExit(f"error: --resume: the stored runs used other settings ({', '.join(differ)}); rerun without "
+                         f"--resume or with the same options")
+    if [r["run"] for r in runs] != list(range(1, len(runs) + 1)) or len(runs) > spec.runs:
+        raise SystemExit(f"error: --resume: {path} holds runs {[r['run'] for r in runs]}, not 1..k with k <= {spec.runs}")
+    sessions = list(stored.get("earlier_sessions", []))
+    earlier = sum(x["runs"] for x in sessions)
+    sessions.append({"runs": len(runs) - earlier, "wall_seconds": stored.get("wall_seconds"),
+                     "cpu_seconds": (stored.get("cpu_seconds") or {}).get("total")})
+    return runs, sessions
 
 
 def write_results(args: argparse.Namespace, meta: Mapping[str, Any], result: dict[str, Any], seconds: float,
@@ -574,6 +610,9 @@ def write_results(args: argparse.Namespace, meta: Mapping[str, Any], result: dic
              f"{cpu['total'] / 60:.1f} min (" + ", ".join(f"{k} {v:.0f} s" for k, v in cpu.items() if k != "total")
              + f"). Load average (1/5/15 min) at start {result['load_average_at_start']}, at end "
              f"{result['load_average_at_end']} on {os.cpu_count()} cores.")
+    for earlier in result.get("earlier_sessions", []):  # --resume: the times above are the last session's only
+        text += (f" An earlier session (--resume) ran {earlier['runs']} run(s) in {(earlier['wall_seconds'] or 0) / 60:.1f}"
+                 f" min wall, {(earlier['cpu_seconds'] or 0) / 60:.1f} min CPU.")
     tail = notes + [f"indago_vs_random_failures={ratios.get('random', float('nan')):.3f}",
                     f"indago_vs_sampling_failures={ratios.get('sampling', float('nan')):.3f}"]
     args.out.mkdir(parents=True, exist_ok=True)

@@ -86,3 +86,26 @@ def test_tiny_replication_through_the_suite(suite: Any, tmp_path: Path) -> None:
     text = render(result, {"metrics": {}}, 1.0)
     assert "| hc_rnd |" in text and "Mean k* per run" in text
     assert np.isfinite(result["summary"]["means"]["hc_rnd"]["in_coverage"])
+
+
+def test_resume_keeps_runs_made_with_the_same_settings_only(tmp_path: Path) -> None:
+    import json
+    from dataclasses import asdict
+
+    from bench.replicate_indago import resumable_runs
+
+    spec = BenchSpec(subject="cartpole", model="cartpole-ppo", surrogate=tmp_path / "s", runs=4,
+                     approaches=("random", "sampling", "hc_rnd"))
+    stored = {"spec": {**asdict(spec), "surrogate": str(spec.surrogate), "runs": 4}, "wall_seconds": 60.0,
+              "cpu_seconds": {"total": 90.0},
+              "runs": fake_runs({"random": [0, 1], "sampling": [1, 2], "hc_rnd": [3, 4]})}
+    path = tmp_path / "indago_table2_cartpole.json"
+    path.write_text(json.dumps(stored))
+    runs, sessions = resumable_runs(path, spec)
+    assert [r["run"] for r in runs] == [1, 2] and sessions == [{"runs": 2, "wall_seconds": 60.0, "cpu_seconds": 90.0}]
+    other = BenchSpec(subject="cartpole", model="cartpole-ppo", surrogate=tmp_path / "s", runs=4, configs=50,
+                      approaches=("random", "sampling", "hc_rnd"))
+    with pytest.raises(SystemExit, match="other settings \\(configs\\)"):
+        resumable_runs(path, other)
+    with pytest.raises(SystemExit, match="no stored results"):
+        resumable_runs(tmp_path / "missing.json", spec)
