@@ -145,7 +145,10 @@ def serve(service: str, options: ServiceOptions, register: Callable[[grpc.Server
     print(json.dumps({"service": service, "port": port, "metrics_port": metrics_port}), flush=True)
     log.info("serving on %s:%d (metrics %d)", options.host, port, metrics_port)
 
-    stopped.wait()
+    # Wake up now and then: a SIGTERM delivered to one of gRPC's threads only runs its Python handler once the main
+    # thread executes bytecode, and an untimed wait could sleep through it (seen under load in CI).
+    while not stopped.wait(0.5):
+        pass
     log.info("stopped")
 
 
