@@ -104,12 +104,7 @@ def kmeans(x: np.ndarray, k: int, rng: np.random.Generator, n_init: int = 1, max
         for _ in range(max_iter):
             d = np.maximum(sq[:, None] - 2.0 * x @ centres.T + np.einsum("ij,ij->i", centres, centres)[None, :], 0.0)
             new = d.argmin(axis=1)
-            counts = np.bincount(new, minlength=k)
-            for empty in np.flatnonzero(counts == 0):
-                far = int(d[np.arange(n), new].argmax())
-                new[far] = empty
-                d[far, empty] = 0.0
-                counts = np.bincount(new, minlength=k)
+            counts = refill_empty_clusters(new, d, k)
             if np.array_equal(new, labels):
                 break
             labels = new
@@ -120,6 +115,24 @@ def kmeans(x: np.ndarray, k: int, rng: np.random.Generator, n_init: int = 1, max
         if inertia < best_inertia:
             best_labels, best_inertia = labels, inertia
     return best_labels  # type: ignore[return-value]
+
+
+def refill_empty_clusters(labels: np.ndarray, d: np.ndarray, k: int) -> np.ndarray:
+    """Gives every empty cluster the point farthest from its centre (in place); returns the cluster sizes.
+
+    Only a point that shares its cluster may move, or the move would empty that cluster instead (such a point
+    exists whenever a cluster is empty, since k <= n). ``d`` holds squared distances to the centres.
+    """
+    n = len(labels)
+    counts = np.bincount(labels, minlength=k)
+    while (counts == 0).any():
+        spread = np.where(counts[labels] > 1, d[np.arange(n), labels], -1.0)
+        far = int(spread.argmax())
+        empty = int(np.flatnonzero(counts == 0)[0])
+        labels[far] = empty
+        d[far, empty] = 0.0
+        counts = np.bincount(labels, minlength=k)
+    return counts
 
 
 def _plus_plus(x: np.ndarray, sq: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:

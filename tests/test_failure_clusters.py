@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from analysis_service.failure_clusters import (cluster_diversity, coverage_entropy, gini_purity, kmeans,
-                                               mean_trajectory, pad_trajectories, select_clustering, silhouette)
+                                               mean_trajectory, pad_trajectories, refill_empty_clusters,
+                                               select_clustering, silhouette)
 
 
 def blob(centre: tuple[float, float], n: int, seed: int, spread: float = 0.2) -> np.ndarray:
@@ -135,3 +136,13 @@ def test_comparison_scores_each_campaign_within_its_run() -> None:
     assert [c["cluster_coverage"] for c in report["campaigns"]] == pytest.approx([50.0] * 4)
     assert [c["cluster_entropy"] for c in report["campaigns"]] == pytest.approx([0.0] * 4)
     assert {m["key"] for m in report["metrics"]} >= {"cluster_coverage", "cluster_entropy"}
+
+
+
+def test_an_emptied_cluster_takes_a_point_that_shares_its_cluster() -> None:
+    # Point 3 is alone in cluster 1 and farthest from its centre: moving it to the empty cluster 2 would empty
+    # cluster 1 instead (k-means once divided by that zero count, giving NaN centres). Point 2 moves instead.
+    labels = np.array([0, 0, 0, 1])
+    d = np.array([[0.1, 9.0, 9.0], [0.2, 9.0, 9.0], [0.5, 9.0, 9.0], [9.0, 4.0, 9.0]])
+    counts = refill_empty_clusters(labels, d, 3)
+    assert labels.tolist() == [0, 0, 2, 1] and counts.tolist() == [2, 1, 1]

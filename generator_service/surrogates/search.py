@@ -215,6 +215,17 @@ class Mutator:
             child[param.name] = mutate_value(param, values[param.name], self.rng, scale=self.scale, p=1.0)
         return child
 
+    def neighbours(self, values: TestInput, attribution: np.ndarray | None, count: int) -> list[TestInput]:
+        """``count`` mutants of ``values`` (a hill-climbing neighbourhood), as ``count`` calls of ``mutate`` give.
+
+        The saliency ranking depends on ``values`` and the attribution only, so it is computed once for the
+        whole neighbourhood rather than per neighbour (it was a third of a Parking search's time).
+        """
+        if attribution is None:
+            return [self.random(values) for _ in range(count)]
+        ranked = self._ranked(values, attribution)
+        return [self._first_valid(values, ranked) or self.random(values) for _ in range(count)]
+
     def directed(self, values: TestInput, attribution: np.ndarray) -> TestInput | None:
         """The saliency move (best valid one), or None when no move is usable.
 
@@ -222,6 +233,9 @@ class Mutator:
         operator (Donkey's track), from that operator fed with the parameter's slice of the attribution; they are
         tried in order of attribution magnitude (a block's largest entry for an owned parameter).
         """
+        return self._first_valid(values, self._ranked(values, attribution))
+
+    def _ranked(self, values: TestInput, attribution: np.ndarray) -> list[Callable[[], Iterator[TestInput]]]:
         g = np.asarray(attribution, dtype=np.float64).reshape(-1)
         ranked: list[tuple[float, Callable[[], Iterator[TestInput]]]] = [
             (move.score, functools.partial(self._scalar_children, values, move))
@@ -233,7 +247,10 @@ class Mutator:
                 ranked.append((float(np.max(np.abs(part))),
                                functools.partial(self._owned_children, values, block.param.name, ops, part)))
         ranked.sort(key=lambda item: -item[0])  # stable: ties keep the encoder's order
-        for _, children in ranked:
+        return [children for _, children in ranked]
+
+    def _first_valid(self, values: TestInput, ranked: Sequence[Callable[[], Iterator[TestInput]]]) -> TestInput | None:
+        for children in ranked:
             for child in children():
                 if child != values and self.validity.ok(child):
                     return child
@@ -305,7 +322,7 @@ def hill_climb(seed: TestInput, fitness: Fitness, mutator: Mutator, neighbourhoo
     while not clock.done(iterations):
         attribution = mutator.attributions([current])
         row = None if attribution is None else attribution[0]
-        neighbours = [mutator.mutate(current, row) for _ in range(neighbourhood)]
+        neighbours = mutator.neighbours(current, row, neighbourhood)
         scores = fitness(neighbours)
         evaluations += len(neighbours)
         best = int(np.argmax(scores))
