@@ -98,3 +98,23 @@ def test_restarted_generator_resumes_without_losing_or_repeating(tmp_path: Path)
     expected = [v for _ in range(8) for v in strategy.ask(50)]
     by_id = {r.test_case_id: r.values for r in rows}
     assert [by_id[f"t{i:07d}"] for i in range(1, 401)] == json.loads(json.dumps(expected))
+
+
+def test_a_campaign_of_mostly_rejected_inputs_stops_with_its_reason(tmp_path: Path) -> None:
+    # Rejected inputs cost no budget, so a strategy blind to the subject's rules (uniform records on Donkey's
+    # track) would ask forever: past INVALID_ALLOWANCE rejections per run test (at least per 100) it stops.
+    from generator_service.campaign import INVALID_ALLOWANCE, CampaignRunner
+
+    store = CampaignStore(f"sqlite:///{tmp_path / 'store.db'}")
+    config = CampaignConfig(subject="cartpole", model="cartpole-ppo", budget={"max_executions": 5})
+    store.create_campaign("c", "n", {})
+    runner = CampaignRunner("c", config, store, simulator=None, oracle=None, publish=lambda kind, msg: None)
+    limit = INVALID_ALLOWANCE * 100
+    store.add_test_cases("c", 1, 1, [(f"t{i:07d}", {"x": 0.0}) for i in range(1, limit + 3)])
+    for i in range(1, limit + 1):
+        store.add_execution("c", _row(i, "invalid"))
+    assert runner._stop_reason() == ""  # exactly at the allowance: keeps asking
+    store.add_execution("c", _row(limit + 1, "invalid"))
+    assert runner._stop_reason() == "too_many_invalid_inputs"
+    store.add_execution("c", _row(limit + 2, "pass"))  # run tests do not reset the count of rejections
+    assert runner._stop_reason() == "too_many_invalid_inputs"

@@ -100,24 +100,34 @@ class DonkeyConnection:
                 raise SimUnavailable(f"the Donkey simulator at {self.endpoint} sent no {waiting_for} within "
                                      f"{timeout_s:g} s")
             self._sock.settimeout(remaining)
-            try:
-                chunk = self._sock.recv(256 * 1024)
-            except socket.timeout:
+            chunk = self._recv_chunk(waiting_for)
+            if chunk is None:
                 continue
-            except OSError as exc:
-                self.close()
-                raise SimUnavailable(f"the connection to the Donkey simulator at {self.endpoint} failed while "
-                                     f"waiting for {waiting_for} ({exc.strerror or exc})") from None
-            if not chunk:
-                self.close()
-                raise SimUnavailable(f"the Donkey simulator at {self.endpoint} closed the connection while we "
-                                     f"waited for {waiting_for}")
             self._buffer += chunk
             if len(self._buffer) > MAX_LINE_BYTES and b"\n" not in self._buffer:
                 raise SimProtocolError(f"the Donkey simulator at {self.endpoint} sent over {MAX_LINE_BYTES} bytes "
                                        "without a newline; it does not speak the newline-delimited JSON protocol")
         line, _, self._buffer = self._buffer.partition(b"\n")
         return line
+
+    def _recv_chunk(self, waiting_for: str) -> bytes | None:
+        """The next bytes from the socket, or None when none arrived in time (or, non-blocking, none are waiting).
+
+        A failed or closed connection closes the client and raises SimUnavailable naming the endpoint.
+        """
+        try:
+            chunk = self._sock.recv(256 * 1024)
+        except (socket.timeout, BlockingIOError, InterruptedError):
+            return None
+        except OSError as exc:
+            self.close()
+            raise SimUnavailable(f"the connection to the Donkey simulator at {self.endpoint} failed while "
+                                 f"waiting for {waiting_for} ({exc.strerror or exc})") from None
+        if not chunk:
+            self.close()
+            raise SimUnavailable(f"the Donkey simulator at {self.endpoint} closed the connection while we "
+                                 f"waited for {waiting_for}")
+        return chunk
 
     def receive(self, waiting_for: str = "a message", timeout_s: float | None = None) -> dict[str, Any]:
         """The next message (blank lines are skipped)."""
@@ -164,18 +174,7 @@ class DonkeyConnection:
         out: list[dict[str, Any]] = []
         self._sock.setblocking(False)
         try:
-            while True:
-                try:
-                    chunk = self._sock.recv(256 * 1024)
-                except (BlockingIOError, InterruptedError):
-                    break
-                except OSError as exc:
-                    self.close()
-                    raise SimUnavailable(f"the connection to the Donkey simulator at {self.endpoint} failed "
-                                         f"({exc.strerror or exc})") from None
-                if not chunk:
-                    self.close()
-                    raise SimUnavailable(f"the Donkey simulator at {self.endpoint} closed the connection")
+            while (chunk := self._recv_chunk("pending messages")) is not None:
                 self._buffer += chunk
         finally:
             if not self._closed:
