@@ -30,7 +30,7 @@ before the last two says so.
 Stochastic subjects (DescribeEnvironment says not deterministic) run each input 10 times and count it failing
 when more than half of the runs fail (the paper's "> 0.5"); their trajectory is the mean of the failing runs'.
 
-    python bench/replicate_indago.py --subject lunarlander --runs 10
+    python bench/replicate_indago.py --subject lunarlander --runs 10 --max-iterations 100  # as in results/
     python bench/replicate_indago.py --subject parking --runs 10
     python bench/replicate_indago.py --subject cartpole --runs 1 --configs 5 --approaches random,hc_rnd  # smoke
 """
