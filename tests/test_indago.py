@@ -271,6 +271,21 @@ def test_saliency_mutation_moves_towards_higher_failure_probability(classifier: 
         assert sum(p[n] != c[n] for n in SPACE.names) == 1
 
 
+def test_a_neighbourhood_is_what_as_many_single_mutations_give(classifier: Path) -> None:
+    # hill climbing ranks the saliency moves once per neighbourhood; the neighbours must not change for it
+    from generator_service.surrogates.artifact import load_surrogate
+    from generator_service.surrogates.search import Mutator, Validity
+
+    surrogate = load_surrogate(classifier)
+    parent = SPACE.sample(np.random.default_rng(7))
+    for mode in ("saliency", "random"):
+        one, many = (Mutator(surrogate, Validity(SPACE), np.random.default_rng(9), mode=mode, scale=0.2)
+                     for _ in range(2))
+        grad = one.attributions([parent])
+        row = None if grad is None else grad[0]
+        assert many.neighbours(parent, row, 30) == [one.mutate(parent, row) for _ in range(30)]
+
+
 def test_every_strategy_asks_only_valid_inputs_and_is_deterministic(taxi_artifact: Path) -> None:
     from simulator_service.subject import get_subject
 
