@@ -13,7 +13,7 @@ import yaml
 
 from agent_service.algorithms import model_file_name
 from agent_service.registry import DEFAULT_MODEL_ROOT
-from agent_service.training import get_recipe, load_recipes, read_interaction_log, train
+from agent_service.training import get_recipe, load_recipes, read_interaction_log, save_for_serving, train
 from cli.launcher import LocalSuite
 from common.generated.gauntlet.v1 import agent_pb2, agent_pb2_grpc, common_pb2, simulator_pb2, simulator_pb2_grpc
 from common.server import client_channel
@@ -39,6 +39,24 @@ def test_each_algorithm_trains_and_logs_every_episode(name: str, tmp_path: Path)
         assert row["episode"] == i and row["verdict"] in ("pass", "fail")
         assert space.violations(row["config"]) == []  # training episodes start from the subject's own space
     assert [r["timestep"] for r in rows] == sorted(r["timestep"] for r in rows)
+
+
+def test_a_serving_copy_drops_optimizer_moments_and_acts_the_same(tmp_path: Path) -> None:
+    # large off-policy models (Humanoid SAC) are bundled without Adam's moments to stay under 5 MiB
+    from stable_baselines3 import SAC
+
+    from agent_service.registry import SERVE_ONLY
+
+    source = DEFAULT_MODEL_ROOT / "mountaincar-continuous-sac" / "model.zip"
+    model = SAC.load(source, device="cpu", custom_objects=SERVE_ONLY)
+    obs = np.random.default_rng(0).uniform(-1, 1, size=(64, 2)).astype(np.float32)
+    before, _ = model.predict(obs, deterministic=True)
+    size = save_for_serving(model, tmp_path / "model.zip")
+    assert size < 0.6 * source.stat().st_size
+    served = SAC.load(tmp_path / "model.zip", device="cpu", custom_objects=SERVE_ONLY)
+    assert not served.actor.optimizer.state and not served.critic.optimizer.state
+    after, _ = served.predict(obs, deterministic=True)
+    assert np.array_equal(before, after)
 
 
 def test_a_malformed_log_line_is_named(tmp_path: Path) -> None:
