@@ -338,15 +338,18 @@ def cmd_train(args: argparse.Namespace) -> None:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> None:
-    from agent_service.evaluation import evaluate_policy
+    from agent_service.evaluation import JournalMismatch, evaluate_model
     from agent_service.registry import DEFAULT_MODEL_ROOT, ModelRegistry
     from analysis_service.metrics import wilson_interval
     from common.errors import ServiceError
     from simulator_service.subject import get_subject
 
-    if args.tests < 1 or args.parallelism < 1:
-        raise UserError(f"--tests and --parallelism must be >= 1 (got {args.tests} and {args.parallelism})")
-    registry = ModelRegistry(args.model_root or DEFAULT_MODEL_ROOT)
+    for flag, value in (("--tests", args.tests), ("--parallelism", args.parallelism), ("--workers", args.workers),
+                        ("--chunk", args.chunk)):
+        if value < 1:
+            raise UserError(f"{flag} must be >= 1 (got {value})")
+    root = args.model_root or DEFAULT_MODEL_ROOT
+    registry = ModelRegistry(root)
     try:
         entry = registry.entry(args.model)
         registry.load(args.model)
@@ -357,14 +360,21 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     with Progress(TextColumn(f"[bold]evaluating {args.model} on {subject.name}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=console) as bar:
         task = bar.add_task("eval", total=args.tests)
-        result = evaluate_policy(subject, lambda obs: registry.act(args.model, obs), args.tests, args.seed,
-                                 parallelism=args.parallelism, progress=lambda done: bar.update(task, completed=done))
+        try:
+            result = evaluate_model(root, args.model, args.tests, args.seed, workers=args.workers, chunk=args.chunk,
+                                    parallelism=args.parallelism, journal=args.journal,
+                                    progress=lambda done: bar.update(task, completed=done))
+        except JournalMismatch as exc:
+            raise UserError(str(exc)) from None
     judged = result.tests - result.errors
     low, high = wilson_interval(result.failures, judged) if judged else (float("nan"), float("nan"))
     summary = {"model": args.model, "subject": subject.name, "eval_tests": result.tests, "eval_seed": args.seed,
                "eval_failures": result.failures, "eval_errors": result.errors,
                "success_rate": round(result.success_rate, 5),
-               "failure_rate_ci95": [round(low, 5), round(high, 5)], "wall_seconds": round(time.time() - started, 1)}
+               "failure_rate_ci95": [round(low, 5), round(high, 5)], "wall_seconds": round(time.time() - started, 1),
+               "failed_test_indices": list(result.failed_indices[:50])}
+    if args.journal:
+        summary["journal"] = str(args.journal)
     if result.tests >= 100_000:
         summary["prt_well_trained"] = 1 <= result.failures * 100_000 / result.tests < 500
     console.print_json(json.dumps(summary))

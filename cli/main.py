@@ -79,6 +79,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--tests", type=int, default=1000, help="number of random test inputs (default 1000)")
     p.add_argument("--seed", type=int, default=100000, help="seed of the input draws (default 100000, the manifest's)")
     p.add_argument("--parallelism", type=int, default=64, help="environments stepped in lock-step (default 64)")
+    p.add_argument("--workers", type=int, default=1,
+                   help="processes sharing the chunks (default 1); any number gives the same inputs and counts")
+    p.add_argument("--chunk", type=int, default=1000, help="tests per chunk of work (default 1000)")
+    p.add_argument("--journal", type=Path,
+                   help="append each finished chunk (with its failing inputs) to this JSONL file and skip chunks "
+                        "already there: a killed 100,000-test measurement resumes with the same command")
     p.add_argument("--model-root", type=Path, help="models folder (default: the bundled zoo)")
     p = sub.add_parser("surrogate", help="train or inspect a surrogate failure predictor (Indago)",
                        description="Indago's surrogates: networks trained on a zoo agent's training episodes that "

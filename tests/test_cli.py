@@ -81,5 +81,7 @@ def test_evaluate_measures_a_zoo_model_and_names_bad_input() -> None:
     assert summary["eval_tests"] == 6 and summary["eval_errors"] == 0 and 0 <= summary["eval_failures"] <= 6
     low, high = summary["failure_rate_ci95"]
     assert 0.0 <= low <= summary["eval_failures"] / 6 <= high <= 1.0
+    out = gauntlet("evaluate", "cartpole-ppo", "--workers", "0")
+    assert out.returncode == 2 and "--workers must be >= 1 (got 0)" in out.stderr and "Traceback" not in out.stderr
     out = gauntlet("evaluate", "no-such-model")
     assert out.returncode == 2 and "unknown model 'no-such-model'" in out.stderr and "Traceback" not in out.stderr
