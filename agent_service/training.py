@@ -151,7 +151,7 @@ def train(recipe: Recipe, out_dir: Path, timesteps: int | None = None,
             return build
 
         vec = DummyVecEnv([factory(r) for r in range(recipe.n_envs)])
-        params = replay_buffer_params(dict(recipe.hyperparams))
+        params = schedule_params(replay_buffer_params(dict(recipe.hyperparams)))
         policy = params.pop("policy", "MlpPolicy")
         model = algorithm_class(recipe.algorithm)(policy, vec, seed=recipe.seed, verbose=0, device="cpu", **params)
 
@@ -197,6 +197,28 @@ def replay_buffer_params(params: dict[str, Any]) -> dict[str, Any]:
     from stable_baselines3 import HerReplayBuffer
 
     return {**params, "replay_buffer_class": HerReplayBuffer}
+
+
+# Hyper-parameters that may follow a schedule over the training budget (SB3 calls them with the progress
+# remaining, 1 -> 0). A recipe writes `learning_rate: {linear: [0.0003, 0.0]}` for a linear decay.
+SCHEDULED = ("learning_rate", "clip_range")
+
+
+def schedule_params(params: dict[str, Any]) -> dict[str, Any]:
+    """`params` with `{linear: [start, end]}` values turned into SB3 schedules; ValueError names a bad one."""
+    from stable_baselines3.common.utils import LinearSchedule
+
+    out = dict(params)
+    for key in SCHEDULED:
+        value = params.get(key)
+        if not isinstance(value, dict):
+            continue
+        ends = value.get("linear")
+        if set(value) != {"linear"} or not (isinstance(ends, list) and len(ends) == 2
+                                            and all(isinstance(v, (int, float)) for v in ends)):
+            raise ValueError(f"hyperparams.{key} must be a number or {{linear: [start, end]}}, got {value!r}")
+        out[key] = LinearSchedule(float(ends[0]), float(ends[1]), 1.0)
+    return out
 
 
 def read_interaction_log(path: Path) -> list[dict[str, Any]]:

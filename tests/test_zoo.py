@@ -67,6 +67,22 @@ def test_a_malformed_log_line_is_named(tmp_path: Path) -> None:
         read_interaction_log(path)
 
 
+def test_a_recipe_can_decay_the_learning_rate_linearly(tmp_path: Path) -> None:
+    from stable_baselines3 import PPO
+
+    from agent_service.training import schedule_params
+
+    recipe = get_recipe("lunarlander-ppo")
+    params = {**recipe.hyperparams, "n_steps": 64, "batch_size": 64, "n_epochs": 1,
+              "learning_rate": {"linear": [0.001, 0.0]}}
+    train(dataclasses.replace(recipe, n_envs=2, hyperparams=params), tmp_path, timesteps=256)  # two updates
+    model = PPO.load(tmp_path / "model.zip", device="cpu")
+    # SB3 sets the rate before each update from the steps left: 0 of 256 at the second (a constant would stay 1e-3)
+    assert model.policy.optimizer.param_groups[0]["lr"] == 0.0
+    with pytest.raises(ValueError, match="hyperparams.clip_range must be a number or {linear: \\[start, end\\]}"):
+        schedule_params({"clip_range": {"cosine": [0.2, 0.0]}})
+
+
 def test_manifest_lists_every_recipe_with_measurements() -> None:
     for name, entry in MANIFEST.items():
         assert name in load_recipes(), name
