@@ -65,24 +65,25 @@ def test_bad_arguments_are_named() -> None:
 
 
 def test_tiny_replication_through_the_suite(suite: Any, tmp_path: Path) -> None:
-    """1 run x 3 approaches x 6 inputs on continuous LunarLander (its agent fails on ~10 % of random inputs),
-    the whole path: campaigns, trajectory re-runs, clustering, the table."""
+    """1 run x 3 approaches x 6 inputs on Parking (its agent fails on ~35 % of random inputs; the LunarLander
+    agents now fail too rarely for 6 inputs), the whole path: campaigns, trajectory re-runs, clustering, the table."""
     from bench.campaigns import Clients
     from generator_service.surrogates.training import TuningGrid, train_zoo_surrogate
 
-    surrogate = train_zoo_surrogate("lunarlander-continuous-ppo", grid=TuningGrid("one", (5.0,), (1,), 1), out_dir=tmp_path / "s")
-    spec = BenchSpec(subject="lunarlander_continuous", model="lunarlander-continuous-ppo", surrogate=surrogate, runs=1, configs=6,
+    surrogate = train_zoo_surrogate("parking-her-sac", grid=TuningGrid("one", (5.0,), (1,), 1), out_dir=tmp_path / "s")
+    spec = BenchSpec(subject="parking", model="parking-her-sac", surrogate=surrogate, runs=1, configs=6,
                      approaches=("random", "hc_rnd", "train_fail"), batch=6, clusterings=2,
                      search_params={"max_iterations": 5})
     result = replicate(Clients.of(suite), spec, say=lambda _: None)
     run = result["runs"][0]["approaches"]
     assert set(run) == {"random", "hc_rnd", "train_fail"}
     for a, cell in run.items():
-        assert cell["executions"] == 6 and 0 <= cell["failures"] <= 6
-        assert cell["replay_mismatches"] == 0  # LunarLander is deterministic: every re-run fails again
+        # Parking rejects inputs that break its validity rules; those are stored (as invalid) beside the 6 run tests
+        assert cell["executions"] >= 6 and 0 <= cell["failures"] <= 6
+        assert cell["replay_mismatches"] == 0  # Parking is deterministic: every re-run fails again
         assert (cell["in_coverage"] > 0) == (cell["failures"] > 0)
-    assert sum(c["failures"] for c in run.values()) >= 2  # seed 1: random and train. fail. each find one
-    assert result["runs"][0]["input_k"] >= 1 and result["output_signal"]["columns"] == (0, 1)
+    assert sum(c["failures"] for c in run.values()) >= 2
+    assert result["runs"][0]["input_k"] >= 1 and result["output_signal"]["signal"] == "ego_xy"
     text = render(result, {"metrics": {}}, 1.0)
     assert "| hc_rnd |" in text and "Mean k* per run" in text
     assert np.isfinite(result["summary"]["means"]["hc_rnd"]["in_coverage"])
