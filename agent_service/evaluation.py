@@ -119,7 +119,7 @@ def evaluate_model(model_root: Path, model: str, tests: int, seed: int, *, worke
     header = {"model": model, "subject": subject.name, "tests": tests, "seed": seed, "chunk": chunk,
               "model_sha256": file_sha256(model_root / model / model_file_name(entry.algorithm))}
     done_chunks = _read_journal(journal, header) if journal else {}
-    if journal and not journal.exists():
+    if journal and not done_chunks and not (journal.exists() and journal.read_text().strip()):
         journal.parent.mkdir(parents=True, exist_ok=True)
         journal.write_text(json.dumps(header) + "\n")
     cases = draw_test_cases(subject, tests, seed)
@@ -174,7 +174,14 @@ def _indexed(cases: Sequence[dict[str, ParamValue]], start: int, end: int) -> li
 def _read_journal(journal: Path, header: dict[str, Any]) -> dict[int, dict[str, Any]]:
     if not journal.exists():
         return {}
-    lines = [json.loads(line) for line in journal.read_text().splitlines() if line.strip()]
+    lines = []
+    for number, line in enumerate(journal.read_text().splitlines(), 1):
+        if line.strip():
+            try:
+                lines.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise JournalMismatch(f"journal {journal}:{number} is not JSON ({exc.msg}); "
+                                      "delete that line (a chunk cut off mid-write) to resume") from None
     if not lines:
         return {}
     for key, value in header.items():

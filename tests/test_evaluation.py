@@ -38,3 +38,7 @@ def test_a_journal_resumes_and_refuses_other_settings(tmp_path: Path) -> None:
 
     with pytest.raises(JournalMismatch, match="seed=11.*seed=12"):
         evaluate_model(DEFAULT_MODEL_ROOT, MODEL, 600, seed=12, chunk=200, journal=journal)
+
+    journal.write_text(journal.read_text() + '{"start": 400, "end"\n')  # a line cut off mid-write
+    with pytest.raises(JournalMismatch, match=":5 is not JSON"):
+        evaluate_model(DEFAULT_MODEL_ROOT, MODEL, 600, seed=11, chunk=200, journal=journal)
