@@ -12,6 +12,15 @@ paper's numbers beside ours; writes results/qd_<subject>.{md,json,png}.
 
     python bench/replicate_qd.py --subject taxi_large --seeds 5 --budget 5000
 
+One bench runs its campaigns one after another; to use two cores, split the seeds over two processes and
+summarise their saved runs together (each run line records its budget, batch and initialisation, and runs with
+different settings are refused):
+
+    python bench/replicate_qd.py --subject lunarlander_qd --seeds 3 --out runs/qd-a
+    python bench/replicate_qd.py --subject lunarlander_qd --seeds 2 --first-seed 3 --out runs/qd-b
+    python bench/replicate_qd.py --subject lunarlander_qd \
+        --from-runs runs/qd-a/qd_lunarlander_qd.runs.jsonl runs/qd-b/qd_lunarlander_qd.runs.jsonl
+
 Choices where the paper is silent are documented in SUBJECTS below and in the README ("QD fault diversity").
 """
 
@@ -152,7 +161,8 @@ def one_run(gen: Any, sim: Any, subject: str, setup: SubjectSetup, method: str, 
         states = [setup.final_state(signals[e.test_case.id]["final_observation"]) for e in executed]
     rerun_seconds = time.perf_counter() - started
     curves = run_curves(keys, failed, descriptors, states, setup.grid, checkpoints_for(len(executed)))
-    return {"seed": seed, "tests": len(executed), "invalid": len(rows) - len(executed),
+    return {"seed": seed, "budget": budget, "batch": batch, "initial": initial, "final_states": final_states,
+            "tests": len(executed), "invalid": len(rows) - len(executed),
             "campaign_seconds": round(campaign_seconds, 1), "final_state_seconds": round(rerun_seconds, 1),
             "checkpoints": curves.checkpoints, "faults": curves.faults, "bs": curves.bs, "fbs": curves.fbs,
             "fs": curves.fs, "ffs": curves.ffs}
@@ -265,6 +275,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--subject", required=True, choices=sorted(SUBJECTS))
     parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--first-seed", type=int, default=0,
+                        help="campaigns use seeds K..K+seeds-1; split one bench over processes (each with its own "
+                             "--out) and summarise their .runs.jsonl files together with --from-runs")
     parser.add_argument("--budget", type=int, default=5000, help="tests per campaign (paper: 5000)")
     parser.add_argument("--batch", type=int, default=50, help="tests asked at once (paper: 1 for ME; 50 = the metric step)")
     parser.add_argument("--methods", default=",".join(METHODS))
@@ -272,15 +285,16 @@ def main() -> None:
                         help="random tests before ME/MDPFuzz/Fuzzer search (default: budget / 5, the paper's 1000 of 5000)")
     parser.add_argument("--no-final-states", action="store_true", help="skip the re-run that FS/FFS need")
     parser.add_argument("--out", type=Path, default=ROOT / "results")
-    parser.add_argument("--from-runs", type=Path, default=None,
-                        help="summarise the runs saved in this .runs.jsonl (one per finished run) instead of running")
+    parser.add_argument("--from-runs", type=Path, nargs="+", default=None,
+                        help="summarise the runs saved in these .runs.jsonl files (one line per finished run) "
+                             "instead of running; only seeds that every method finished count")
     args = parser.parse_args()
     methods = args.methods.split(",")
     unknown = sorted(set(methods) - set(METHODS))
     if unknown or "random" not in methods:
         raise SystemExit(f"error: --methods must include random and only {', '.join(METHODS)}; got {args.methods}")
-    if args.seeds < 2 or args.budget < 50:
-        raise SystemExit("error: --seeds must be >= 2 and --budget >= 50")
+    if args.seeds < 1 or args.budget < 50 or args.first_seed < 0:
+        raise SystemExit("error: --seeds must be >= 1, --first-seed >= 0 and --budget >= 50")
     setup = SUBJECTS[args.subject]
     initial = args.initial if args.initial is not None else max(1, args.budget // 5)
     results: dict[str, list[dict[str, Any]]] = {}
@@ -288,15 +302,28 @@ def main() -> None:
     args.out.mkdir(exist_ok=True)
     if args.from_runs:
         wall = 0.0
-        for line in args.from_runs.read_text().splitlines():
+        lines = [line for path in args.from_runs for line in path.read_text().splitlines() if line.strip()]
+        for line in lines:
             row = json.loads(line)
             results.setdefault(row.pop("method"), []).append(row)
             wall += row["campaign_seconds"] + row["final_state_seconds"]
+        for key in ("budget", "batch", "initial", "final_states"):  # the runs' settings, not this command line's
+            seen = {r[key] for rs in results.values() for r in rs if key in r}
+            if len(seen) > 1:
+                raise SystemExit(f"error: the saved runs mix {key} values {sorted(seen)}; summarise them apart")
+            if seen:
+                value = seen.pop()
+                if key == "final_states":
+                    args.no_final_states = not value
+                else:
+                    setattr(args, key, value)
+        initial = args.initial if args.initial is not None else max(1, args.budget // 5)
         complete = set.intersection(*({r["seed"] for r in rs} for rs in results.values()))  # seeds every method ran
         results = {m: [r for r in rs if r["seed"] in complete] for m, rs in results.items()}
         methods = list(results)
         if "random" not in results or min(len(r) for r in results.values()) < 2:
-            raise SystemExit(f"error: {args.from_runs} needs random and at least 2 runs per method")
+            raise SystemExit(f"error: {' '.join(map(str, args.from_runs))} need random and at least 2 seeds that "
+                             "every method finished")
     saved = args.out / f"qd_{args.subject}.runs.jsonl"  # every finished run, so an interrupted bench keeps them
     with contextlib.ExitStack() as stack:
         if not args.from_runs:
@@ -306,7 +333,7 @@ def main() -> None:
             sim = simulator_pb2_grpc.SimulatorServiceStub(client_channel(local.endpoint("simulator")))
             saved.write_text("")
         # seed-major: an interrupted bench keeps whole seeds of every method
-        for seed in range(args.seeds) if not args.from_runs else ():
+        for seed in range(args.first_seed, args.first_seed + args.seeds) if not args.from_runs else ():
             for method in methods:
                 run = one_run(gen, sim, args.subject, setup, method, seed, args.budget, args.batch,
                               not args.no_final_states, initial)
@@ -318,6 +345,9 @@ def main() -> None:
                       flush=True)
     if not args.from_runs:
         wall = time.perf_counter() - started
+    if min(len(r) for r in results.values()) < 2:  # a one-seed share of a split bench: its runs are saved, no table
+        print(f"saved {sum(map(len, results.values()))} runs to {saved}; summarise with --from-runs")
+        return
     text, summary = summarise(args.subject, results)
     flags = " --no-final-states" if args.no_final_states else ""
     seeds = min(len(r) for r in results.values())
@@ -327,7 +357,8 @@ def main() -> None:
     print(text)
     (args.out / f"qd_{args.subject}.md").write_text(text + "\n")
     (args.out / f"qd_{args.subject}.json").write_text(json.dumps(
-        {"args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}, "wall_seconds": wall,
+        {"args": {k: str(v) if isinstance(v, Path) else [str(x) for x in v] if isinstance(v, list) else v
+                  for k, v in vars(args).items()}, "wall_seconds": wall,
          "grid": {"low": setup.grid.low, "high": setup.grid.high, "cells": setup.grid.cells, "note": setup.grid_note},
          "strategy_params": {m: strategy_params(args.subject, m, setup, initial) for m in methods},
          "summary": summary, "runs": results}, indent=1))

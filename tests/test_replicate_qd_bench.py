@@ -1,0 +1,46 @@
+"""bench/replicate_qd.py split over processes: two one-seed shares summarised together equal one two-seed table."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+COMMON = ["--subject", "taxi_large", "--budget", "50", "--batch", "25", "--methods", "random,map_elites",
+          "--initial", "25", "--no-final-states"]
+
+
+def _bench(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "bench/replicate_qd.py", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=600)
+
+
+def test_split_seeds_merge_into_one_table(tmp_path: Path) -> None:
+    shares = []
+    for first in (0, 1):
+        out = _bench(*COMMON, "--seeds", "1", "--first-seed", str(first), "--out", str(tmp_path / f"s{first}"))
+        assert out.returncode == 0, out.stderr[-2000:]
+        assert "summarise with --from-runs" in out.stdout  # one seed: runs saved, no table
+        saved = tmp_path / f"s{first}" / "qd_taxi_large.runs.jsonl"
+        rows = [json.loads(line) for line in saved.read_text().splitlines()]
+        assert sorted(r["method"] for r in rows) == ["map_elites", "random"]
+        assert {r["seed"] for r in rows} == {first} and all(r["budget"] == 50 and r["tests"] == 50 for r in rows)
+        shares.append(saved)
+    # The command line's budget differs on purpose: the table must state the runs' own settings.
+    out = _bench("--subject", "taxi_large", "--budget", "5000", "--from-runs", *map(str, shares),
+                 "--out", str(tmp_path))
+    assert out.returncode == 0, out.stderr[-2000:]
+    table = (tmp_path / "qd_taxi_large.md").read_text()
+    assert "5 seeds" not in table and "2 seeds x 50+ tests per method" in table
+    assert "--seeds 2 --budget 50 --batch 25 --initial 25 --methods random,map_elites --no-final-states" in table
+    stored = json.loads((tmp_path / "qd_taxi_large.json").read_text())
+    assert [r["seed"] for r in stored["runs"]["random"]] == [0, 1]
+
+    # Runs made with other settings are not silently mixed.
+    mixed = tmp_path / "mixed.jsonl"
+    other = json.loads(shares[1].read_text().splitlines()[0]) | {"budget": 100}
+    mixed.write_text(shares[0].read_text() + json.dumps(other) + "\n")
+    out = _bench("--subject", "taxi_large", "--from-runs", str(mixed), "--out", str(tmp_path))
+    assert out.returncode == 1 and "mix budget values [50, 100]" in out.stderr and "Traceback" not in out.stderr
