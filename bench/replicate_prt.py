@@ -78,6 +78,9 @@ def run(subject: str, model: str, strategy: str, params: dict[str, Any], reps: i
                      "tests": float(status.first_failure_index) if found else float(max_tests),
                      "seconds": status.first_failure_seconds if found else status.wall_seconds})
         bar.advance(task)
+        if not bar.console.is_terminal:  # a log file gets a line per campaign instead of the bar
+            first = f"first failure at test {status.first_failure_index}" if found else f"no failure in {max_tests}"
+            bar.console.print(f"{strategy} seed {seed}: {first} ({status.wall_seconds:.1f} s)")
     return runs
 
 

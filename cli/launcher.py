@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import signal
@@ -48,7 +49,8 @@ class LocalSuite:
         log_file = log_path.open("a")
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         process = subprocess.Popen([sys.executable, "-m", module, "--port", "0", "--metrics-port", "0", *args],
-                                   stdout=subprocess.PIPE, stderr=log_file, text=True, env=env)
+                                   stdout=subprocess.PIPE, stderr=log_file, text=True, env=env,
+                                   preexec_fn=_die_with_parent if sys.platform == "linux" else None)
         line = _read_line(process.stdout, timeout)  # type: ignore[arg-type]
         if not line:
             process.kill()
@@ -98,6 +100,13 @@ class LocalSuite:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _die_with_parent() -> None:
+    """Runs in the child before exec: the kernel sends it SIGTERM when the launching process dies, so a bench or
+    `gauntlet run` that is killed (SIGTERM/SIGKILL, where __exit__ never runs) leaves no services behind."""
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def _read_line(stream: IO[str], timeout: float) -> str:

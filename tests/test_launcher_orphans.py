@@ -1,0 +1,55 @@
+"""A process that holds a LocalSuite and is killed outright (no __exit__) leaves no service running."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+HOLDER = """
+import json, sys, time
+from pathlib import Path
+from cli.launcher import LocalSuite
+suite = LocalSuite(store_url="sqlite:///" + sys.argv[1] + "/s.db", log_dir=Path(sys.argv[1]) / "logs").start()
+print(json.dumps([s.process.pid for s in suite.services.values()]), flush=True)
+time.sleep(600)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie is dead; its parent (init, after the kill) reaps it
+    stat = Path(f"/proc/{pid}/stat").read_text() if Path(f"/proc/{pid}/stat").exists() else ""
+    return bool(stat) and stat.split(")")[-1].split()[0] != "Z"
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="parent-death signal is Linux's prctl")
+def test_services_exit_when_their_launcher_is_killed(tmp_path: Path) -> None:
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(tmp_path)], cwd=ROOT, stdout=subprocess.PIPE,
+                              text=True)
+    pids: list[int] = []
+    try:
+        pids = json.loads(holder.stdout.readline())  # type: ignore[union-attr]
+        assert len(pids) == 6 and all(_alive(pid) for pid in pids)
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(timeout=30)
+        deadline = time.monotonic() + 30
+        while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not [pid for pid in pids if _alive(pid)], "services outlived their killed launcher"
+    finally:
+        holder.kill()
+        holder.wait()
+        for pid in pids:  # a failing run must not leave its services behind either
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
