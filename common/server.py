@@ -8,7 +8,7 @@ import json
 import logging
 import signal
 import sys
-import threading
+import time
 from concurrent import futures
 from dataclasses import dataclass
 from pathlib import Path
@@ -130,25 +130,27 @@ def serve(service: str, options: ServiceOptions, register: Callable[[grpc.Server
     server.start()
     for name in ["", *names]:
         health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    stopped = threading.Event()
+    requested: list[int] = []
 
-    def shutdown(signum: int, _frame: object) -> None:
-        log.info("signal %d: draining", signum)
-        health_servicer.enter_graceful_shutdown()
-        if on_stop:
-            on_stop()
-        server.stop(grace=5).wait()
-        stopped.set()
+    def request_stop(signum: int, _frame: object) -> None:
+        # Only record: the handler can interrupt the main thread anywhere (inside a lock, a logging call, or a
+        # drain already under way after an earlier signal), so draining from here could deadlock on re-entry.
+        requested.append(signum)
 
-    signal.signal(signal.SIGTERM, shutdown)
-    signal.signal(signal.SIGINT, shutdown)
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
     print(json.dumps({"service": service, "port": port, "metrics_port": metrics_port}), flush=True)
     log.info("serving on %s:%d (metrics %d)", options.host, port, metrics_port)
 
     # Wake up now and then: a SIGTERM delivered to one of gRPC's threads only runs its Python handler once the main
     # thread executes bytecode, and an untimed wait could sleep through it (seen under load in CI).
-    while not stopped.wait(0.5):
-        pass
+    while not requested:
+        time.sleep(0.5)
+    log.info("signal %d: draining", requested[0])
+    health_servicer.enter_graceful_shutdown()
+    if on_stop:
+        on_stop()
+    server.stop(grace=5).wait()
     log.info("stopped")
 
 

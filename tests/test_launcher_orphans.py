@@ -53,3 +53,21 @@ def test_services_exit_when_their_launcher_is_killed(tmp_path: Path) -> None:
         for pid in pids:  # a failing run must not leave its services behind either
             if _alive(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+def test_a_service_drains_once_however_many_signals_arrive(tmp_path: Path) -> None:
+    # A launcher's death (parent-death SIGTERM) and a user's Ctrl-C can land together; handling each signal by
+    # draining inside the handler deadlocked on re-entry and left the process running.
+    with (tmp_path / "oracle.log").open("w") as log:
+        service = subprocess.Popen([sys.executable, "-m", "oracle_service", "--port", "0", "--metrics-port", "0"],
+                                   cwd=ROOT, stdout=subprocess.PIPE, stderr=log, text=True)
+        try:
+            assert json.loads(service.stdout.readline())["service"]  # type: ignore[union-attr]
+            for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGTERM, signal.SIGTERM):
+                service.send_signal(signum)
+                time.sleep(0.01)
+            assert service.wait(timeout=30) == 0
+        finally:
+            service.kill()
+            service.wait()
+    assert "draining" in (tmp_path / "oracle.log").read_text()
