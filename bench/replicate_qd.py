@@ -293,8 +293,10 @@ def main() -> None:
     args = parser.parse_args()
     methods = args.methods.split(",")
     unknown = sorted(set(methods) - set(METHODS))
-    if unknown or "random" not in methods:
-        raise SystemExit(f"error: --methods must include random and only {', '.join(METHODS)}; got {args.methods}")
+    # random is the baseline of every table; a one-seed share of a split bench makes no table and may leave it out
+    if unknown or ("random" not in methods and (args.seeds > 1 or args.from_runs)):
+        raise SystemExit(f"error: --methods must include random (except in a one-seed share) and only "
+                         f"{', '.join(METHODS)}; got {args.methods}")
     if args.seeds < 1 or args.budget < 50 or args.first_seed < 0:
         raise SystemExit("error: --seeds must be >= 1, --first-seed >= 0 and --budget >= 50")
     setup = SUBJECTS[args.subject]
