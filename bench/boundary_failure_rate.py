@@ -42,6 +42,8 @@ def boundary_cases(subject: Subject, tests: int, seed: int) -> list[dict[str, Pa
 
 
 def _rate(failures: int, judged: int) -> str:
+    if judged == 0:
+        return "no input was judged (every episode errored)"
     low, high = wilson_interval(failures, judged)
     return (f"{failures} failures in {judged} inputs = {100 * failures / judged:.2f} % "
             f"(Wilson 95 % [{100 * low:.2f} %, {100 * high:.2f} %])")
