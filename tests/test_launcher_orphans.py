@@ -30,8 +30,11 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     # a zombie is dead; its parent (init, after the kill) reaps it
-    stat = Path(f"/proc/{pid}/stat").read_text() if Path(f"/proc/{pid}/stat").exists() else ""
-    return bool(stat) and stat.split(")")[-1].split()[0] != "Z"
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:  # reaped between the two looks
+        return False
+    return stat.split(")")[-1].split()[0] != "Z"
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="parent-death signal is Linux's prctl")
