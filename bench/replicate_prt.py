@@ -17,6 +17,16 @@ each) before any guidance. Both are parameters so that a shorter initialisation 
 
     python bench/replicate_prt.py --subject cartpole --reps 20
     python bench/replicate_prt.py --subject mountaincar_continuous --reps 5 --max-tests 2000
+
+Every finished campaign is appended to <out>/prt_table3_<subject>[_<tag>].runs.jsonl with the settings it ran
+under. `--resume` keeps that file and skips the (strategy, seed) pairs it already holds, so a long bench survives
+an interruption; `--first-rep K` runs seeds K..K+reps-1 (a share of a bench split over processes or sessions,
+each with its own --out, which may leave out prt or random), and `--from-runs A B ...` makes the table from
+saved runs without running anything (runs with different settings are refused, naming the field):
+
+    python bench/replicate_prt.py --subject mountaincar_continuous --reps 10 --strategies random --first-rep 0 --out runs/a
+    python bench/replicate_prt.py --subject mountaincar_continuous --reps 10 --strategies random --first-rep 10 --out runs/b
+    python bench/replicate_prt.py --subject mountaincar_continuous --from-runs runs/a/*.runs.jsonl runs/b/*.runs.jsonl ...
 """
 
 from __future__ import annotations
@@ -59,12 +69,22 @@ PAPER_SOURCE = {"lunarlander": "lunarlander_continuous"}
 NOT_HERE = ("curefuzz", "g_model")
 
 
-def run(subject: str, model: str, strategy: str, params: dict[str, Any], reps: int, max_tests: int, batch: int,
-        gen: generator_pb2_grpc.GeneratorServiceStub, bar: Progress) -> list[dict[str, Any]]:
-    """One stop-at-first-failure campaign per seed; a run without a failure costs the cap (censored)."""
+# the settings a saved run records; runs summarised together must agree on all of them
+RUN_SETTINGS = ("subject", "max_tests", "batch", "me_init", "fuzz_init")
+
+
+def run(strategy: str, params: dict[str, Any], seeds: range, done: dict[int, dict[str, Any]], args: argparse.Namespace,
+        model: str, gen: generator_pb2_grpc.GeneratorServiceStub, bar: Progress, saved: Path) -> list[dict[str, Any]]:
+    """One stop-at-first-failure campaign per seed; a run without a failure costs the cap (censored). Seeds in
+    `done` (runs a resumed bench saved before) are not run again; each new run is appended to `saved`."""
+    subject, max_tests, batch = args.subject, args.max_tests, args.batch
     runs = []
-    task = bar.add_task(f"{strategy:>11s}", total=reps)
-    for seed in range(reps):
+    task = bar.add_task(f"{strategy:>11s}", total=len(seeds))
+    for seed in seeds:
+        if seed in done:
+            runs.append(done[seed])
+            bar.advance(task)
+            continue
         config = CampaignConfig(name=f"table3-{subject}-{strategy}-{seed}", subject=subject, model=model,
                                 strategy=strategy, strategy_params=params, seed=seed,
                                 budget={"max_executions": max_tests}, batch_size=batch, parallelism=batch,
@@ -74,14 +94,46 @@ def run(subject: str, model: str, strategy: str, params: dict[str, Any], reps: i
         if status.error:
             raise SystemExit(f"error: campaign {cid} ({strategy}, seed {seed}) stopped: {status.error}")
         found = status.failures > 0
-        runs.append({"campaign_id": cid, "found": found, "executions": status.executions,
+        runs.append({"campaign_id": cid, "seed": seed, "found": found, "executions": status.executions,
                      "tests": float(status.first_failure_index) if found else float(max_tests),
-                     "seconds": status.first_failure_seconds if found else status.wall_seconds})
+                     "seconds": status.first_failure_seconds if found else status.wall_seconds,
+                     "wall_seconds": status.wall_seconds})
+        with saved.open("a") as stream:
+            stream.write(json.dumps({"strategy": strategy, **{k: getattr(args, k) for k in RUN_SETTINGS},
+                                     **runs[-1]}) + "\n")
         bar.advance(task)
         if not bar.console.is_terminal:  # a log file gets a line per campaign instead of the bar
             first = f"first failure at test {status.first_failure_index}" if found else f"no failure in {max_tests}"
             bar.console.print(f"{strategy} seed {seed}: {first} ({status.wall_seconds:.1f} s)")
     return runs
+
+
+def load_runs(paths: list[Path]) -> tuple[dict[str, list[dict[str, Any]]], dict[str, Any]]:
+    """Runs saved in .runs.jsonl files, per strategy in seed order, and the settings they share. Raises SystemExit
+    naming the file and field when lines are malformed, mix settings, or hold the same (strategy, seed) twice."""
+    results: dict[str, dict[int, dict[str, Any]]] = {}
+    settings: dict[str, Any] = {}
+    for path in paths:
+        try:
+            lines = [(n, line) for n, line in enumerate(path.read_text().splitlines(), 1) if line.strip()]
+        except OSError as err:
+            raise SystemExit(f"error: cannot read saved runs {path}: {err.strerror}")
+        for number, line in lines:
+            try:
+                row = json.loads(line)
+                strategy, seed = row.pop("strategy"), int(row["seed"])
+                for key in RUN_SETTINGS:
+                    if settings.setdefault(key, row[key]) != row[key]:
+                        raise SystemExit(f"error: {path}:{number}: {key} is {row[key]!r} but earlier runs have "
+                                         f"{settings[key]!r}; summarise runs with different settings apart")
+                    del row[key]
+                row["tests"], row["seconds"], row["found"] = float(row["tests"]), float(row["seconds"]), bool(row["found"])
+            except (ValueError, KeyError, TypeError, AttributeError) as err:
+                raise SystemExit(f"error: {path}:{number}: not a saved run ({type(err).__name__}: {err})")
+            if seed in results.setdefault(strategy, {}):
+                raise SystemExit(f"error: {path}:{number}: {strategy} seed {seed} is saved twice (overlapping shares?)")
+            results[strategy][seed] = row
+    return {name: [runs[seed] for seed in sorted(runs)] for name, runs in results.items()}, settings
 
 
 def mean_sd(values: list[float], censored: bool, digits: int) -> str:
@@ -132,9 +184,12 @@ def table(results: dict[str, list[dict[str, Any]]], args: argparse.Namespace, mo
     paper_label = "paper" if source == args.subject else f"paper ({source})"
     inits = ([f"MAP-Elites init {args.me_init}"] if "map_elites" in results else []) + \
         ([f"fuzzer seeds {args.fuzz_init}"] if {"fuzzer", "mdpfuzz"} & set(results) else [])
-    lines = [f"PRT Table 3 replication on `{args.subject}` ({model}), {args.reps} runs per strategy, cap {args.max_tests} "
+    counts = sorted({len(runs) for runs in results.values()})
+    reps = f"{counts[0]} runs per strategy" if len(counts) == 1 else "runs per strategy as in the table"
+    lines = [f"PRT Table 3 replication on `{args.subject}` ({model}), {reps}, cap {args.max_tests} "
              f"tests per run, batch {args.batch}" + "".join(f", {i}" for i in inits) + "; "
-             + (f"wall {wall / 60:.1f} min" if wall is not None else "wall not recorded"),
+             + (("campaign walls summed " if getattr(args, "wall_summed", False) else "wall ") + f"{wall / 60:.1f} min"
+                if wall is not None else "wall not recorded"),
              "", f"| strategy | runs with a failure | tests to 1st failure, mean ± sd | (p, Â) vs PRT | seconds, mean ± sd "
              f"| (p, Â) vs PRT | {paper_label} tests | {paper_label} seconds |", "|---|---|---|---|---|---|---|---|"]
     summary: dict[str, Any] = {}
@@ -181,21 +236,33 @@ def main() -> None:
                         "prt_table3_*.json (no campaigns run); its settings replace the command line's")
     parser.add_argument("--tag", default="", help="suffix of the result files (prt_table3_<subject>_<tag>.md), "
                         "to keep runs with other settings beside the default one")
+    parser.add_argument("--first-rep", type=int, default=None, metavar="K",
+                        help="run seeds K..K+reps-1: a share of a bench split over processes or sessions (each with "
+                             "its own --out; a share may leave out prt or random and then writes no table)")
+    parser.add_argument("--resume", action="store_true",
+                        help="keep the saved .runs.jsonl in --out and skip the (strategy, seed) runs it holds")
+    parser.add_argument("--from-runs", type=Path, nargs="+", metavar="RUNS",
+                        help="make the table from these saved .runs.jsonl files (their settings replace the command "
+                             "line's); no campaigns run")
     args = parser.parse_args()
     for flag in ("reps", "max_tests", "batch", "me_init", "fuzz_init"):
         if getattr(args, flag) < 1:
             parser.error(f"--{flag.replace('_', '-')} must be at least 1, got {getattr(args, flag)}")
+    if args.first_rep is not None and args.first_rep < 0:
+        parser.error(f"--first-rep must be at least 0, got {args.first_rep}")
     if args.tag and not args.tag.replace("-", "").replace("_", "").isalnum():
         parser.error(f"--tag must be letters, digits, '-' or '_', got {args.tag!r}")
+    if args.report_dir and (args.resume or args.from_runs):
+        parser.error("--report-dir needs every campaign in this run's store; it cannot follow --resume or --from-runs")
     known = strategies()
     asked = [s.strip() for s in args.strategies.split(",") if s.strip()]
     unknown = sorted(set(asked) - set(known))
     if unknown:
         parser.error(f"--strategies: unknown {', '.join(unknown)}; known: {', '.join(sorted(known))}")
-    if "prt" not in asked or "random" not in asked:
+    if ("prt" not in asked or "random" not in asked) and args.first_rep is None:
         parser.error("--strategies must include prt and random (the table compares every strategy with PRT and "
-                     "ends with PRT's cost relative to random's)")
-    names = ["prt", "random"] + [s for s in dict.fromkeys(asked) if s not in ("prt", "random")]
+                     "ends with PRT's cost relative to random's); only a share (--first-rep) may leave them out")
+    names = [s for s in ("prt", "random") if s in asked] + [s for s in dict.fromkeys(asked) if s not in ("prt", "random")]
     params = {"map_elites": {"initial_tests": args.me_init}, "fuzzer": {"initial_tests": args.fuzz_init},
               "mdpfuzz": {"initial_tests": args.fuzz_init}}
     if args.render:
@@ -209,29 +276,69 @@ def main() -> None:
                    for name, row in stored["results"].items()}
         write(results, args, stored.get("model", MODELS[args.subject]), stored.get("wall_seconds"))
         return
+    if args.from_runs:
+        results, settings = load_runs(args.from_runs)
+        if settings.get("subject", args.subject) != args.subject:
+            parser.error(f"--subject is {args.subject} but the saved runs are of {settings['subject']}")
+        vars(args).update(settings)
+        missing = [s for s in ("prt", "random") if s not in results]
+        if missing:
+            parser.error(f"the saved runs hold no {' or '.join(missing)} runs; the table needs both")
+        args.reps = max(len(runs) for runs in results.values())
+        args.strategies = ",".join(results)
+        order = ["prt", "random"] + [s for s in results if s not in ("prt", "random")]
+        args.wall_summed = True
+        write({name: results[name] for name in order}, args, MODELS[args.subject], summed_wall(results))
+        return
     model = MODELS[args.subject]
+    first = args.first_rep or 0
+    seeds = range(first, first + args.reps)
+    args.out.mkdir(parents=True, exist_ok=True)
+    saved = args.out / f"prt_table3_{args.subject}{f'_{args.tag}' if args.tag else ''}.runs.jsonl"
+    done: dict[str, list[dict[str, Any]]] = {}
+    if args.resume and saved.exists():
+        done, settings = load_runs([saved])
+        for key, value in settings.items():
+            if getattr(args, key) != value:
+                parser.error(f"--resume: {saved} ran with {key} = {value!r}, this command has {getattr(args, key)!r}")
+        print(f"resuming: {sum(map(len, done.values()))} runs saved in {saved} are kept")
+    else:
+        saved.write_text("")
+    kept = {name: {r["seed"]: r for r in done.get(name, []) if r["seed"] in seeds} for name in names}
     results: dict[str, list[dict[str, Any]]] = {}
-    with tempfile.TemporaryDirectory() as tmp, \
-            LocalSuite(store_url=f"sqlite:///{tmp}/table3.db", log_dir=Path(tmp) / "logs") as local, Progress() as bar:
-        gen = generator_pb2_grpc.GeneratorServiceStub(client_channel(local.endpoint("generator")))
-        # one uncounted batch first, so that loading the model and warming the services is nobody's cost
-        warm = CampaignConfig(name="table3-warm-up", subject=args.subject, model=model, budget={"max_executions": args.batch},
-                              batch_size=args.batch, parallelism=args.batch)
-        list(gen.WatchCampaign(generator_pb2.WatchCampaignRequest(
-            campaign_id=gen.StartCampaign(generator_pb2.StartCampaignRequest(spec=warm.to_proto())).status.campaign_id)))
-        start = time.perf_counter()
-        for name in names:
-            results[name] = run(args.subject, model, name, params.get(name, {}), args.reps, args.max_tests,
-                                args.batch, gen, bar)
-        wall = time.perf_counter() - start
-        if args.report_dir:
-            analysis = analysis_pb2_grpc.AnalysisServiceStub(client_channel(local.endpoint("analysis")))
-            ids = [r["campaign_id"] for runs in results.values() for r in runs]
-            done = analysis.Compare(analysis_pb2.CompareRequest(campaign_ids=ids, output_dir=str(args.report_dir.resolve()),
-                                                                baseline="prt"), timeout=600)
-            print(f"comparison report: {done.html_path}")
-
+    wall = 0.0
+    if all(len(kept[name]) == len(seeds) for name in names):  # a resumed bench that had finished: nothing to run
+        results = {name: [kept[name][seed] for seed in seeds] for name in names}
+    else:
+        with tempfile.TemporaryDirectory() as tmp, \
+                LocalSuite(store_url=f"sqlite:///{tmp}/table3.db", log_dir=Path(tmp) / "logs") as local, Progress() as bar:
+            gen = generator_pb2_grpc.GeneratorServiceStub(client_channel(local.endpoint("generator")))
+            # one uncounted batch first, so that loading the model and warming the services is nobody's cost
+            warm = CampaignConfig(name="table3-warm-up", subject=args.subject, model=model,
+                                  budget={"max_executions": args.batch}, batch_size=args.batch, parallelism=args.batch)
+            list(gen.WatchCampaign(generator_pb2.WatchCampaignRequest(
+                campaign_id=gen.StartCampaign(generator_pb2.StartCampaignRequest(spec=warm.to_proto())).status.campaign_id)))
+            start = time.perf_counter()
+            for name in names:
+                results[name] = run(name, params.get(name, {}), seeds, kept[name], args, model, gen, bar, saved)
+            wall = time.perf_counter() - start
+            if args.report_dir:
+                analysis = analysis_pb2_grpc.AnalysisServiceStub(client_channel(local.endpoint("analysis")))
+                ids = [r["campaign_id"] for runs in results.values() for r in runs]
+                report = analysis.Compare(analysis_pb2.CompareRequest(
+                    campaign_ids=ids, output_dir=str(args.report_dir.resolve()), baseline="prt"), timeout=600)
+                print(f"comparison report: {report.html_path}")
+    if "prt" not in results or "random" not in results:  # a share without the table's two anchors
+        print(f"saved {sum(map(len, results.values()))} runs to {saved}; summarise the shares with --from-runs")
+        return
+    if args.resume:  # this process ran only part of the campaigns
+        args.wall_summed, wall = True, summed_wall(results)
     write(results, args, model, wall)
+
+
+def summed_wall(results: dict[str, list[dict[str, Any]]]) -> float:
+    """The campaigns' own wall times added up (runs saved before they were recorded count their seconds)."""
+    return sum(r.get("wall_seconds", r["seconds"]) for runs in results.values() for r in runs)
 
 
 def write(results: dict[str, list[dict[str, Any]]], args: argparse.Namespace, model: str, wall: float | None) -> None:
@@ -252,7 +359,8 @@ def write(results: dict[str, list[dict[str, Any]]], args: argparse.Namespace, mo
     args.out.mkdir(parents=True, exist_ok=True)
     stem = f"prt_table3_{args.subject}" + (f"_{args.tag}" if args.tag else "")
     (args.out / f"{stem}.md").write_text(text + "\n")
-    stored = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
+    stored = {k: (str(v) if isinstance(v, Path) else [str(x) for x in v] if isinstance(v, list) else v)
+              for k, v in vars(args).items()}
     (args.out / f"{stem}.json").write_text(
         json.dumps({"args": stored, "model": model, "wall_seconds": wall, "notes": extra, "results": summary}, indent=2))
     print(f"prt_vs_random_first_failure={ratio:.3f}")

@@ -40,3 +40,66 @@ def test_bad_options_are_named() -> None:
     out = subprocess.run([sys.executable, "bench/replicate_prt.py", "--strategies", "random,map_elites"], cwd=ROOT,
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 2 and "must include prt and random" in out.stderr
+
+
+def saved_run(strategy: str, seed: int, tests: float, found: bool = True, **settings: object) -> str:
+    row = {"strategy": strategy, "subject": "cartpole", "max_tests": 40, "batch": 16, "me_init": 1000,
+           "fuzz_init": 1000, "campaign_id": f"c-{strategy}-{seed}", "seed": seed, "found": found,
+           "executions": int(tests), "tests": tests, "seconds": tests / 10, "wall_seconds": tests / 10}
+    row.update(settings)
+    return json.dumps(row)
+
+
+def bench(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "bench/replicate_prt.py", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=600)
+
+
+def test_saved_runs_that_disagree_are_refused_by_name(tmp_path: Path) -> None:
+    a, b = tmp_path / "a.runs.jsonl", tmp_path / "b.runs.jsonl"
+    a.write_text(saved_run("prt", 0, 5) + "\n" + saved_run("random", 0, 30) + "\n")
+    b.write_text(saved_run("random", 1, 20, max_tests=80) + "\n")
+    out = bench("--subject", "cartpole", "--from-runs", str(a), str(b), "--out", str(tmp_path))
+    assert out.returncode == 1 and "max_tests is 80" in out.stderr and "Traceback" not in out.stderr
+    b.write_text(saved_run("random", 0, 20) + "\n")
+    out = bench("--subject", "cartpole", "--from-runs", str(a), str(b), "--out", str(tmp_path))
+    assert out.returncode == 1 and "random seed 0 is saved twice" in out.stderr
+    b.write_text("{not json\n")
+    out = bench("--subject", "cartpole", "--from-runs", str(a), str(b), "--out", str(tmp_path))
+    assert out.returncode == 1 and f"{b}:1: not a saved run" in out.stderr and "Traceback" not in out.stderr
+    out = bench("--subject", "cartpole", "--from-runs", str(b.with_name("missing.jsonl")), "--out", str(tmp_path))
+    assert out.returncode == 1 and "cannot read saved runs" in out.stderr
+    out = bench("--subject", "cartpole", "--from-runs", str(a), "--report-dir", str(tmp_path))
+    assert out.returncode == 2 and "--report-dir" in out.stderr
+
+
+def test_shares_resume_and_merge_into_one_table(tmp_path: Path) -> None:
+    """Two shares run real campaigns (seed 0: prt and random; seed 1: random only), a finished share resumed runs
+    nothing, and --from-runs makes the table of both with the ratio of the saved runs' means."""
+    common = ["--subject", "cartpole", "--max-tests", "40", "--batch", "16"]
+    first = bench(*common, "--reps", "1", "--first-rep", "0", "--strategies", "prt,random", "--out", str(tmp_path / "a"))
+    assert first.returncode == 0, first.stderr
+    second = bench(*common, "--reps", "1", "--first-rep", "1", "--strategies", "random", "--out", str(tmp_path / "b"))
+    assert second.returncode == 0, second.stderr
+    saved_b = tmp_path / "b" / "prt_table3_cartpole.runs.jsonl"
+    assert "saved 1 runs" in second.stdout and len(saved_b.read_text().splitlines()) == 1
+    again = bench(*common, "--reps", "1", "--first-rep", "1", "--strategies", "random", "--out", str(tmp_path / "b"),
+                  "--resume")
+    assert again.returncode == 0, again.stderr
+    assert "resuming: 1 runs" in again.stdout and len(saved_b.read_text().splitlines()) == 1
+    clash = bench("--subject", "cartpole", "--max-tests", "41", "--batch", "16", "--reps", "1", "--first-rep", "1",
+                  "--strategies", "random", "--out", str(tmp_path / "b"), "--resume")
+    assert clash.returncode == 2 and "max_tests = 40" in clash.stderr
+    merged = bench("--subject", "cartpole", "--from-runs", str(tmp_path / "a" / "prt_table3_cartpole.runs.jsonl"),
+                   str(saved_b), "--out", str(tmp_path / "merged"))
+    assert merged.returncode == 0, merged.stderr
+    runs = [json.loads(line) for path in (tmp_path / "a" / "prt_table3_cartpole.runs.jsonl", saved_b)
+            for line in path.read_text().splitlines()]
+    assert sorted((r["strategy"], r["seed"]) for r in runs) == [("prt", 0), ("random", 0), ("random", 1)]
+    prt = [r["tests"] for r in runs if r["strategy"] == "prt"]
+    random = [r["tests"] for r in runs if r["strategy"] == "random"]
+    assert merged.stdout.strip().splitlines()[-1] == \
+        f"prt_vs_random_first_failure={prt[0] / (sum(random) / 2):.3f}"
+    table = (tmp_path / "merged" / "prt_table3_cartpole.md").read_text()
+    assert "runs per strategy as in the table" in table and "campaign walls summed" in table
+    assert f"| random | {sum(r['found'] for r in runs if r['strategy'] == 'random')}/2 |" in table
