@@ -90,7 +90,7 @@ def test_shares_resume_and_merge_into_one_table(tmp_path: Path) -> None:
     clash = bench("--subject", "cartpole", "--max-tests", "41", "--batch", "16", "--reps", "1", "--first-rep", "1",
                   "--strategies", "random", "--out", str(tmp_path / "b"), "--resume")
     assert clash.returncode == 2 and "max_tests = 40" in clash.stderr
-    merged = bench("--subject", "cartpole", "--from-runs", str(tmp_path / "a" / "prt_table3_cartpole.runs.jsonl"),
+    merged = bench("--from-runs", str(tmp_path / "a" / "prt_table3_cartpole.runs.jsonl"),
                    str(saved_b), "--out", str(tmp_path / "merged"))
     assert merged.returncode == 0, merged.stderr
     runs = [json.loads(line) for path in (tmp_path / "a" / "prt_table3_cartpole.runs.jsonl", saved_b)

@@ -20,12 +20,18 @@ walker starts at step 10). A walker covers only a few slots in the authors' 300-
 spacing decides how many codes can matter (see the subject file for the measured reach).
 
 Where each slot went is recorded in `obstacle_slots`: (slot index, code, first terrain index) per draw.
+
+Every reset builds a fresh Box2D world. Gymnasium's BipedalWalker keeps one world for the env's life, and its
+broad-phase keeps proxy ids and pair order from earlier episodes, so the same input gave another trajectory
+(and sometimes another verdict) depending on which episodes the pooled env had run before: 115 of 150 inputs
+differed between a fresh and a reused env. Gymnasium's LunarLander already rebuilds its world in reset.
 """
 
 from __future__ import annotations
 
 from typing import Any, Sequence
 
+import Box2D
 import gymnasium as gym
 import numpy as np
 from gymnasium.envs.box2d import bipedal_walker as bw
@@ -78,6 +84,8 @@ class ObstacleBipedalWalker(bw.BipedalWalker):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict]:
         codes = (options or {}).get("obstacles")
         self.obstacle_slots = []
+        self._destroy()  # the old bodies belong to the old world; the base reset then finds nothing to destroy
+        self.world = Box2D.b2World()  # an episode must not depend on the episodes this env ran before
         if codes is None:
             return super().reset(seed=seed, options=options)
         codes = [int(c) for c in codes]
