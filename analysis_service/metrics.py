@@ -28,6 +28,7 @@ class ExecutionRecord:
     total_reward: episode return.
     elapsed_seconds: seconds since campaign start when the record was stored.
     descriptors: optional behaviour descriptors (e.g. for quality-diversity search).
+    final_observation: the episode's last observation, flattened; empty unless the campaign kept it.
     """
 
     index: int
@@ -38,6 +39,7 @@ class ExecutionRecord:
     total_reward: float
     elapsed_seconds: float
     descriptors: tuple[float, ...] = ()
+    final_observation: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         # Fail loudly on a typo'd verdict: silently treating it as "pass" would skew every rate.

@@ -76,11 +76,12 @@ BEHAVIOUR_CELLS = 50  # grid resolution per descriptor for #BS / #FBS (the QD pa
 
 
 def diversity(records: Sequence[ExecutionRecord]) -> dict[str, Any]:
-    """Input entropy, failing-input sparsity and behaviour coverage of one campaign.
+    """Input entropy, failing-input sparsity, behaviour coverage and final-state sparsity of one campaign.
 
     Inputs are the real/integer parameters, min-max scaled over this campaign's inputs (so
     values compare across strategies only on the same subject); the behaviour grid spans the
-    campaign's own descriptor range. None where there is too little data.
+    campaign's own descriptor range; final-state sparsity (the QD paper's FS / FFS) is over the raw
+    final observations, present only when the campaign kept them. None where there is too little data.
     """
     import numpy as np
 
@@ -90,7 +91,8 @@ def diversity(records: Sequence[ExecutionRecord]) -> dict[str, Any]:
         {k for r in records for k, v in r.values.items() if isinstance(v, int) and not isinstance(v, bool)})
     judged = [r for r in records if r.verdict != "invalid"]
     out: dict[str, Any] = {"input_entropy": None, "failure_sparsity": None, "behaviour_cells": None,
-                           "failing_behaviour_cells": None}
+                           "failing_behaviour_cells": None, "final_state_sparsity": None,
+                           "failure_state_sparsity": None}
     if names and len(judged) > DIVERSITY_K:
         x = minmax_scale(np.array([[float(r.values[n]) for n in names] for r in judged]))
         out["input_entropy"] = kl_entropy(x, k=DIVERSITY_K, low=np.zeros(len(names)), high=np.ones(len(names)))
@@ -103,6 +105,14 @@ def diversity(records: Sequence[ExecutionRecord]) -> dict[str, Any]:
         bs, fbs = behaviour_coverage(d, [r.verdict == "fail" for r in with_desc], d.min(axis=0), d.max(axis=0),
                                      [BEHAVIOUR_CELLS] * d.shape[1])
         out["behaviour_cells"], out["failing_behaviour_cells"] = bs, fbs
+    with_final = [r for r in judged if r.final_observation]
+    if with_final and len({len(r.final_observation) for r in with_final}) == 1:
+        states = np.array([r.final_observation for r in with_final], dtype=float)
+        failing = states[np.array([r.verdict == "fail" for r in with_final])]
+        fs, ffs = sparsity(states), sparsity(failing) if len(failing) else float("nan")
+        # NaN: three or fewer distinct states, where a 3-NN distance does not exist
+        out["final_state_sparsity"] = None if np.isnan(fs) else fs
+        out["failure_state_sparsity"] = None if np.isnan(ffs) else ffs
     return out
 
 
@@ -304,6 +314,7 @@ def _summary_table(report: Mapping[str, Any]) -> str:
         "executions", "failures", "distinct failures", "failure rate [95% CI]", "invalid",
         "tests to 1st failure", "seconds to 1st failure", "steps", "wall seconds",
         f"input entropy (k={DIVERSITY_K})", "failing-input sparsity (3-NN)", "#BS / #FBS",
+        "final-state sparsity FS / FFS (3-NN)",
     )
     rows = []
     for entry in report["campaigns"]:
@@ -334,8 +345,11 @@ def _diversity_cells(d: Mapping[str, Any]) -> list[str]:
         return "—" if v is None else _fmt_float(v, digits)
 
     cells = "—" if d.get("behaviour_cells") is None else f"{d['behaviour_cells']} / {d['failing_behaviour_cells']}"
+    states = "—" if d.get("final_state_sparsity") is None else \
+        f"{num(d['final_state_sparsity'], 3)} / {num(d.get('failure_state_sparsity'), 3)}"
     return [f"<td class=num>{num(d.get('input_entropy'), 3)}</td>",
-            f"<td class=num>{num(d.get('failure_sparsity'), 3)}</td>", f"<td class=num>{cells}</td>"]
+            f"<td class=num>{num(d.get('failure_sparsity'), 3)}</td>", f"<td class=num>{cells}</td>",
+            f"<td class=num>{states}</td>"]
 
 
 def _failures_table(entry: Mapping[str, Any]) -> str:

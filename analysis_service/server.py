@@ -36,7 +36,7 @@ class AnalysisServicer(analysis_pb2_grpc.AnalysisServiceServicer):
                 ExecutionRecord(index=e.index, values={k: value_from_proto(v) for k, v in e.test_case.values.items()},
                                 verdict=_VERDICT[e.verdict], margin=e.margin, steps=e.steps,
                                 total_reward=e.total_reward, elapsed_seconds=e.elapsed_seconds,
-                                descriptors=tuple(e.descriptors))
+                                descriptors=tuple(e.descriptors), final_observation=tuple(e.final_observation))
                 for e in (r.execution for r in self.generator.ListExecutions(
                     generator_pb2.ListExecutionsRequest(campaign_id=campaign_id), timeout=300))]
         except grpc.RpcError as exc:

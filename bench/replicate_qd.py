@@ -4,8 +4,8 @@ For one subject, every method (random testing, MAP-Elites, Novelty Search, MDPFu
 `--seeds` campaigns (seeds 0..N-1, the same for every method) of `--budget` tests through the real suite
 (LocalSuite: generator -> simulator -> agent -> oracle). Over each run's test sequence (asking order) it computes,
 every 50 tests, analysis_service/fault_diversity.py's metrics on a grid SHARED by all methods of the subject:
-distinct faults, #BS, #FBS, and FS/FFS (final-state sparsity; the final states are read by re-running the
-executed cases on the simulator with the same seeds, since the store keeps only descriptors). It reports the
+distinct faults, #BS, #FBS, and FS/FFS (final-state sparsity over the final observations the generator stores
+when a campaign sets keep_final_observations; runs saved before that field existed had re-run the cases). It reports the
 median and quartiles over seeds, FS/FFS as the mean over runs divided by random testing's (the authors'
 aggregation), one-sided Mann-Whitney U (method > random) and Vargha-Delaney Â12 on the final counts, and the
 paper's numbers beside ours; writes results/qd_<subject>.{md,json,png}.
@@ -44,9 +44,9 @@ import numpy as np  # noqa: E402
 from analysis_service.fault_diversity import (  # noqa: E402
     Grid, checkpoints_for, improvement, quartiles, relative_to_baseline, run_curves)
 from analysis_service.statistics import compare  # noqa: E402
-from bench.common import campaign_executions, rerun_signals, run_campaign  # noqa: E402
+from bench.common import campaign_executions, run_campaign  # noqa: E402
 from cli.launcher import LocalSuite  # noqa: E402
-from common.generated.gauntlet.v1 import generator_pb2_grpc, oracle_pb2, simulator_pb2_grpc  # noqa: E402
+from common.generated.gauntlet.v1 import generator_pb2_grpc, oracle_pb2  # noqa: E402
 from common.server import client_channel  # noqa: E402
 from common.space import value_from_proto  # noqa: E402
 from generator_service.config import CampaignConfig  # noqa: E402
@@ -139,12 +139,13 @@ def strategy_params(subject: str, method: str, setup: SubjectSetup, initial: int
     return params
 
 
-def one_run(gen: Any, sim: Any, subject: str, setup: SubjectSetup, method: str, seed: int, budget: int,
+def one_run(gen: Any, subject: str, setup: SubjectSetup, method: str, seed: int, budget: int,
             batch: int, final_states: bool, initial: int) -> dict[str, Any]:
     space = get_subject(subject).space
     config = CampaignConfig(name=f"qd-{subject}-{method}-{seed}", subject=subject, model=setup.model,
                             strategy=method, seed=seed, budget={"max_executions": budget}, batch_size=batch,
-                            parallelism=batch, strategy_params=strategy_params(subject, method, setup, initial))
+                            parallelism=batch, strategy_params=strategy_params(subject, method, setup, initial),
+                            keep_final_observations=final_states)
     started = time.perf_counter()
     status = run_campaign(gen, config)
     campaign_seconds = time.perf_counter() - started
@@ -154,20 +155,19 @@ def one_run(gen: Any, sim: Any, subject: str, setup: SubjectSetup, method: str, 
     keys = [tuple(v[n] for n in space.names) for v in values]
     failed = [e.verdict == oracle_pb2.VERDICT_KIND_FAIL for e in executed]
     descriptors = [list(e.descriptors) for e in executed]
-    states = None
-    started = time.perf_counter()
-    if final_states:
-        signals = rerun_signals(sim, subject, setup.model, seed, space,
-                                [(e.test_case.id, v) for e, v in zip(executed, values)], ["final_observation"],
-                                request_prefix=f"{status.campaign_id}/final-states")
-        states = [setup.final_state(signals[e.test_case.id]["final_observation"]) for e in executed]
-    rerun_seconds = time.perf_counter() - started
+    # the generator stored each episode's final observation (keep_final_observations): no re-run needed
+    states = [setup.final_state(np.asarray(e.final_observation)) for e in executed] if final_states else None
     curves = run_curves(keys, failed, descriptors, states, setup.grid, checkpoints_for(len(executed)))
     return {"seed": seed, "budget": budget, "batch": batch, "initial": initial, "final_states": final_states,
             "tests": len(executed), "invalid": len(rows) - len(executed),
-            "campaign_seconds": round(campaign_seconds, 1), "final_state_seconds": round(rerun_seconds, 1),
+            "campaign_seconds": round(campaign_seconds, 1),
             "checkpoints": curves.checkpoints, "faults": curves.faults, "bs": curves.bs, "fbs": curves.fbs,
             "fs": curves.fs, "ffs": curves.ffs}
+
+
+def _run_seconds(run: dict[str, Any]) -> float:
+    """A run's wall time; runs saved before final observations were stored add the re-run that read them."""
+    return run["campaign_seconds"] + run.get("final_state_seconds", 0.0)
 
 
 def _truncate(runs: list[dict[str, Any]], metric: str) -> np.ndarray:
@@ -198,7 +198,7 @@ def summarise(subject: str, results: dict[str, list[dict[str, Any]]]) -> tuple[s
                     rel = relative_to_baseline(_truncate(runs, metric)[:, :n], _truncate(base, metric)[:, :n])
                 row[metric] = {"relative_final": float(rel[-1]), "relative_mean_over_testing": float(np.nanmean(rel))
                                if np.isfinite(rel).any() else float("nan"), "curve": [float(v) for v in rel]}
-        row["wall_seconds"] = sum(r["campaign_seconds"] + r["final_state_seconds"] for r in runs)
+        row["wall_seconds"] = sum(_run_seconds(r) for r in runs)
         summary[method] = row
     return render(subject, results, summary), summary
 
@@ -285,7 +285,8 @@ def main() -> None:
     parser.add_argument("--methods", default=",".join(METHODS))
     parser.add_argument("--initial", type=int, default=None,
                         help="random tests before ME/MDPFuzz/Fuzzer search (default: budget / 5, the paper's 1000 of 5000)")
-    parser.add_argument("--no-final-states", action="store_true", help="skip the re-run that FS/FFS need")
+    parser.add_argument("--no-final-states", action="store_true", help="leave FS/FFS out (the final observations are not stored; "
+                        "with them the store grows by one observation a test)")
     parser.add_argument("--out", type=Path, default=ROOT / "results")
     parser.add_argument("--from-runs", type=Path, nargs="+", default=None,
                         help="summarise the runs saved in these .runs.jsonl files (one line per finished run) "
@@ -310,7 +311,7 @@ def main() -> None:
         for line in lines:
             row = json.loads(line)
             results.setdefault(row.pop("method"), []).append(row)
-            wall += row["campaign_seconds"] + row["final_state_seconds"]
+            wall += _run_seconds(row)
         for key in ("budget", "batch", "initial", "final_states"):  # the runs' settings, not this command line's
             seen = {r[key] for rs in results.values() for r in rs if key in r}
             if len(seen) > 1:
@@ -334,18 +335,17 @@ def main() -> None:
             tmp = stack.enter_context(tempfile.TemporaryDirectory())
             local = stack.enter_context(LocalSuite(store_url=f"sqlite:///{tmp}/qd.db", log_dir=Path(tmp) / "logs"))
             gen = generator_pb2_grpc.GeneratorServiceStub(client_channel(local.endpoint("generator")))
-            sim = simulator_pb2_grpc.SimulatorServiceStub(client_channel(local.endpoint("simulator")))
             saved.write_text("")
         # seed-major: an interrupted bench keeps whole seeds of every method
         for seed in range(args.first_seed, args.first_seed + args.seeds) if not args.from_runs else ():
             for method in methods:
-                run = one_run(gen, sim, args.subject, setup, method, seed, args.budget, args.batch,
+                run = one_run(gen, args.subject, setup, method, seed, args.budget, args.batch,
                               not args.no_final_states, initial)
                 results.setdefault(method, []).append(run)
                 with saved.open("a") as stream:
                     stream.write(json.dumps({"method": method, **run}) + "\n")
                 print(f"{method} seed {seed}: {run['tests']} tests, {run['faults'][-1]} faults, #BS {run['bs'][-1]}, "
-                      f"#FBS {run['fbs'][-1]} ({run['campaign_seconds']:.0f} s + {run['final_state_seconds']:.0f} s)",
+                      f"#FBS {run['fbs'][-1]} ({run['campaign_seconds']:.0f} s)",
                       flush=True)
     if not args.from_runs:
         wall = time.perf_counter() - started

@@ -20,6 +20,7 @@ from prometheus_client import Counter
 from common.generated.gauntlet.v1 import (common_pb2, oracle_pb2, oracle_pb2_grpc, simulator_pb2,
                                           simulator_pb2_grpc)
 from common.seeding import derive_seed
+from common.tensor import from_tensor
 from common.space import ParameterSpace
 from generator_service.config import CampaignConfig
 from generator_service.store import CampaignStore, ExecutionRow
@@ -115,6 +116,8 @@ class CampaignRunner:
         space = ParameterSpace.from_proto(info.parameter_space)
         oracle_name = cfg.oracle or info.default_oracle
         signals = self._required_signals(oracle_name)
+        if cfg.keep_final_observations and "final_observation" not in signals:
+            signals.append("final_observation")  # a standard signal of every subject (simulator_service/subject.py)
         strategy = make_strategy(cfg.strategy, space, derive_seed(cfg.seed, "strategy"), cfg.strategy_params)
         batches = self.store.asked_batches(self.id)
         self._positions = {cid: i for i, (cid, _) in enumerate((c for b in batches for c in b), 1)}
@@ -263,6 +266,12 @@ class CampaignRunner:
                 EXECUTIONS.labels(row.verdict).inc()
         return [(cid, v) for cid, v in pending if cid not in problems]
 
+    def _final_observation(self, episode: common_pb2.EpisodeResult) -> tuple[float, ...]:
+        """The episode's last observation, flattened, when the campaign keeps them (else nothing is stored)."""
+        if not self.config.keep_final_observations or "final_observation" not in episode.signals:
+            return ()
+        return tuple(float(x) for x in from_tensor(episode.signals["final_observation"]).reshape(-1))
+
     def _judge(self, batch: int, ready: list[str], episodes: dict[str, list[common_pb2.EpisodeResult]],
                values: dict[str, dict[str, Any]], oracle_name: str) -> None:
         if not ready:
@@ -289,7 +298,8 @@ class CampaignRunner:
                 test_case_id=cid, index=self._positions[cid], batch=batch, values=values[cid], verdict=verdict,
                 margin=sum(v.margin for v in verdicts) / n, steps=sum(e.steps for e in eps),
                 total_reward=sum(e.total_reward for e in eps) / n, descriptors=tuple(first.descriptors),
-                reason=first.reason, repetitions=n, failed_repetitions=failed, elapsed_seconds=self.elapsed()))
+                reason=first.reason, repetitions=n, failed_repetitions=failed, elapsed_seconds=self.elapsed(),
+                final_observation=self._final_observation(eps[0])))
         # `ready` holds only cases that were pending in the store, so none is skipped as already stored
         stored = self.store.add_executions(self.id, rows)
         for row in stored:

@@ -39,6 +39,9 @@ class CampaignConfig(BaseModel):
     stop_at_first_failure: bool = False
     repetitions: int = Field(1, ge=1, le=100)
     oracle: str = ""
+    keep_final_observations: bool = Field(
+        False, description="store each execution's final observation (final-state sparsity needs it; "
+                           "off by default because image observations make every stored row large)")
 
     def to_proto(self) -> generator_pb2.CampaignSpec:
         params = struct_pb2.Struct()
@@ -47,7 +50,8 @@ class CampaignConfig(BaseModel):
             name=self.name, subject=self.subject, strategy=self.strategy, strategy_params=params, seed=self.seed,
             budget=generator_pb2.Budget(**self.budget.model_dump()), batch_size=self.batch_size,
             parallelism=self.parallelism, stop_at_first_failure=self.stop_at_first_failure,
-            repetitions=self.repetitions, oracle=self.oracle)
+            repetitions=self.repetitions, oracle=self.oracle,
+            keep_final_observations=self.keep_final_observations)
         spec.model.name = self.model
         return spec
 
@@ -59,7 +63,8 @@ class CampaignConfig(BaseModel):
             budget=BudgetConfig(max_executions=spec.budget.max_executions, max_steps=spec.budget.max_steps,
                                 max_wall_seconds=spec.budget.max_wall_seconds),
             batch_size=spec.batch_size or 64, parallelism=spec.parallelism or 64,
-            stop_at_first_failure=spec.stop_at_first_failure, repetitions=spec.repetitions or 1, oracle=spec.oracle)
+            stop_at_first_failure=spec.stop_at_first_failure, repetitions=spec.repetitions or 1, oracle=spec.oracle,
+            keep_final_observations=spec.keep_final_observations)
 
 
 def explain(error: ValidationError, prefix: str = "") -> str:

@@ -197,7 +197,8 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
             yield generator_pb2.ListExecutionsResponse(execution=generator_pb2.Execution(
                 index=e.index, test_case=case, verdict=verdicts[e.verdict], margin=e.margin, steps=e.steps,
                 total_reward=e.total_reward, descriptors=e.descriptors, reason=e.reason, repetitions=e.repetitions,
-                failed_repetitions=e.failed_repetitions, elapsed_seconds=e.elapsed_seconds, batch=e.batch))
+                failed_repetitions=e.failed_repetitions, elapsed_seconds=e.elapsed_seconds, batch=e.batch,
+                final_observation=e.final_observation))
 
     @grpc_method
     def CancelCampaign(self, request, context):  # type: ignore[no-untyped-def]

@@ -56,6 +56,8 @@ executions = sa.Table(
     sa.Column("repetitions", sa.Integer, nullable=False),
     sa.Column("failed_repetitions", sa.Integer, nullable=False),
     sa.Column("elapsed_seconds", sa.Float, nullable=False),
+    # JSON list; "[]" unless the campaign keeps final observations (added after the first release: see _migrate)
+    sa.Column("final_observation", sa.Text, nullable=False, server_default="[]"),
     sa.UniqueConstraint("campaign_id", "idx", name="uq_execution_index"),
     sa.Index("ix_executions_batch", "campaign_id", "batch"),
 )
@@ -76,6 +78,7 @@ class ExecutionRow:
     repetitions: int
     failed_repetitions: int
     elapsed_seconds: float
+    final_observation: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -107,6 +110,7 @@ class CampaignStore:
             # WAL + synchronous=NORMAL: a commit survives a process crash (what resuming needs), not a power cut
             sa.event.listen(self.engine, "connect", lambda dbapi, _: dbapi.execute("PRAGMA synchronous=NORMAL"))
         metadata.create_all(self.engine)
+        _migrate(self.engine)
 
     # -- campaigns --------------------------------------------------------------------------------
     def create_campaign(self, campaign_id: str, name: str, spec: dict[str, Any]) -> None:
@@ -180,7 +184,8 @@ class CampaignStore:
             for r in conn.execute(query.order_by(executions.c.idx)).mappings():
                 yield ExecutionRow(r["test_case_id"], r["idx"], r["batch"], json.loads(r["values"]), r["verdict"],
                                    r["margin"], r["steps"], r["total_reward"], tuple(json.loads(r["descriptors"])),
-                                   r["reason"], r["repetitions"], r["failed_repetitions"], r["elapsed_seconds"])
+                                   r["reason"], r["repetitions"], r["failed_repetitions"], r["elapsed_seconds"],
+                                   tuple(json.loads(r["final_observation"])))
 
     def totals(self, campaign_id: str) -> dict[str, Any]:
         with self.engine.connect() as conn:
@@ -203,7 +208,15 @@ def _execution_values(campaign_id: str, row: ExecutionRow) -> dict[str, Any]:
                 values=json.dumps(row.values), verdict=row.verdict, margin=row.margin, steps=row.steps,
                 total_reward=row.total_reward, descriptors=json.dumps(list(row.descriptors)), reason=row.reason,
                 repetitions=row.repetitions, failed_repetitions=row.failed_repetitions,
-                elapsed_seconds=row.elapsed_seconds)
+                elapsed_seconds=row.elapsed_seconds, final_observation=json.dumps(list(row.final_observation)))
+
+
+def _migrate(engine: Engine) -> None:
+    """Brings a store written by an earlier version up to this schema (create_all adds tables, not columns)."""
+    present = {c["name"] for c in sa.inspect(engine).get_columns("executions")}
+    if "final_observation" not in present:
+        with engine.begin() as conn:
+            conn.exec_driver_sql("ALTER TABLE executions ADD COLUMN final_observation TEXT NOT NULL DEFAULT '[]'")
 
 
 def _campaign_row(r: Any) -> CampaignRow:

@@ -74,3 +74,23 @@ def test_report_carries_diversity_measures() -> None:
     assert abs(d["input_entropy"]) < 0.5 and d["failure_sparsity"] > 0
     assert d["behaviour_cells"] == 35 and 1 <= d["failing_behaviour_cells"] <= 35  # 7 x 5 distinct descriptors
     assert "input entropy" in render_html(report, {"c1": records})
+
+
+def test_report_gives_final_state_sparsity_only_for_campaigns_that_kept_final_states() -> None:
+    from analysis_service.metrics import ExecutionRecord
+    from analysis_service.report import build_report, render_html
+
+    def record(i: int, final: tuple[float, ...]) -> ExecutionRecord:
+        return ExecutionRecord(index=i + 1, values={"x": i / 200}, verdict="fail" if i % 10 == 0 else "pass",
+                               margin=0.0, steps=10, total_reward=0.0, elapsed_seconds=float(i),
+                               final_observation=final)
+
+    # final states 0, 1, ..., 199 on a line: an inner point's 3 nearest are at 1, 1, 2 (mean 4/3); the failing
+    # ones (every 10th) at 10, 10, 20 (mean 40/3); medians over points
+    kept = [record(i, (float(i), 0.0)) for i in range(200)]
+    report = build_report([({"campaign_id": "kept"}, kept), ({"campaign_id": "plain"}, [record(i, ()) for i in range(200)])])
+    d_kept, d_plain = (c["diversity"] for c in report["campaigns"])
+    assert d_kept["final_state_sparsity"] == pytest.approx(4 / 3) and d_kept["failure_state_sparsity"] == pytest.approx(40 / 3)
+    assert d_plain["final_state_sparsity"] is None and d_plain["failure_state_sparsity"] is None
+    html = render_html(report, {"kept": kept, "plain": []})
+    assert "1.333 / 13.333" in html and "final-state sparsity" in html

@@ -117,6 +117,27 @@ def test_stop_at_first_failure_and_repetitions(suite: LocalSuite) -> None:
     assert status.first_failure_index == first.index
 
 
+def test_final_observations_are_stored_only_when_the_campaign_keeps_them(suite: LocalSuite) -> None:
+    # PRT's boundary tests make the CartPole agent fail, so both verdicts are present
+    config = CampaignConfig(subject="cartpole", model="cartpole-ppo", strategy="prt", seed=3,
+                            budget={"max_executions": 48}, batch_size=16, keep_final_observations=True)
+    rows = executions(suite, run_campaign(suite, config).campaign_id)
+    verdicts = {r.verdict for r in rows}
+    assert verdicts == {oracle_pb2.VERDICT_KIND_PASS, oracle_pb2.VERDICT_KIND_FAIL}
+    for r in rows:
+        x, _, theta, _ = r.final_observation  # CartPole ends beyond |x| 2.4 or |theta| 12 degrees, or survives
+        beyond = abs(x) > 2.4 or abs(theta) > 0.2095
+        assert beyond == (r.verdict == oracle_pb2.VERDICT_KIND_FAIL), (r.verdict, r.steps, list(r.final_observation))
+    # Taxi's oracle does not ask for the final observation: keeping it adds the signal to the request
+    taxi = CampaignConfig(subject="taxi_large", model="taxi-qlearning", seed=2, budget={"max_executions": 20},
+                          batch_size=20, keep_final_observations=True)
+    rows = [r for r in executions(suite, run_campaign(suite, taxi).campaign_id)
+            if r.verdict != oracle_pb2.VERDICT_KIND_INVALID]
+    assert rows and all(len(r.final_observation) == 1 and r.final_observation[0] >= 0 for r in rows)
+    plain = CampaignConfig(**{**config.model_dump(), "keep_final_observations": False})
+    assert all(len(r.final_observation) == 0 for r in executions(suite, run_campaign(suite, plain).campaign_id))
+
+
 def test_out_of_domain_config_is_invalid_argument_naming_parameter(suite: LocalSuite) -> None:
     sim = stub(suite, "simulator", simulator_pb2_grpc.SimulatorServiceStub)
     space = ParameterSpace.from_proto(sim.DescribeEnvironment(

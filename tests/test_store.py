@@ -49,6 +49,27 @@ def test_executions_are_stored_once_in_order(store: CampaignStore) -> None:
     assert row is not None and row.state == "completed" and row.wall_seconds == 2.5 and row.spec == {"a": 1}
 
 
+def test_a_store_written_before_final_observations_opens_and_keeps_its_rows(tmp_path: Path) -> None:
+    import sqlalchemy as sa
+
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    with sa.create_engine(url).begin() as conn:  # the executions table as the first release created it
+        conn.exec_driver_sql(
+            "CREATE TABLE executions (campaign_id VARCHAR(64), test_case_id VARCHAR(64), idx INTEGER NOT NULL, "
+            "batch INTEGER NOT NULL, \"values\" TEXT NOT NULL, verdict VARCHAR(8) NOT NULL, margin FLOAT NOT NULL, "
+            "steps INTEGER NOT NULL, total_reward FLOAT NOT NULL, descriptors TEXT NOT NULL, reason TEXT NOT NULL, "
+            "repetitions INTEGER NOT NULL, failed_repetitions INTEGER NOT NULL, elapsed_seconds FLOAT NOT NULL, "
+            "PRIMARY KEY (campaign_id, test_case_id))")
+        conn.exec_driver_sql("INSERT INTO executions VALUES ('c', 't0000001', 1, 1, '{}', 'pass', 0.5, 10, 1.0, "
+                             "'[1.0]', 'ok', 1, 0, 0.1)")
+    store = CampaignStore(url)
+    new = ExecutionRow("t0000002", 2, 1, {}, "fail", -1.0, 5, 0.0, (), "fell", 1, 1, 0.2, (0.5, -2.0))
+    assert store.add_execution("c", new)
+    old, stored = store.executions("c")
+    assert old.final_observation == () and old.descriptors == (1.0,) and stored == new
+    assert [r.final_observation for r in CampaignStore(url).executions("c")] == [(), (0.5, -2.0)]  # migrated once
+
+
 def test_campaign_on_postgres_end_to_end(postgres_url: str, tmp_path: Path) -> None:
     with LocalSuite(store_url=postgres_url, log_dir=tmp_path / "logs", model_root=MODEL_ROOT) as local:
         gen = generator_pb2_grpc.GeneratorServiceStub(client_channel(local.endpoint("generator")))

@@ -157,6 +157,7 @@ class CampaignSpec(_message.Message):
     STOP_AT_FIRST_FAILURE_FIELD_NUMBER: _builtins.int
     REPETITIONS_FIELD_NUMBER: _builtins.int
     ORACLE_FIELD_NUMBER: _builtins.int
+    KEEP_FINAL_OBSERVATIONS_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     subject: _builtins.str
     strategy: _builtins.str
@@ -170,6 +171,10 @@ class CampaignSpec(_message.Message):
     """Runs per test case; the verdict is the majority (fail if more than half fail)."""
     oracle: _builtins.str
     """Empty = the subject's default oracle."""
+    keep_final_observations: _builtins.bool
+    """Store each execution's final observation (Execution.final_observation), e.g. for the QD paper's
+    final-state sparsity. Off by default: an image observation would make every stored row large.
+    """
     @_builtins.property
     def model(self) -> _common_pb2.ModelRef: ...
     @_builtins.property
@@ -191,10 +196,11 @@ class CampaignSpec(_message.Message):
         stop_at_first_failure: _builtins.bool = ...,
         repetitions: _builtins.int = ...,
         oracle: _builtins.str = ...,
+        keep_final_observations: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["budget", b"budget", "model", b"model", "strategy_params", b"strategy_params"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["batch_size", b"batch_size", "budget", b"budget", "model", b"model", "name", b"name", "oracle", b"oracle", "parallelism", b"parallelism", "repetitions", b"repetitions", "seed", b"seed", "stop_at_first_failure", b"stop_at_first_failure", "strategy", b"strategy", "strategy_params", b"strategy_params", "subject", b"subject"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["batch_size", b"batch_size", "budget", b"budget", "keep_final_observations", b"keep_final_observations", "model", b"model", "name", b"name", "oracle", b"oracle", "parallelism", b"parallelism", "repetitions", b"repetitions", "seed", b"seed", "stop_at_first_failure", b"stop_at_first_failure", "strategy", b"strategy", "strategy_params", b"strategy_params", "subject", b"subject"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -457,6 +463,7 @@ class Execution(_message.Message):
     FAILED_REPETITIONS_FIELD_NUMBER: _builtins.int
     ELAPSED_SECONDS_FIELD_NUMBER: _builtins.int
     BATCH_FIELD_NUMBER: _builtins.int
+    FINAL_OBSERVATION_FIELD_NUMBER: _builtins.int
     index: _builtins.int
     """1-based position in the order the strategy asked for the test cases
     (not completion order: short, failing episodes finish first).
@@ -477,6 +484,12 @@ class Execution(_message.Message):
     def test_case(self) -> _common_pb2.TestCase: ...
     @_builtins.property
     def descriptors(self) -> _containers.RepeatedScalarFieldContainer[_builtins.float]: ...
+    @_builtins.property
+    def final_observation(self) -> _containers.RepeatedScalarFieldContainer[_builtins.float]:
+        """The first repetition's last observation, flattened; empty unless the campaign set
+        keep_final_observations.
+        """
+
     def __init__(
         self,
         *,
@@ -492,10 +505,11 @@ class Execution(_message.Message):
         failed_repetitions: _builtins.int = ...,
         elapsed_seconds: _builtins.float = ...,
         batch: _builtins.int = ...,
+        final_observation: _abc.Iterable[_builtins.float] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["test_case", b"test_case"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["batch", b"batch", "descriptors", b"descriptors", "elapsed_seconds", b"elapsed_seconds", "failed_repetitions", b"failed_repetitions", "index", b"index", "margin", b"margin", "reason", b"reason", "repetitions", b"repetitions", "steps", b"steps", "test_case", b"test_case", "total_reward", b"total_reward", "verdict", b"verdict"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["batch", b"batch", "descriptors", b"descriptors", "elapsed_seconds", b"elapsed_seconds", "failed_repetitions", b"failed_repetitions", "final_observation", b"final_observation", "index", b"index", "margin", b"margin", "reason", b"reason", "repetitions", b"repetitions", "steps", b"steps", "test_case", b"test_case", "total_reward", b"total_reward", "verdict", b"verdict"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
