@@ -45,6 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from rich.progress import Progress  # noqa: E402
 
 from analysis_service.statistics import compare  # noqa: E402
+from bench.common import load_saved_runs  # noqa: E402
 from cli.launcher import LocalSuite  # noqa: E402
 from common.generated.gauntlet.v1 import analysis_pb2, analysis_pb2_grpc, generator_pb2, generator_pb2_grpc  # noqa: E402
 from common.server import client_channel  # noqa: E402
@@ -108,32 +109,19 @@ def run(strategy: str, params: dict[str, Any], seeds: range, done: dict[int, dic
     return runs
 
 
+def _parse_run(row: dict[str, Any]) -> None:
+    row["tests"], row["seconds"], row["found"] = float(row["tests"]), float(row["seconds"]), bool(row["found"])
+
+
 def load_runs(paths: list[Path]) -> tuple[dict[str, list[dict[str, Any]]], dict[str, Any]]:
-    """Runs saved in .runs.jsonl files, per strategy in seed order, and the settings they share. Raises SystemExit
-    naming the file and field when lines are malformed, mix settings, or hold the same (strategy, seed) twice."""
-    results: dict[str, dict[int, dict[str, Any]]] = {}
-    settings: dict[str, Any] = {}
-    for path in paths:
-        try:
-            lines = [(n, line) for n, line in enumerate(path.read_text().splitlines(), 1) if line.strip()]
-        except OSError as err:
-            raise SystemExit(f"error: cannot read saved runs {path}: {err.strerror}")
-        for number, line in lines:
-            try:
-                row = json.loads(line)
-                strategy, seed = row.pop("strategy"), int(row["seed"])
-                for key in RUN_SETTINGS:
-                    if settings.setdefault(key, row[key]) != row[key]:
-                        raise SystemExit(f"error: {path}:{number}: {key} is {row[key]!r} but earlier runs have "
-                                         f"{settings[key]!r}; summarise runs with different settings apart")
-                    del row[key]
-                row["tests"], row["seconds"], row["found"] = float(row["tests"]), float(row["seconds"]), bool(row["found"])
-            except (ValueError, KeyError, TypeError, AttributeError) as err:
-                raise SystemExit(f"error: {path}:{number}: not a saved run ({type(err).__name__}: {err})")
-            if seed in results.setdefault(strategy, {}):
-                raise SystemExit(f"error: {path}:{number}: {strategy} seed {seed} is saved twice (overlapping shares?)")
-            results[strategy][seed] = row
-    return {name: [runs[seed] for seed in sorted(runs)] for name, runs in results.items()}, settings
+    """Runs saved in .runs.jsonl files, per strategy in seed order, and the settings they share (bench/common.py's
+    reader: malformed lines, mixed settings and a (strategy, seed) saved twice are refused, naming file:line)."""
+    results, settings = load_saved_runs(paths, "strategy", RUN_SETTINGS, parse=_parse_run)
+    for runs in results.values():
+        for row in runs:  # the settings are the table's, not each run's
+            for key in RUN_SETTINGS:
+                del row[key]
+    return results, settings
 
 
 def mean_sd(values: list[float], censored: bool, digits: int) -> str:

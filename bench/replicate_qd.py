@@ -44,7 +44,7 @@ import numpy as np  # noqa: E402
 from analysis_service.fault_diversity import (  # noqa: E402
     Grid, checkpoints_for, improvement, quartiles, relative_to_baseline, run_curves)
 from analysis_service.statistics import compare  # noqa: E402
-from bench.common import campaign_executions, run_campaign  # noqa: E402
+from bench.common import campaign_executions, load_saved_runs, run_campaign  # noqa: E402
 from cli.launcher import LocalSuite  # noqa: E402
 from common.generated.gauntlet.v1 import generator_pb2_grpc, oracle_pb2  # noqa: E402
 from common.server import client_channel  # noqa: E402
@@ -55,6 +55,7 @@ from simulator_service.subject import get_subject  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 METHODS = ("random", "map_elites", "novelty_search", "mdpfuzz", "fuzzer")
 METRICS = ("faults", "bs", "fbs")
+RUN_SETTINGS = ("budget", "batch", "initial", "final_states")  # saved with every run; a merged table needs one value
 LABELS = {"faults": "distinct faults", "bs": "#BS (behaviour cells)", "fbs": "#FBS (faulty behaviour cells)",
           "fs": "FS / RT", "ffs": "FFS / RT"}
 
@@ -306,23 +307,17 @@ def main() -> None:
     started = time.perf_counter()
     args.out.mkdir(exist_ok=True)
     if args.from_runs:
-        wall = 0.0
-        lines = [line for path in args.from_runs for line in path.read_text().splitlines() if line.strip()]
-        for line in lines:
-            row = json.loads(line)
-            results.setdefault(row.pop("method"), []).append(row)
-            wall += _run_seconds(row)
-        for key in ("budget", "batch", "initial", "final_states"):  # the runs' settings, not this command line's
-            seen = {r[key] for rs in results.values() for r in rs if key in r}
-            if len(seen) > 1:
-                raise SystemExit(f"error: the saved runs mix {key} values {sorted(seen)}; summarise them apart")
-            if seen:
-                value = seen.pop()
-                if key == "final_states":
-                    args.no_final_states = not value
-                else:
-                    setattr(args, key, value)
+        # runs saved before the bench recorded its settings lack them; the command line's then stand
+        results, settings = load_saved_runs(args.from_runs, "method", RUN_SETTINGS, settings_required=False)
+        wall = sum(_run_seconds(r) for rs in results.values() for r in rs)
+        for key, value in settings.items():  # the runs' settings, not this command line's
+            if key == "final_states":
+                args.no_final_states = not value
+            else:
+                setattr(args, key, value)
         initial = args.initial if args.initial is not None else max(1, args.budget // 5)
+        if not results:
+            raise SystemExit(f"error: {' '.join(map(str, args.from_runs))} hold no saved runs")
         complete = set.intersection(*({r["seed"] for r in rs} for rs in results.values()))  # seeds every method ran
         results = {m: [r for r in rs if r["seed"] in complete] for m, rs in results.items()}
         methods = list(results)

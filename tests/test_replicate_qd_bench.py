@@ -43,4 +43,16 @@ def test_split_seeds_merge_into_one_table(tmp_path: Path) -> None:
     other = json.loads(shares[1].read_text().splitlines()[0]) | {"budget": 100}
     mixed.write_text(shares[0].read_text() + json.dumps(other) + "\n")
     out = _bench("--subject", "taxi_large", "--from-runs", str(mixed), "--out", str(tmp_path))
-    assert out.returncode == 1 and "mix budget values [50, 100]" in out.stderr and "Traceback" not in out.stderr
+    assert out.returncode == 1 and f"{mixed}:3: budget is 100 but earlier runs have 50" in out.stderr
+    assert "Traceback" not in out.stderr
+    # Overlapping shares, a cut-off line and an unreadable file are named, never a traceback.
+    twice = tmp_path / "twice.jsonl"
+    twice.write_text(shares[0].read_text() * 2)
+    out = _bench("--subject", "taxi_large", "--from-runs", str(twice), "--out", str(tmp_path))
+    assert out.returncode == 1 and f"{twice}:3: random seed 0 is saved twice" in out.stderr
+    cut = tmp_path / "cut.jsonl"
+    cut.write_text(shares[0].read_text()[:-40])
+    out = _bench("--subject", "taxi_large", "--from-runs", str(cut), "--out", str(tmp_path))
+    assert out.returncode == 1 and f"{cut}:2: not a saved run" in out.stderr and "Traceback" not in out.stderr
+    out = _bench("--subject", "taxi_large", "--from-runs", str(tmp_path / "missing.jsonl"), "--out", str(tmp_path))
+    assert out.returncode == 1 and "cannot read saved runs" in out.stderr and "Traceback" not in out.stderr
