@@ -1,9 +1,12 @@
 """Statistics over repeated campaigns: strategies compared over several seeds, as JSON and a self-contained HTML page.
 
 Campaigns are grouped by strategy. Per campaign: faults, distinct faults, tests and seconds to the
-first failure, #BS / #FBS and input entropy. #BS/#FBS and entropy are computed on ONE grid and ONE
-scaling shared by every compared campaign (descriptor and input ranges over all of them), so the
-numbers compare across strategies — a per-campaign grid would give each strategy its own ruler.
+first failure, #BS / #FBS, input entropy (Kozachenko–Leonenko at k = 5, 10 and 20, as PRT reports it) and,
+for campaigns that kept final observations, the QD paper's final-state and failure-state sparsity (FS / FFS:
+median over distinct final states of the mean distance to the 3 nearest, raw observation units). #BS/#FBS and
+entropy are computed on ONE grid and ONE scaling shared by every compared campaign (descriptor and input
+ranges over all of them), so the numbers compare across strategies — a per-campaign grid would give each
+strategy its own ruler.
 Indago's failing-input cluster coverage and entropy (analysis_service/failure_clusters.py) cluster the
 failing inputs of the campaigns of one run (same seed) together. Per strategy: median and quartiles
 (the QD paper's summary), mean and sd. Each strategy against a
@@ -27,7 +30,7 @@ import numpy as np
 
 from analysis_service.metrics import ExecutionRecord, compute_metrics
 from analysis_service.report import (_CSS, BEHAVIOUR_CELLS, DIVERSITY_K, _e, _figure_png_base64, _img, _jsonable,
-                                     _new_figure, _plot_label, real_parameters)
+                                     _new_figure, _plot_label, final_state_sparsity, real_parameters)
 
 COMPARISON_VERSION = "1"
 ALTERNATIVES = ("two-sided", "greater", "less")
@@ -48,7 +51,11 @@ METRICS: tuple[Metric, ...] = (
     Metric("seconds_to_first_failure", "seconds to 1st failure", False, 2),
     Metric("behaviour_cells", "#BS (shared grid)", True, 0),
     Metric("failing_behaviour_cells", "#FBS (shared grid)", True, 0),
+    Metric("input_entropy_k5", "input entropy (k=5, shared scaling)", True, 3),
     Metric("input_entropy", f"input entropy (k={DIVERSITY_K}, shared scaling)", True, 3),
+    Metric("input_entropy_k20", "input entropy (k=20, shared scaling)", True, 3),
+    Metric("final_state_sparsity", "final-state sparsity FS (3-NN)", True, 3),
+    Metric("failure_state_sparsity", "failure-state sparsity FFS (3-NN)", True, 3),
     Metric("cluster_coverage", "failing-input cluster coverage % (Indago)", True, 1),
     Metric("cluster_entropy", "failing-input cluster entropy % (Indago)", True, 1),
 )
@@ -72,6 +79,10 @@ class Outcome:
     input_entropy: float | None
     cluster_coverage: float | None = None  # Indago's, among the campaigns of the same run (cluster_runs)
     cluster_entropy: float | None = None
+    input_entropy_k5: float | None = None
+    input_entropy_k20: float | None = None
+    final_state_sparsity: float | None = None  # only for campaigns that kept final observations
+    failure_state_sparsity: float | None = None
 
 
 @dataclass(frozen=True)
@@ -109,28 +120,36 @@ def shared_grid(runs: Sequence[Sequence[ExecutionRecord]], cells: int = BEHAVIOU
                       tuple(d.min(axis=0)) if d.size else (), tuple(d.max(axis=0)) if d.size else (), cells)
 
 
+ENTROPY_KS = (5, DIVERSITY_K, 20)  # PRT reports the Kozachenko-Leonenko estimate at these k
+
+
 def outcome(info: Mapping[str, Any], records: Sequence[ExecutionRecord], grid: SharedGrid) -> Outcome:
     from analysis_service.statistics import behaviour_coverage, kl_entropy, minmax_scale
 
     cid = str(info.get("campaign_id", ""))
     m = compute_metrics(cid, records)
     judged = [r for r in records if r.verdict != "invalid"]
-    entropy = None
-    if grid.inputs and len(judged) > DIVERSITY_K:
-        x = np.array([[float(r.values[n]) for n in grid.inputs] for r in judged])
+    entropy: dict[int, float | None] = dict.fromkeys(ENTROPY_KS)
+    if grid.inputs:
+        x = np.array([[float(r.values[n]) for n in grid.inputs] for r in judged]).reshape(-1, len(grid.inputs))
         unit = minmax_scale(x, np.array(grid.input_low), np.array(grid.input_high))
         dims = len(grid.inputs)
-        entropy = kl_entropy(unit, k=DIVERSITY_K, low=np.zeros(dims), high=np.ones(dims))
+        for k in ENTROPY_KS:
+            if len(judged) > k:  # the estimate needs more than k points
+                entropy[k] = kl_entropy(unit, k=k, low=np.zeros(dims), high=np.ones(dims))
     bs = fbs = None
     with_desc = [r for r in judged if len(r.descriptors) == len(grid.descriptor_low) and r.descriptors]
     if grid.descriptor_low and with_desc:
         bs, fbs = behaviour_coverage(np.array([r.descriptors for r in with_desc], dtype=float),
                                      [r.verdict == "fail" for r in with_desc], grid.descriptor_low,
                                      grid.descriptor_high, [grid.cells] * len(grid.descriptor_low))
+    fs, ffs = final_state_sparsity(judged)  # no shared ruler needed: distances in the subject's own units
     found = m.failures > 0
     return Outcome(cid, group_of(info), info.get("seed"), m.executions, found, m.failures, m.distinct_failures,
                    float(m.tests_to_first_failure if found else m.executions),
-                   float(m.seconds_to_first_failure if found else m.wall_seconds), bs, fbs, entropy)
+                   float(m.seconds_to_first_failure if found else m.wall_seconds), bs, fbs, entropy[DIVERSITY_K],
+                   input_entropy_k5=entropy[5], input_entropy_k20=entropy[20],
+                   final_state_sparsity=fs, failure_state_sparsity=ffs)
 
 
 def cluster_runs(outcomes: Sequence[Outcome]) -> list[Any]:

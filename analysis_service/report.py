@@ -105,15 +105,24 @@ def diversity(records: Sequence[ExecutionRecord]) -> dict[str, Any]:
         bs, fbs = behaviour_coverage(d, [r.verdict == "fail" for r in with_desc], d.min(axis=0), d.max(axis=0),
                                      [BEHAVIOUR_CELLS] * d.shape[1])
         out["behaviour_cells"], out["failing_behaviour_cells"] = bs, fbs
-    with_final = [r for r in judged if r.final_observation]
-    if with_final and len({len(r.final_observation) for r in with_final}) == 1:
-        states = np.array([r.final_observation for r in with_final], dtype=float)
-        failing = states[np.array([r.verdict == "fail" for r in with_final])]
-        fs, ffs = sparsity(states), sparsity(failing) if len(failing) else float("nan")
-        # NaN: three or fewer distinct states, where a 3-NN distance does not exist
-        out["final_state_sparsity"] = None if np.isnan(fs) else fs
-        out["failure_state_sparsity"] = None if np.isnan(ffs) else ffs
+    out["final_state_sparsity"], out["failure_state_sparsity"] = final_state_sparsity(judged)
     return out
+
+
+def final_state_sparsity(records: Sequence[ExecutionRecord]) -> tuple[float | None, float | None]:
+    """The QD paper's FS and FFS over the judged records' kept final observations (raw units, 3 nearest): None
+    when no final observations were kept, their lengths differ, or three or fewer distinct states exist."""
+    import numpy as np
+
+    from analysis_service.statistics import sparsity
+
+    kept = [r for r in records if r.final_observation and r.verdict != "invalid"]
+    if not kept or len({len(r.final_observation) for r in kept}) != 1:
+        return None, None
+    states = np.array([r.final_observation for r in kept], dtype=float)
+    failing = states[np.array([r.verdict == "fail" for r in kept])]
+    fs, ffs = sparsity(states), sparsity(failing) if len(failing) else float("nan")
+    return (None if np.isnan(fs) else fs), (None if np.isnan(ffs) else ffs)
 
 
 def _campaign_entry(info: Mapping[str, Any], records: Sequence[ExecutionRecord]) -> dict[str, Any]:

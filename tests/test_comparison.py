@@ -51,6 +51,28 @@ def test_behaviour_cells_and_entropy_use_one_grid_for_all_campaigns() -> None:
     assert versus["behaviour_cells"]["favours"] == "baseline"
 
 
+def test_entropy_at_three_k_and_final_state_sparsity_only_where_final_states_were_kept() -> None:
+    from dataclasses import replace
+
+    def kept(info_records: tuple[dict, list[ExecutionRecord]]) -> tuple[dict, list[ExecutionRecord]]:
+        info, records = info_records  # the final state = the input scaled by 10 (FS in those units)
+        return info, [replace(r, final_observation=(10 * r.values["x"], 10 * r.values["y"])) for r in records]
+
+    runs = [kept(campaign("wide", s, n=400)) for s in range(3)] + \
+           [kept(campaign("narrow", 10 + s, n=400, fail_above=0.1, spread=0.25)) for s in range(3)] + \
+           [campaign("plain", 20 + s, n=400) for s in range(3)]
+    c = build_comparison(runs, baseline="wide")
+    wide, narrow, plain = (by_strategy(c, n)["summary"] for n in ("wide", "narrow", "plain"))
+    for key in ("input_entropy_k5", "input_entropy", "input_entropy_k20"):
+        assert narrow[key]["median"] < wide[key]["median"] - 1.0
+    # 400 uniform points in a 10 x 10 square: 3-NN distances near 0.5 * 10 / sqrt(400) x ~1.5; a quarter-square: 1/4
+    assert 0.2 < wide["final_state_sparsity"]["median"] < 1.5
+    assert narrow["final_state_sparsity"]["median"] == pytest.approx(wide["final_state_sparsity"]["median"] / 4, rel=0.3)
+    assert narrow["failure_state_sparsity"]["n"] == 3 and plain["final_state_sparsity"] == {"n": 0}
+    assert by_strategy(c, "narrow")["versus_baseline"]["final_state_sparsity"]["favours"] == "baseline"
+    assert "final-state sparsity FS" in render_comparison_html(c)
+
+
 def test_quartiles_tests_and_censored_first_failures() -> None:
     # "sharp" fails on most inputs; "blunt" on none (x never exceeds 2)
     runs = [campaign("sharp", s, fail_above=0.2) for s in range(5)] + [campaign("blunt", s, fail_above=2.0)
