@@ -130,7 +130,8 @@ def _summary(report: analysis_pb2.RenderReportResponse) -> None:
     rows: dict[str, list[str]] = {k: [] for k in ("subject / model", "strategy (seed)", "executions", "failures",
                                                    "distinct failing inputs", "first failure",
                                                    "failure rate (95% CI)", "input entropy (k=10)",
-                                                   "simulated steps", "stopped by")}
+                                                   "final-state sparsity FS / FFS", "simulated steps",
+                                                   "stopped by")}
     for c in data["campaigns"]:
         info, m = c["info"], c["metrics"]
         rows["subject / model"].append(f"{info['subject']} / {info['model']}")
@@ -142,8 +143,12 @@ def _summary(report: analysis_pb2.RenderReportResponse) -> None:
                                      if m["failures"] else "none")
         rows["failure rate (95% CI)"].append(f"{100 * m['failure_rate']:.2f} % [{100 * m['failure_rate_low']:.2f}, "
                                              f"{100 * m['failure_rate_high']:.2f}]")
-        entropy = (c.get("diversity") or {}).get("input_entropy")
+        diversity = c.get("diversity") or {}
+        entropy = diversity.get("input_entropy")
         rows["input entropy (k=10)"].append("-" if entropy is None else f"{entropy:.3f}")
+        fs, ffs = diversity.get("final_state_sparsity"), diversity.get("failure_state_sparsity")
+        rows["final-state sparsity FS / FFS"].append(
+            "-" if fs is None else f"{fs:.3f} / {'-' if ffs is None else f'{ffs:.3f}'}")
         rows["simulated steps"].append(f"{m['steps']:,}")
         rows["stopped by"].append(info["stop_reason"] or info["state"])
     for name, values in rows.items():

@@ -48,6 +48,18 @@ def test_unknown_subject_is_reported_by_the_suite(tmp_path: Path) -> None:
     assert "NOT_FOUND: unknown subject 'cartpol'; known subjects:" in out.stderr and "Traceback" not in out.stderr
 
 
+def test_a_campaign_that_keeps_final_observations_reports_their_sparsity(tmp_path: Path) -> None:
+    spec = tmp_path / "keep.yaml"
+    spec.write_text("campaign:\n  subject: cartpole\n  model: cartpole-ppo\n  strategy: prt\n  seed: 3\n"
+                    "  budget: {max_executions: 64}\n  batch_size: 32\n  keep_final_observations: true\n")
+    out = gauntlet("run", str(spec), "--store-url", f"sqlite:///{tmp_path / 's.db'}", "--report-dir",
+                   str(tmp_path / "reports"), cwd=tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr
+    row = next(line for line in out.stdout.splitlines() if "final-state sparsity" in line)
+    fs, ffs = (float(v) for v in row.split("│")[2].split("/"))  # numbers on both sides: both verdicts occurred
+    assert fs > 0 and ffs > 0
+
+
 def test_listings() -> None:
     assert "cartpole" in gauntlet("environments").stdout
     assert "random" in gauntlet("strategies").stdout
