@@ -267,7 +267,8 @@ class CampaignRunner:
         return [(cid, v) for cid, v in pending if cid not in problems]
 
     def _final_observation(self, episode: common_pb2.EpisodeResult) -> tuple[float, ...]:
-        """The episode's last observation, flattened, when the campaign keeps them (else nothing is stored)."""
+        """The episode's last observation, flattened, when the campaign keeps them (else nothing is stored).
+        The caller passes repetition 0's episode: repetitions stream back in completion order."""
         if not self.config.keep_final_observations or "final_observation" not in episode.signals:
             return ()
         return tuple(float(x) for x in from_tensor(episode.signals["final_observation"]).reshape(-1))
@@ -299,7 +300,7 @@ class CampaignRunner:
                 margin=sum(v.margin for v in verdicts) / n, steps=sum(e.steps for e in eps),
                 total_reward=sum(e.total_reward for e in eps) / n, descriptors=tuple(first.descriptors),
                 reason=first.reason, repetitions=n, failed_repetitions=failed, elapsed_seconds=self.elapsed(),
-                final_observation=self._final_observation(eps[0])))
+                final_observation=self._final_observation(min(eps, key=lambda e: e.repetition))))
         # `ready` holds only cases that were pending in the store, so none is skipped as already stored
         stored = self.store.add_executions(self.id, rows)
         for row in stored:
