@@ -199,7 +199,9 @@ def summarise(subject: str, results: dict[str, list[dict[str, Any]]]) -> tuple[s
                     warnings.simplefilter("ignore", RuntimeWarning)
                     rel = relative_to_baseline(_truncate(runs, metric)[:, :n], _truncate(base, metric)[:, :n])
                 row[metric] = {"relative_final": float(rel[-1]), "relative_mean_over_testing": float(np.nanmean(rel))
-                               if np.isfinite(rel).any() else float("nan"), "curve": [float(v) for v in rel]}
+                               if np.isfinite(rel).any() else float("nan"), "curve": [float(v) for v in rel],
+                               # sparsity needs 4 states; a run with fewer failing ones has no FFS and drops out
+                               "runs_defined_at_end": int(sum(np.isfinite(r[metric][-1]) for r in runs))}
         row["wall_seconds"] = sum(_run_seconds(r) for r in runs)
         summary[method] = row
     return render(subject, results, summary), summary
@@ -231,8 +233,11 @@ def render(subject: str, results: dict[str, list[dict[str, Any]]], summary: dict
         lines.append(f"| {method} | " + " | ".join(cells) + f" | {row['wall_seconds']:.0f} |")
     if any("fs" in row for row in summary.values()):
         lines += ["", "Final-state sparsity relative to RT (mean over runs / RT's mean; 1.00 = RT): at the end, and "
-                  "averaged over the checkpoints (the authors' figures show it over testing).", "",
-                  "| method | FS end | FS avg | paper FS % | FFS end | FFS avg | paper FFS % |", "|---|---|---|---|---|---|---|"]
+                  "averaged over the checkpoints (the authors' figures show it over testing). Sparsity (mean distance "
+                  "to the 3 nearest) needs at least 4 states, so a run with fewer failing final states has no FFS and "
+                  "the mean is over the runs that have one (FFS runs: how many at the end).", "",
+                  "| method | FS end | FS avg | paper FS % | FFS end | FFS avg | FFS runs | paper FFS % |",
+                  "|---|---|---|---|---|---|---|---|"]
         for method, row in summary.items():
             fs, ffs = row.get("fs", {}), row.get("ffs", {})
             lines.append(f"| {method} | {fs.get('relative_final', float('nan')):.2f} | "
@@ -240,6 +245,7 @@ def render(subject: str, results: dict[str, list[dict[str, Any]]], summary: dict
                          f"{paper.get('fs', {}).get(method, '-') if method != 'random' else ''} | "
                          f"{ffs.get('relative_final', float('nan')):.2f} | "
                          f"{ffs.get('relative_mean_over_testing', float('nan')):.2f} | "
+                         f"{ffs.get('runs_defined_at_end', 0)}/{len(results[method])} | "
                          f"{paper.get('ffs', {}).get(method, '-') if method != 'random' else ''} |")
     invalid = {m: sum(r["invalid"] for r in rs) for m, rs in results.items()}
     if any(invalid.values()):
@@ -350,6 +356,8 @@ def main() -> None:
         return
     text, summary = summarise(args.subject, results)
     flags = " --no-final-states" if args.no_final_states else ""
+    if args.first_seed and not args.from_runs:  # a share names its seeds, so its command reruns that share
+        flags += f" --first-seed {args.first_seed}"
     seeds = min(len(r) for r in results.values())
     text += (f"\n\nCommand: `python bench/replicate_qd.py --subject {args.subject} --seeds {seeds} --budget "
              f"{args.budget} --batch {args.batch} --initial {initial} --methods {','.join(methods)}{flags}`; "

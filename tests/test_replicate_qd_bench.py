@@ -56,3 +56,23 @@ def test_split_seeds_merge_into_one_table(tmp_path: Path) -> None:
     assert out.returncode == 1 and f"{cut}:2: not a saved run" in out.stderr and "Traceback" not in out.stderr
     out = _bench("--subject", "taxi_large", "--from-runs", str(tmp_path / "missing.jsonl"), "--out", str(tmp_path))
     assert out.returncode == 1 and "cannot read saved runs" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_ffs_is_averaged_over_the_runs_that_have_one_and_the_table_says_how_many() -> None:
+    from bench.replicate_qd import summarise
+
+    def run(seed: int, fs: float, ffs: float) -> dict:
+        return {"seed": seed, "checkpoints": [50, 100], "faults": [1, 4], "bs": [10, 20], "fbs": [1, 4],
+                "fs": [fs, fs], "ffs": [float("nan"), ffs], "campaign_seconds": 1.0, "invalid": 0}
+
+    nan = float("nan")
+    results = {"random": [run(0, 2.0, 1.0), run(1, 2.0, nan)],
+               "map_elites": [run(0, 1.0, 3.0), run(1, 3.0, 1.0)]}
+    text, summary = summarise("taxi_large", results)
+    # random's mean FFS is its one defined run (1.0); map_elites' is (3 + 1) / 2 = 2.0.
+    assert summary["map_elites"]["ffs"]["relative_final"] == 2.0
+    assert summary["random"]["ffs"]["runs_defined_at_end"] == 1
+    assert summary["map_elites"]["ffs"]["runs_defined_at_end"] == 2
+    assert summary["map_elites"]["fs"]["relative_final"] == 1.0
+    assert "| random | 1.00 | 1.00 |  | 1.00 | 1.00 | 1/2 |  |" in text
+    assert "| map_elites | 1.00 | 1.00 | ≈0 | 2.00 | 2.00 | 2/2 |" in text
