@@ -200,8 +200,8 @@ def summarise(subject: str, results: dict[str, list[dict[str, Any]]]) -> tuple[s
                     rel = relative_to_baseline(_truncate(runs, metric)[:, :n], _truncate(base, metric)[:, :n])
                 row[metric] = {"relative_final": float(rel[-1]), "relative_mean_over_testing": float(np.nanmean(rel))
                                if np.isfinite(rel).any() else float("nan"), "curve": [float(v) for v in rel],
-                               # sparsity needs 4 states; a run with fewer failing ones has no FFS and drops out
-                               "runs_defined_at_end": int(sum(np.isfinite(r[metric][-1]) for r in runs))}
+                               # sparsity needs 4 distinct states; a run with fewer failing ones has no FFS
+                               "runs_defined_at_end": int(np.isfinite(_truncate(runs, metric)[:, n - 1]).sum())}
         row["wall_seconds"] = sum(_run_seconds(r) for r in runs)
         summary[method] = row
     return render(subject, results, summary), summary
@@ -233,9 +233,10 @@ def render(subject: str, results: dict[str, list[dict[str, Any]]], summary: dict
         lines.append(f"| {method} | " + " | ".join(cells) + f" | {row['wall_seconds']:.0f} |")
     if any("fs" in row for row in summary.values()):
         lines += ["", "Final-state sparsity relative to RT (mean over runs / RT's mean; 1.00 = RT): at the end, and "
-                  "averaged over the checkpoints (the authors' figures show it over testing). Sparsity (mean distance "
-                  "to the 3 nearest) needs at least 4 states, so a run with fewer failing final states has no FFS and "
-                  "the mean is over the runs that have one (FFS runs: how many at the end).", "",
+                  "averaged over the checkpoints (the authors' figures show it over testing). Sparsity (the median over "
+                  "distinct states of the mean distance to their 3 nearest) needs at least 4 distinct states, so a run "
+                  "with fewer failing final states has no FFS and the mean is over the runs that have one (FFS runs: "
+                  "how many at the end).", "",
                   "| method | FS end | FS avg | paper FS % | FFS end | FFS avg | FFS runs | paper FFS % |",
                   "|---|---|---|---|---|---|---|---|"]
         for method, row in summary.items():
