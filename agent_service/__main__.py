@@ -13,9 +13,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         prog="python -m agent_service",
         description="Serves RL policies by name from a model root (manifest.yaml + <name>/model.zip); "
-                    "batched deterministic actions over gRPC (gauntlet.v1.AgentService).")
-    parser.add_argument("--model-root", type=Path, default=DEFAULT_MODEL_ROOT,
-                        help=f"folder with manifest.yaml and one folder per model (default: the bundled zoo, {DEFAULT_MODEL_ROOT})")
+        "batched deterministic actions over gRPC (gauntlet.v1.AgentService).",
+    )
+    parser.add_argument(
+        "--model-root",
+        type=Path,
+        default=DEFAULT_MODEL_ROOT,
+        help=f"folder with manifest.yaml and one folder per model (default: the bundled zoo, {DEFAULT_MODEL_ROOT})",
+    )
     parser.add_argument("--torch-threads", type=int, default=1, help="torch intra-op threads (default 1: small MLPs)")
     add_service_arguments(parser, port=50052, metrics_port=9102)
     args = parser.parse_args()

@@ -12,9 +12,10 @@ import hashlib
 import json
 import multiprocessing as mp
 import queue
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -40,9 +41,13 @@ class Evaluation:
         return (judged - self.failures) / judged if judged else float("nan")
 
 
-def draw_test_cases(subject: Subject, tests: int, seed: int,
-                    valid: Callable[[Mapping[str, ParamValue]], bool] | None = None,
-                    max_draws: int = 10_000) -> list[dict[str, ParamValue]]:
+def draw_test_cases(
+    subject: Subject,
+    tests: int,
+    seed: int,
+    valid: Callable[[Mapping[str, ParamValue]], bool] | None = None,
+    max_draws: int = 10_000,
+) -> list[dict[str, ParamValue]]:
     """`tests` uniform random test cases the subject's validators accept (e.g. Taxi's passenger != destination)
     and, when given, `valid(values)` holds for; `max_draws` bounds each search."""
     rng = np.random.default_rng(seed)
@@ -57,9 +62,14 @@ def draw_test_cases(subject: Subject, tests: int, seed: int,
     return [draw() for _ in range(tests)]
 
 
-def run_test_cases(subject: Subject, predict: Callable[[np.ndarray], np.ndarray],
-                   cases: Iterable[tuple[int, Mapping[str, ParamValue]]], seed: int, parallelism: int = 64,
-                   progress: Callable[[int], Any] | None = None) -> Evaluation:
+def run_test_cases(
+    subject: Subject,
+    predict: Callable[[np.ndarray], np.ndarray],
+    cases: Iterable[tuple[int, Mapping[str, ParamValue]]],
+    seed: int,
+    parallelism: int = 64,
+    progress: Callable[[int], Any] | None = None,
+) -> Evaluation:
     """Runs (index, values) test cases in lock-step; test `index` runs with episode seed derive_seed(seed, index)."""
     cases = list(cases)
     oracle = get_oracle(subject.oracle)
@@ -68,13 +78,19 @@ def run_test_cases(subject: Subject, predict: Callable[[np.ndarray], np.ndarray]
     failed: list[int] = []
     errors = done = 0
     try:
-        for out in run_lockstep(lambda: make_env(subject), envs, jobs, predict,
-                                lambda: TraceRecorder(subject, list(oracle.required_signals))):
+        for out in run_lockstep(
+            lambda: make_env(subject),
+            envs,
+            jobs,
+            predict,
+            lambda: TraceRecorder(subject, list(oracle.required_signals)),
+        ):
             done += 1
             if out.error:
                 errors += 1
-            elif oracle.evaluate(Episode(out.steps, out.total_reward, out.terminated, out.truncated,
-                                         out.signals)).failed:
+            elif oracle.evaluate(
+                Episode(out.steps, out.total_reward, out.terminated, out.truncated, out.signals)
+            ).failed:
                 failed.append(int(out.job.test_case_id.removeprefix("eval-")))
             if progress:
                 progress(done)
@@ -84,10 +100,16 @@ def run_test_cases(subject: Subject, predict: Callable[[np.ndarray], np.ndarray]
     return Evaluation(len(cases), len(failed), errors, tuple(sorted(failed)))
 
 
-def evaluate_policy(subject: Subject, predict: Callable[[np.ndarray], np.ndarray], tests: int, seed: int,
-                    parallelism: int = 64, progress: Callable[[int], Any] | None = None,
-                    valid: Callable[[Mapping[str, ParamValue]], bool] | None = None,
-                    max_draws: int = 10_000) -> Evaluation:
+def evaluate_policy(
+    subject: Subject,
+    predict: Callable[[np.ndarray], np.ndarray],
+    tests: int,
+    seed: int,
+    parallelism: int = 64,
+    progress: Callable[[int], Any] | None = None,
+    valid: Callable[[Mapping[str, ParamValue]], bool] | None = None,
+    max_draws: int = 10_000,
+) -> Evaluation:
     """Runs `tests` uniform random test cases of the subject (draw_test_cases) and judges them with its oracle."""
     cases = draw_test_cases(subject, tests, seed, valid, max_draws)
     return run_test_cases(subject, predict, enumerate(cases), seed, parallelism, progress)
@@ -101,9 +123,18 @@ def file_sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def evaluate_model(model_root: Path, model: str, tests: int, seed: int, *, workers: int = 1, chunk: int = 1000,
-                   parallelism: int = 64, journal: Path | None = None,
-                   progress: Callable[[int], Any] | None = None) -> Evaluation:
+def evaluate_model(
+    model_root: Path,
+    model: str,
+    tests: int,
+    seed: int,
+    *,
+    workers: int = 1,
+    chunk: int = 1000,
+    parallelism: int = 64,
+    journal: Path | None = None,
+    progress: Callable[[int], Any] | None = None,
+) -> Evaluation:
     """Measures zoo model `model` on `tests` random inputs in chunks of `chunk` tests over `workers` processes.
 
     With `journal`, every finished chunk is appended to it (JSON lines) and chunks already there are skipped,
@@ -116,8 +147,14 @@ def evaluate_model(model_root: Path, model: str, tests: int, seed: int, *, worke
     registry = ModelRegistry(model_root)
     entry = registry.entry(model)
     subject = get_subject(entry.subject)
-    header = {"model": model, "subject": subject.name, "tests": tests, "seed": seed, "chunk": chunk,
-              "model_sha256": file_sha256(model_root / model / model_file_name(entry.algorithm))}
+    header = {
+        "model": model,
+        "subject": subject.name,
+        "tests": tests,
+        "seed": seed,
+        "chunk": chunk,
+        "model_sha256": file_sha256(model_root / model / model_file_name(entry.algorithm)),
+    }
     done_chunks = _read_journal(journal, header) if journal else {}
     if journal and not done_chunks and not (journal.exists() and journal.read_text().strip()):
         journal.parent.mkdir(parents=True, exist_ok=True)
@@ -130,8 +167,13 @@ def evaluate_model(model_root: Path, model: str, tests: int, seed: int, *, worke
         progress(finished)
 
     def record(start: int, end: int, ev: Evaluation) -> None:
-        row = {"start": start, "end": end, "failures": ev.failures, "errors": ev.errors,
-               "failed": [{"index": i, "values": cases[i]} for i in ev.failed_indices]}
+        row = {
+            "start": start,
+            "end": end,
+            "failures": ev.failures,
+            "errors": ev.errors,
+            "failed": [{"index": i, "values": cases[i]} for i in ev.failed_indices],
+        }
         results.append(row)
         if journal:
             with journal.open("a") as f:
@@ -141,14 +183,22 @@ def evaluate_model(model_root: Path, model: str, tests: int, seed: int, *, worke
         _one_torch_thread()
         for start, end in todo:
             base = finished
-            ev = run_test_cases(subject, lambda obs: registry.act(model, obs), _indexed(cases, start, end), seed,
-                                parallelism, (lambda n: progress(base + n)) if progress else None)
+            ev = run_test_cases(
+                subject,
+                lambda obs: registry.act(model, obs),
+                _indexed(cases, start, end),
+                seed,
+                parallelism,
+                (lambda n: progress(base + n)) if progress else None,
+            )
             finished += end - start
             record(start, end, ev)
     else:
         ctx = mp.get_context("spawn")  # a fresh interpreter per worker: no forked torch or Box2D state
         ticks = ctx.Queue()
-        with ctx.Pool(workers, initializer=_worker_init, initargs=(str(model_root), model, seed, parallelism, ticks)) as pool:
+        with ctx.Pool(
+            workers, initializer=_worker_init, initargs=(str(model_root), model, seed, parallelism, ticks)
+        ) as pool:
             pending = pool.imap_unordered(_worker_run, [(s, e, _indexed(cases, s, e)) for s, e in todo])
             for _ in todo:
                 while True:
@@ -180,14 +230,18 @@ def _read_journal(journal: Path, header: dict[str, Any]) -> dict[int, dict[str, 
             try:
                 lines.append(json.loads(line))
             except json.JSONDecodeError as exc:
-                raise JournalMismatch(f"journal {journal}:{number} is not JSON ({exc.msg}); "
-                                      "delete that line (a chunk cut off mid-write) to resume") from None
+                raise JournalMismatch(
+                    f"journal {journal}:{number} is not JSON ({exc.msg}); "
+                    "delete that line (a chunk cut off mid-write) to resume"
+                ) from None
     if not lines:
         return {}
     for key, value in header.items():
         if lines[0].get(key) != value:
-            raise JournalMismatch(f"journal {journal} was written with {key}={lines[0].get(key)!r}, this run has "
-                                  f"{key}={value!r}; use another --journal or the same settings")
+            raise JournalMismatch(
+                f"journal {journal} was written with {key}={lines[0].get(key)!r}, this run has "
+                f"{key}={value!r}; use another --journal or the same settings"
+            )
     return {row["start"]: row for row in lines[1:]}
 
 
@@ -218,8 +272,14 @@ def _worker_init(model_root: str, model: str, seed: int, parallelism: int, ticks
     _one_torch_thread()
     registry = ModelRegistry(Path(model_root))
     registry.load(model)
-    _WORKER.update(registry=registry, model=model, subject=get_subject(registry.entry(model).subject), seed=seed,
-                   parallelism=parallelism, ticks=ticks)
+    _WORKER.update(
+        registry=registry,
+        model=model,
+        subject=get_subject(registry.entry(model).subject),
+        seed=seed,
+        parallelism=parallelism,
+        ticks=ticks,
+    )
 
 
 def _worker_run(job: tuple[int, int, list[tuple[int, dict[str, ParamValue]]]]) -> tuple[int, int, Evaluation]:
@@ -233,6 +293,7 @@ def _worker_run(job: tuple[int, int, list[tuple[int, dict[str, ParamValue]]]]) -
             w["ticks"].put(done - reported)
             reported = done
 
-    ev = run_test_cases(w["subject"], lambda obs: w["registry"].act(w["model"], obs), cases, w["seed"],
-                        w["parallelism"], tick)
+    ev = run_test_cases(
+        w["subject"], lambda obs: w["registry"].act(w["model"], obs), cases, w["seed"], w["parallelism"], tick
+    )
     return start, end, ev

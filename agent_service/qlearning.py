@@ -23,9 +23,10 @@ import dataclasses
 import gzip
 import random
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import numpy as np
 from gymnasium import spaces
@@ -47,17 +48,23 @@ class QLearningParams:
     env_kwargs: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def from_hyperparams(cls, hyperparams: Mapping[str, Any]) -> "QLearningParams":
+    def from_hyperparams(cls, hyperparams: Mapping[str, Any]) -> QLearningParams:
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(hyperparams) - known)
         if unknown:
-            raise ValueError(f"unknown QLEARNING hyper-parameter(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+            raise ValueError(
+                f"unknown QLEARNING hyper-parameter(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}"
+            )
         if "episodes" not in hyperparams:
             raise ValueError("a QLEARNING recipe needs hyperparams.episodes (its training budget)")
         params = cls(**dict(hyperparams))
         if params.episodes < 1 or not 0 < params.learning_rate <= 1 or not 0 <= params.gamma <= 1:
             raise ValueError(f"QLEARNING needs episodes >= 1, 0 < learning_rate <= 1 and 0 <= gamma <= 1, got {params}")
-        if not 0 <= params.epsilon_end <= 1 or not 0 <= params.epsilon_start <= 1 or not 0 <= params.exploration_fraction <= 1:
+        if (
+            not 0 <= params.epsilon_end <= 1
+            or not 0 <= params.epsilon_start <= 1
+            or not 0 <= params.exploration_fraction <= 1
+        ):
             raise ValueError(f"QLEARNING epsilons and exploration_fraction must lie in [0, 1], got {params}")
         return params
 
@@ -69,8 +76,9 @@ class QLearningParams:
         return self.epsilon_start + (self.epsilon_end - self.epsilon_start) * episode / decay
 
 
-def train_qlearning(recipe: Any, out_dir: Path, timesteps: int | None = None,
-                    progress: Callable[[int, int, Any], None] | None = None) -> dict[str, Any]:
+def train_qlearning(
+    recipe: Any, out_dir: Path, timesteps: int | None = None, progress: Callable[[int, int, Any], None] | None = None
+) -> dict[str, Any]:
     """Trains `recipe` (a training.Recipe), writes model.npz and the interaction log into out_dir.
 
     Stops after `hyperparams.episodes` episodes, or earlier once `timesteps` (default: the recipe's
@@ -92,8 +100,10 @@ def train_qlearning(recipe: Any, out_dir: Path, timesteps: int | None = None,
         env._sampler = np.random.default_rng([recipe.seed, 0])  # type: ignore[attr-defined] # as train(): rank 0
         env = InteractionLogger(env, subject, log)
         if not (isinstance(env.observation_space, spaces.Discrete) and isinstance(env.action_space, spaces.Discrete)):
-            raise ValueError(f"subject {subject.name}: Q-learning needs Discrete observation and action spaces, "
-                             f"got {env.observation_space} and {env.action_space}")
+            raise ValueError(
+                f"subject {subject.name}: Q-learning needs Discrete observation and action spaces, "
+                f"got {env.observation_space} and {env.action_space}"
+            )
         n_actions = int(env.action_space.n)
         q = np.full((int(env.observation_space.n), n_actions), float(params.initial_q))
         explore = random.Random(recipe.seed)  # exploration draws (Python's generator: fast per-step scalars)

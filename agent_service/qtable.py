@@ -28,8 +28,9 @@ class QTablePolicy:
         self.observation_space = spaces.Discrete(q.shape[0])
         self.action_space = spaces.Discrete(q.shape[1])
 
-    def predict(self, observation: Any, state: Any = None, episode_start: Any = None,
-                deterministic: bool = True) -> tuple[np.ndarray, None]:
+    def predict(
+        self, observation: Any, state: Any = None, episode_start: Any = None, deterministic: bool = True
+    ) -> tuple[np.ndarray, None]:
         """Greedy actions for one observation or a batch (same shape as `observation`).
 
         `deterministic` is accepted for Stable-Baselines3 compatibility; a greedy Q-table always is.
@@ -49,7 +50,7 @@ class QTablePolicy:
             np.savez_compressed(f, q=self.q, format=np.array(FORMAT))
 
     @classmethod
-    def load(cls, path: str | Path, device: str = "cpu", **_: Any) -> "QTablePolicy":
+    def load(cls, path: str | Path, device: str = "cpu", **_: Any) -> QTablePolicy:
         with np.load(path, allow_pickle=False) as data:
             if "q" not in data or str(data.get("format", "")) != FORMAT:
                 raise ValueError(f"{path} is not a Gauntlet Q-table (expected arrays 'q' and format={FORMAT!r})")

@@ -83,7 +83,8 @@ class ModelRegistry:
         if observations.ndim != len(expected) + 1 or tuple(observations.shape[1:]) != expected:
             raise InvalidArgument(
                 f"model {name!r} expects observations of shape (batch, {', '.join(map(str, expected))}), "
-                f"got {tuple(observations.shape)}")
+                f"got {tuple(observations.shape)}"
+            )
         # SB3 policies keep the last action distribution on the shared module: one batch at a time per model
         with self._act_locks[name]:
             actions = _predict_fixed_rows(model, observations)
@@ -104,7 +105,7 @@ def _predict_fixed_rows(model: Any, observations: np.ndarray) -> np.ndarray:
         return _predict(model, observations)
     blocks = []
     for start in range(0, n, INFERENCE_ROWS):
-        block = observations[start:start + INFERENCE_ROWS]
+        block = observations[start : start + INFERENCE_ROWS]
         rows = len(block)
         if rows < INFERENCE_ROWS:  # pad with copies of the first row; their actions are dropped
             block = np.concatenate([block, np.repeat(block[:1], INFERENCE_ROWS - rows, axis=0)])

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Iterator
+from collections.abc import Iterator
 
 import grpc
 from prometheus_client import Counter, Histogram
@@ -27,17 +27,23 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         return agent_pb2.ModelSummary(name=e.name, algorithm=e.algorithm, subject=e.subject, description=e.description)
 
     @grpc_method
-    def ListModels(self, request: agent_pb2.ListModelsRequest, context: grpc.ServicerContext) -> agent_pb2.ListModelsResponse:
+    def ListModels(
+        self, request: agent_pb2.ListModelsRequest, context: grpc.ServicerContext
+    ) -> agent_pb2.ListModelsResponse:
         return agent_pb2.ListModelsResponse(models=[self._summary(n) for n in sorted(self.registry.entries)])
 
     @grpc_method
-    def DescribeModel(self, request: agent_pb2.DescribeModelRequest,
-                      context: grpc.ServicerContext) -> agent_pb2.DescribeModelResponse:
+    def DescribeModel(
+        self, request: agent_pb2.DescribeModelRequest, context: grpc.ServicerContext
+    ) -> agent_pb2.DescribeModelResponse:
         model = self.registry.load(request.name)
         meta = {k: str(v) for k, v in self.registry.entry(request.name).metadata.items()}
-        return agent_pb2.DescribeModelResponse(summary=self._summary(request.name),
-                                               observation_space=space_to_proto(model.observation_space),
-                                               action_space=space_to_proto(model.action_space), metadata=meta)
+        return agent_pb2.DescribeModelResponse(
+            summary=self._summary(request.name),
+            observation_space=space_to_proto(model.observation_space),
+            action_space=space_to_proto(model.action_space),
+            metadata=meta,
+        )
 
     def _act(self, name: str, tensor: object) -> agent_pb2.ActResponse:
         try:
@@ -55,8 +61,9 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         return agent_pb2.ActResponse(actions=self._act(request.model.name, request.observations))
 
     @grpc_method
-    def ActStream(self, requests: Iterator[agent_pb2.ActStreamRequest],
-                  context: grpc.ServicerContext) -> Iterator[agent_pb2.ActStreamResponse]:
+    def ActStream(
+        self, requests: Iterator[agent_pb2.ActStreamRequest], context: grpc.ServicerContext
+    ) -> Iterator[agent_pb2.ActStreamResponse]:
         name = ""
         for request in requests:
             name = request.model.name or name

@@ -9,9 +9,10 @@ from __future__ import annotations
 import gzip
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Callable
+from typing import IO, Any
 
 import gymnasium as gym
 import numpy as np
@@ -64,8 +65,15 @@ class InteractionLog:
     def write(self, values: dict[str, Any], failed: bool, margin: float, reward: float, steps: int) -> None:
         self.episodes += 1
         self.failures += int(failed)
-        row = {"episode": self.episodes, "timestep": self.timesteps, "config": values,
-               "verdict": "fail" if failed else "pass", "margin": margin, "reward": reward, "steps": steps}
+        row = {
+            "episode": self.episodes,
+            "timestep": self.timesteps,
+            "config": values,
+            "verdict": "fail" if failed else "pass",
+            "margin": margin,
+            "reward": reward,
+            "steps": steps,
+        }
         self._stream.write(json.dumps(row) + "\n")
 
 
@@ -119,8 +127,12 @@ def save_for_serving(model: Any, path: Path) -> int:
     return path.stat().st_size
 
 
-def train(recipe: Recipe, out_dir: Path, timesteps: int | None = None,
-          progress: Callable[[int, int, InteractionLog], None] | None = None) -> dict[str, Any]:
+def train(
+    recipe: Recipe,
+    out_dir: Path,
+    timesteps: int | None = None,
+    progress: Callable[[int, int, InteractionLog], None] | None = None,
+) -> dict[str, Any]:
     """Trains `recipe` (optionally with a smaller budget), writes model.zip and the interaction log into out_dir.
 
     A QLEARNING recipe trains a Q-table instead (agent_service/qlearning.py): model.npz, the same log.
@@ -130,7 +142,7 @@ def train(recipe: Recipe, out_dir: Path, timesteps: int | None = None,
 
         return train_qlearning(recipe, out_dir, timesteps=timesteps, progress=progress)
     import torch
-    from stable_baselines3.common.callbacks import BaseCallback, CheckpointCallback, CallbackList
+    from stable_baselines3.common.callbacks import BaseCallback, CallbackList, CheckpointCallback
     from stable_baselines3.common.vec_env import DummyVecEnv
 
     from agent_service.algorithms import algorithm_class
@@ -148,6 +160,7 @@ def train(recipe: Recipe, out_dir: Path, timesteps: int | None = None,
                 env = make_env(subject)
                 env._sampler = np.random.default_rng([recipe.seed, rank])  # type: ignore[attr-defined]
                 return InteractionLogger(env, subject, log)
+
             return build
 
         vec = DummyVecEnv([factory(r) for r in range(recipe.n_envs)])
@@ -161,8 +174,9 @@ def train(recipe: Recipe, out_dir: Path, timesteps: int | None = None,
                     progress(self.num_timesteps, budget, log)
                 return True
 
-        checkpoints = CheckpointCallback(save_freq=max(budget // (10 * recipe.n_envs), 1),
-                                         save_path=str(out_dir / "checkpoints"), name_prefix="ckpt")
+        checkpoints = CheckpointCallback(
+            save_freq=max(budget // (10 * recipe.n_envs), 1), save_path=str(out_dir / "checkpoints"), name_prefix="ckpt"
+        )
         model.learn(total_timesteps=budget, callback=CallbackList([Progress(), checkpoints]))
         model.save(out_dir / MODEL_NAME)
         if (out_dir / MODEL_NAME).stat().st_size > MAX_MODEL_BYTES:
@@ -214,8 +228,9 @@ def schedule_params(params: dict[str, Any]) -> dict[str, Any]:
         if not isinstance(value, dict):
             continue
         ends = value.get("linear")
-        if set(value) != {"linear"} or not (isinstance(ends, list) and len(ends) == 2
-                                            and all(isinstance(v, (int, float)) for v in ends)):
+        if set(value) != {"linear"} or not (
+            isinstance(ends, list) and len(ends) == 2 and all(isinstance(v, (int, float)) for v in ends)
+        ):
             raise ValueError(f"hyperparams.{key} must be a number or {{linear: [start, end]}}, got {value!r}")
         out[key] = LinearSchedule(float(ends[0]), float(ends[1]), 1.0)
     return out

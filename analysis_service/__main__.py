@@ -12,11 +12,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         prog="python -m analysis_service",
         description="Computes campaign metrics (failures, distinct failing inputs, tests/seconds to first failure, "
-                    "failure rate with a 95%% Wilson interval) and writes JSON + HTML reports "
-                    "(gauntlet.v1.AnalysisService).")
+        "failure rate with a 95%% Wilson interval) and writes JSON + HTML reports "
+        "(gauntlet.v1.AnalysisService).",
+    )
     parser.add_argument("--generator-endpoint", required=True, help="host:port of the generator service")
-    parser.add_argument("--report-root", type=Path, default=Path("runs/reports"),
-                        help="where reports are written when a request names no folder (default runs/reports)")
+    parser.add_argument(
+        "--report-root",
+        type=Path,
+        default=Path("runs/reports"),
+        help="where reports are written when a request names no folder (default runs/reports)",
+    )
     add_service_arguments(parser, port=50055, metrics_port=9105)
     args = parser.parse_args()
     options = options_from_args(args)

@@ -23,14 +23,25 @@ import hashlib
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
 
 from analysis_service.metrics import ExecutionRecord, compute_metrics
-from analysis_service.report import (_CSS, BEHAVIOUR_CELLS, DIVERSITY_K, _e, _figure_png_base64, _img, _jsonable,
-                                     _new_figure, _plot_label, final_state_sparsity, real_parameters)
+from analysis_service.report import (
+    _CSS,
+    BEHAVIOUR_CELLS,
+    DIVERSITY_K,
+    _e,
+    _figure_png_base64,
+    _img,
+    _jsonable,
+    _new_figure,
+    _plot_label,
+    final_state_sparsity,
+    real_parameters,
+)
 
 COMPARISON_VERSION = "1"
 ALTERNATIVES = ("two-sided", "greater", "less")
@@ -114,10 +125,19 @@ def shared_grid(runs: Sequence[Sequence[ExecutionRecord]], cells: int = BEHAVIOU
     rows = [[float(r.values[n]) for n in names] for records in judged for r in records]
     x = np.array(rows, dtype=float).reshape(-1, len(names))
     dims = {len(r.descriptors) for records in judged for r in records if r.descriptors}
-    d = np.array([r.descriptors for records in judged for r in records if r.descriptors], dtype=float) \
-        if len(dims) == 1 else np.zeros((0, 0))  # mixed descriptor lengths cannot share one grid
-    return SharedGrid(tuple(names), tuple(x.min(axis=0)) if len(x) else (), tuple(x.max(axis=0)) if len(x) else (),
-                      tuple(d.min(axis=0)) if d.size else (), tuple(d.max(axis=0)) if d.size else (), cells)
+    d = (
+        np.array([r.descriptors for records in judged for r in records if r.descriptors], dtype=float)
+        if len(dims) == 1
+        else np.zeros((0, 0))
+    )  # mixed descriptor lengths cannot share one grid
+    return SharedGrid(
+        tuple(names),
+        tuple(x.min(axis=0)) if len(x) else (),
+        tuple(x.max(axis=0)) if len(x) else (),
+        tuple(d.min(axis=0)) if d.size else (),
+        tuple(d.max(axis=0)) if d.size else (),
+        cells,
+    )
 
 
 ENTROPY_KS = (5, DIVERSITY_K, 20)  # PRT reports the Kozachenko-Leonenko estimate at these k
@@ -140,16 +160,33 @@ def outcome(info: Mapping[str, Any], records: Sequence[ExecutionRecord], grid: S
     bs = fbs = None
     with_desc = [r for r in judged if len(r.descriptors) == len(grid.descriptor_low) and r.descriptors]
     if grid.descriptor_low and with_desc:
-        bs, fbs = behaviour_coverage(np.array([r.descriptors for r in with_desc], dtype=float),
-                                     [r.verdict == "fail" for r in with_desc], grid.descriptor_low,
-                                     grid.descriptor_high, [grid.cells] * len(grid.descriptor_low))
+        bs, fbs = behaviour_coverage(
+            np.array([r.descriptors for r in with_desc], dtype=float),
+            [r.verdict == "fail" for r in with_desc],
+            grid.descriptor_low,
+            grid.descriptor_high,
+            [grid.cells] * len(grid.descriptor_low),
+        )
     fs, ffs = final_state_sparsity(judged)  # no shared ruler needed: distances in the subject's own units
     found = m.failures > 0
-    return Outcome(cid, group_of(info), info.get("seed"), m.executions, found, m.failures, m.distinct_failures,
-                   float(m.tests_to_first_failure if found else m.executions),
-                   float(m.seconds_to_first_failure if found else m.wall_seconds), bs, fbs, entropy[DIVERSITY_K],
-                   input_entropy_k5=entropy[5], input_entropy_k20=entropy[20],
-                   final_state_sparsity=fs, failure_state_sparsity=ffs)
+    return Outcome(
+        cid,
+        group_of(info),
+        info.get("seed"),
+        m.executions,
+        found,
+        m.failures,
+        m.distinct_failures,
+        float(m.tests_to_first_failure if found else m.executions),
+        float(m.seconds_to_first_failure if found else m.wall_seconds),
+        bs,
+        fbs,
+        entropy[DIVERSITY_K],
+        input_entropy_k5=entropy[5],
+        input_entropy_k20=entropy[20],
+        final_state_sparsity=fs,
+        failure_state_sparsity=ffs,
+    )
 
 
 def cluster_runs(outcomes: Sequence[Outcome]) -> list[Any]:
@@ -158,8 +195,9 @@ def cluster_runs(outcomes: Sequence[Outcome]) -> list[Any]:
     seeds: dict[str, list[Any]] = {}
     for o in outcomes:
         seeds.setdefault(o.strategy, []).append(o.seed)
-    same = len({tuple(sorted(map(str, v))) for v in seeds.values()}) == 1 and \
-        all(len(set(map(str, v))) == len(v) for v in seeds.values())
+    same = len({tuple(sorted(map(str, v))) for v in seeds.values()}) == 1 and all(
+        len(set(map(str, v))) == len(v) for v in seeds.values()
+    )
     if same:
         return [str(o.seed) for o in outcomes]
     seen: dict[str, int] = {}
@@ -170,8 +208,9 @@ def cluster_runs(outcomes: Sequence[Outcome]) -> list[Any]:
     return runs
 
 
-def with_cluster_diversity(campaigns: Sequence[tuple[Mapping[str, Any], Sequence[ExecutionRecord]]],
-                           outcomes: Sequence[Outcome]) -> list[Outcome]:
+def with_cluster_diversity(
+    campaigns: Sequence[tuple[Mapping[str, Any], Sequence[ExecutionRecord]]], outcomes: Sequence[Outcome]
+) -> list[Outcome]:
     """Outcomes with Indago's input coverage and entropy (analysis_service/failure_clusters.py): per run, the
     failing inputs of every compared campaign clustered together (k capped at 30 here, for speed)."""
     from dataclasses import replace
@@ -189,11 +228,21 @@ def summarize(values: Sequence[float | None]) -> dict[str, Any]:
     if not len(x):
         return {"n": 0}
     q1, med, q3 = np.percentile(x, [25, 50, 75])
-    return {"n": int(len(x)), "median": float(med), "q1": float(q1), "q3": float(q3), "mean": float(x.mean()),
-            "sd": float(x.std(ddof=1)) if len(x) > 1 else 0.0, "min": float(x.min()), "max": float(x.max())}
+    return {
+        "n": int(len(x)),
+        "median": float(med),
+        "q1": float(q1),
+        "q3": float(q3),
+        "mean": float(x.mean()),
+        "sd": float(x.std(ddof=1)) if len(x) > 1 else 0.0,
+        "min": float(x.min()),
+        "max": float(x.max()),
+    }
 
 
-def pairwise(a: Sequence[float | None], b: Sequence[float | None], metric: Metric, alternative: str) -> dict[str, Any] | None:
+def pairwise(
+    a: Sequence[float | None], b: Sequence[float | None], metric: Metric, alternative: str
+) -> dict[str, Any] | None:
     """Mann–Whitney U of a against b, Â12 = P(a > b) + ½P(a = b), its band, and which side it favours."""
     from analysis_service.statistics import compare
 
@@ -205,8 +254,12 @@ def pairwise(a: Sequence[float | None], b: Sequence[float | None], metric: Metri
         return {"p_value": 1.0, "a12": 0.5, "effect": "negligible", "favours": "neither"}
     c = compare(xa, xb, alternative=alternative)
     favours = "neither" if c.a12 == 0.5 else "row" if (c.a12 > 0.5) == metric.higher_is_better else "baseline"
-    return {"p_value": c.p_value if math.isfinite(c.p_value) else None, "a12": c.a12, "effect": c.effect,
-            "favours": favours}
+    return {
+        "p_value": c.p_value if math.isfinite(c.p_value) else None,
+        "a12": c.a12,
+        "effect": c.effect,
+        "favours": favours,
+    }
 
 
 def cumulative_quartiles(runs: Sequence[Sequence[ExecutionRecord]], points: int = 200) -> dict[str, list[float]]:
@@ -229,8 +282,11 @@ def cumulative_quartiles(runs: Sequence[Sequence[ExecutionRecord]], points: int 
     return {"x": xs.tolist(), "q1": q1.tolist(), "median": med.tolist(), "q3": q3.tolist()}
 
 
-def build_comparison(campaigns: Sequence[tuple[Mapping[str, Any], Sequence[ExecutionRecord]]],
-                     baseline: str | None = None, alternative: str = "two-sided") -> dict[str, Any]:
+def build_comparison(
+    campaigns: Sequence[tuple[Mapping[str, Any], Sequence[ExecutionRecord]]],
+    baseline: str | None = None,
+    alternative: str = "two-sided",
+) -> dict[str, Any]:
     """JSON-serialisable comparison of campaigns given as (info, records), grouped by strategy.
 
     baseline: the group every other group is tested against; default "random" when present,
@@ -256,19 +312,25 @@ def build_comparison(campaigns: Sequence[tuple[Mapping[str, Any], Sequence[Execu
     strategies_out = []
     for name, members in groups.items():
         entry: dict[str, Any] = {
-            "strategy": name, "campaigns": len(members), "found_failure": sum(o.found_failure for o in members),
+            "strategy": name,
+            "campaigns": len(members),
+            "found_failure": sum(o.found_failure for o in members),
             "summary": {m.key: summarize([getattr(o, m.key) for o in members]) for m in METRICS},
             "cumulative_faults": cumulative_quartiles(by_group_records[name]),
         }
         if name != baseline:
             entry["versus_baseline"] = {
-                m.key: pairwise([getattr(o, m.key) for o in members], [getattr(o, m.key) for o in groups[baseline]],
-                                m, alternative) for m in METRICS}
+                m.key: pairwise(
+                    [getattr(o, m.key) for o in members], [getattr(o, m.key) for o in groups[baseline]], m, alternative
+                )
+                for m in METRICS
+            }
         strategies_out.append(entry)
     report = {
         "gauntlet_comparison_version": COMPARISON_VERSION,
-        "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "baseline": baseline, "alternative": alternative,
+        "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "baseline": baseline,
+        "alternative": alternative,
         "subjects": sorted({str(info.get("subject")) for info, _ in campaigns}),
         "shared_grid": asdict(grid),
         "metrics": [asdict(m) for m in METRICS],
@@ -286,14 +348,17 @@ def comparison_stem(campaign_ids: Sequence[str]) -> str:
 
 # --------------------------------------------------------------------------- plots
 
+
 def _plot_boxes(comparison: Mapping[str, Any]) -> str:
     names = [s["strategy"] for s in comparison["strategies"]]
     shown = [m for m in comparison["metrics"] if m["key"] != "distinct_faults"]
     fig = _new_figure(11.0, 2.6 * math.ceil(len(shown) / 3))
     axes = fig.subplots(math.ceil(len(shown) / 3), 3, squeeze=False).ravel()
     for ax, metric in zip(axes, shown):
-        data = [[c[metric["key"]] for c in comparison["campaigns"] if c["strategy"] == n and c[metric["key"]] is not None]
-                for n in names]
+        data = [
+            [c[metric["key"]] for c in comparison["campaigns"] if c["strategy"] == n and c[metric["key"]] is not None]
+            for n in names
+        ]
         if any(data):
             ax.boxplot([d if d else [math.nan] for d in data], showmeans=False)
             ax.set_xticks(range(1, len(names) + 1), [_plot_label(n) for n in names], rotation=20, fontsize="small")
@@ -301,7 +366,7 @@ def _plot_boxes(comparison: Mapping[str, Any]) -> str:
             ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
         ax.set_title(_plot_label(metric["label"]), fontsize="medium")
         ax.grid(alpha=0.3, axis="y")
-    for ax in axes[len(shown):]:
+    for ax in axes[len(shown) :]:
         ax.set_visible(False)
     return _figure_png_base64(fig)
 
@@ -312,7 +377,7 @@ def _plot_cumulative_bands(comparison: Mapping[str, Any]) -> str:
     for s in comparison["strategies"]:
         c = s["cumulative_faults"]
         if c["x"]:
-            line, = ax.plot(c["x"], c["median"], label=_plot_label(f"{s['strategy']} (median, n={s['campaigns']})"))
+            (line,) = ax.plot(c["x"], c["median"], label=_plot_label(f"{s['strategy']} (median, n={s['campaigns']})"))
             ax.fill_between(c["x"], c["q1"], c["q3"], color=line.get_color(), alpha=0.2, linewidth=0)
     ax.set_xlabel("executions")
     ax.set_ylabel("cumulative faults")
@@ -332,8 +397,12 @@ def _plot_first_failure(comparison: Mapping[str, Any]) -> str:
         firsts = sorted(c["tests_to_first_failure"] for c in mine if c["found_failure"])
         shares = np.arange(len(firsts) + 1) / len(mine)
         # run on to the longest campaign, so that a plateau (campaigns that never failed) stays visible
-        ax.step([0, *firsts, max(end, firsts[-1] if firsts else 0)], [*shares, shares[-1]], where="post",
-                label=_plot_label(f"{s['strategy']} ({len(firsts)}/{len(mine)} found one)"))
+        ax.step(
+            [0, *firsts, max(end, firsts[-1] if firsts else 0)],
+            [*shares, shares[-1]],
+            where="post",
+            label=_plot_label(f"{s['strategy']} ({len(firsts)}/{len(mine)} found one)"),
+        )
     ax.set_xlabel("tests to the first failure")
     ax.set_ylabel("share of campaigns")
     ax.set_ylim(-0.02, 1.02)
@@ -357,28 +426,42 @@ def _num(v: Any, digits: int) -> str:
 def _summary_table(comparison: Mapping[str, Any]) -> str:
     metrics = comparison["metrics"]
     head = "<th>strategy</th><th>campaigns</th><th>found a failure</th>" + "".join(
-        f"<th>{_e(m['label'])}<br><span class=meta>median [Q1, Q3]<br>mean ± sd</span></th>" for m in metrics)
+        f"<th>{_e(m['label'])}<br><span class=meta>median [Q1, Q3]<br>mean ± sd</span></th>" for m in metrics
+    )
     rows = []
     for s in comparison["strategies"]:
-        cells = [f"<td>{_e(s['strategy'])}{' (baseline)' if s['strategy'] == comparison['baseline'] else ''}</td>",
-                 f"<td class=num>{s['campaigns']}</td>", f"<td class=num>{s['found_failure']}</td>"]
+        cells = [
+            f"<td>{_e(s['strategy'])}{' (baseline)' if s['strategy'] == comparison['baseline'] else ''}</td>",
+            f"<td class=num>{s['campaigns']}</td>",
+            f"<td class=num>{s['found_failure']}</td>",
+        ]
         for m in metrics:
             q, d = s["summary"][m["key"]], m["digits"]
             if not q.get("n"):
                 cells.append("<td class=num>—</td>")
                 continue
-            lower = "≥" if m["key"] in ("tests_to_first_failure", "seconds_to_first_failure") and \
-                s["found_failure"] < s["campaigns"] else ""
-            cells.append(f"<td class=num>{lower}{_num(q['median'], d)} [{_num(q['q1'], d)}, {_num(q['q3'], d)}]"
-                         f"<br>{_num(q['mean'], max(d, 1))} ± {_num(q['sd'], max(d, 1))}</td>")
+            lower = (
+                "≥"
+                if m["key"] in ("tests_to_first_failure", "seconds_to_first_failure")
+                and s["found_failure"] < s["campaigns"]
+                else ""
+            )
+            cells.append(
+                f"<td class=num>{lower}{_num(q['median'], d)} [{_num(q['q1'], d)}, {_num(q['q3'], d)}]"
+                f"<br>{_num(q['mean'], max(d, 1))} ± {_num(q['sd'], max(d, 1))}</td>"
+            )
         rows.append("<tr>" + "".join(cells) + "</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
 
 
 def _tests_table(comparison: Mapping[str, Any]) -> str:
     metrics = comparison["metrics"]
-    head = "<th>strategy vs " + _e(comparison["baseline"]) + "</th>" + "".join(
-        f"<th>{_e(m['label'])}<br><span class=meta>p · Â12 (band)</span></th>" for m in metrics)
+    head = (
+        "<th>strategy vs "
+        + _e(comparison["baseline"])
+        + "</th>"
+        + "".join(f"<th>{_e(m['label'])}<br><span class=meta>p · Â12 (band)</span></th>" for m in metrics)
+    )
     rows = []
     for s in comparison["strategies"]:
         if "versus_baseline" not in s:
@@ -390,8 +473,12 @@ def _tests_table(comparison: Mapping[str, Any]) -> str:
                 cells.append("<td class=num>—</td>")
                 continue
             significant = t["p_value"] is not None and t["p_value"] < 0.05
-            css = ("better" if t["favours"] == "row" else "worse" if t["favours"] == "baseline" else "") if significant else ""
-            cells.append(f"<td class=\"num {css}\">{_num(t['p_value'], 3)} · {t['a12']:.2f} ({_e(t['effect'])})</td>")
+            css = (
+                ("better" if t["favours"] == "row" else "worse" if t["favours"] == "baseline" else "")
+                if significant
+                else ""
+            )
+            cells.append(f'<td class="num {css}">{_num(t["p_value"], 3)} · {t["a12"]:.2f} ({_e(t["effect"])})</td>')
         rows.append("<tr>" + "".join(cells) + "</tr>")
     if not rows:
         return "<p>only one strategy: nothing to test against the baseline</p>"
@@ -401,13 +488,22 @@ def _tests_table(comparison: Mapping[str, Any]) -> str:
 def _campaigns_table(comparison: Mapping[str, Any]) -> str:
     metrics = comparison["metrics"]
     head = "<th>campaign</th><th>strategy</th><th>seed</th><th>executions</th>" + "".join(
-        f"<th>{_e(m['label'])}</th>" for m in metrics)
+        f"<th>{_e(m['label'])}</th>" for m in metrics
+    )
     rows = []
     for c in comparison["campaigns"]:
-        cells = [f"<td><span class=meta>{_e(c['campaign_id'])}</span></td>", f"<td>{_e(c['strategy'])}</td>",
-                 f"<td>{_e(c['seed'])}</td>", f"<td class=num>{c['executions']}</td>"]
+        cells = [
+            f"<td><span class=meta>{_e(c['campaign_id'])}</span></td>",
+            f"<td>{_e(c['strategy'])}</td>",
+            f"<td>{_e(c['seed'])}</td>",
+            f"<td class=num>{c['executions']}</td>",
+        ]
         for m in metrics:
-            mark = "≥" if m["key"] in ("tests_to_first_failure", "seconds_to_first_failure") and not c["found_failure"] else ""
+            mark = (
+                "≥"
+                if m["key"] in ("tests_to_first_failure", "seconds_to_first_failure") and not c["found_failure"]
+                else ""
+            )
             cells.append(f"<td class=num>{mark}{_num(c[m['key']], m['digits'])}</td>")
         rows.append("<tr>" + "".join(cells) + "</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
@@ -417,15 +513,25 @@ def render_comparison_html(comparison: Mapping[str, Any]) -> str:
     """Self-contained HTML page (inline CSS, base64 PNG plots) for a comparison from `build_comparison`."""
     grid = comparison["shared_grid"]
     alt = comparison["alternative"]
-    side = ("two-sided" if alt == "two-sided" else
-            f"one-sided: H1 = the row's values are {'larger' if alt == 'greater' else 'smaller'} than the baseline's")
-    grid_text = (f"{grid['cells']} cells per descriptor over "
-                 + ", ".join(f"[{lo:.4g}, {hi:.4g}]" for lo, hi in zip(grid["descriptor_low"], grid["descriptor_high"]))
-                 if grid["descriptor_low"] else "no behaviour descriptors recorded")
-    inputs = ", ".join(f"{n} [{lo:.4g}, {hi:.4g}]" for n, lo, hi in
-                       zip(grid["inputs"], grid["input_low"], grid["input_high"])) or "no real-valued inputs"
+    side = (
+        "two-sided"
+        if alt == "two-sided"
+        else f"one-sided: H1 = the row's values are {'larger' if alt == 'greater' else 'smaller'} than the baseline's"
+    )
+    grid_text = (
+        f"{grid['cells']} cells per descriptor over "
+        + ", ".join(f"[{lo:.4g}, {hi:.4g}]" for lo, hi in zip(grid["descriptor_low"], grid["descriptor_high"]))
+        if grid["descriptor_low"]
+        else "no behaviour descriptors recorded"
+    )
+    inputs = (
+        ", ".join(
+            f"{n} [{lo:.4g}, {hi:.4g}]" for n, lo, hi in zip(grid["inputs"], grid["input_low"], grid["input_high"])
+        )
+        or "no real-valued inputs"
+    )
     return (
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         "<title>Gauntlet comparison</title>"
         f"<style>{_CSS}{_COMPARE_CSS}</style></head><body>"
         "<h1>Gauntlet comparison</h1>"
@@ -433,8 +539,11 @@ def render_comparison_html(comparison: Mapping[str, Any]) -> str:
         f"{len(comparison['campaigns'])} campaigns · comparison version {_e(comparison.get('gauntlet_comparison_version'))}</p>"
         "<h2>Per strategy</h2>"
         "<p class=meta>A campaign without a failure counts its executions (seconds: its wall time) as its cost to the first "
-        "failure, so such medians are lower bounds (≥). Shared behaviour grid: " + _e(grid_text) +
-        ". Entropy scaling (min–max over all compared campaigns): " + _e(inputs) + ".</p>"
+        "failure, so such medians are lower bounds (≥). Shared behaviour grid: "
+        + _e(grid_text)
+        + ". Entropy scaling (min–max over all compared campaigns): "
+        + _e(inputs)
+        + ".</p>"
         f"{_summary_table(comparison)}"
         f"<h2>Against the baseline ({_e(comparison['baseline'])})</h2>"
         f"<p class=meta>Mann–Whitney U p-value ({_e(side)}) and Vargha–Delaney Â12 = P(row &gt; baseline) + ½ P(tie), "

@@ -45,8 +45,8 @@ scipy is imported inside the functions, so importing this module stays cheap.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -184,8 +184,9 @@ def silhouette(distances: np.ndarray, labels: np.ndarray) -> float:
     return float(s.mean())
 
 
-def select_clustering(x: np.ndarray, seed: int, gain: float = SILHOUETTE_GAIN, max_k: int | None = None,
-                      n_init: int = 1) -> Clustering:
+def select_clustering(
+    x: np.ndarray, seed: int, gain: float = SILHOUETTE_GAIN, max_k: int | None = None, n_init: int = 1
+) -> Clustering:
     """k-means with the silhouette rule of the module docstring; one seed, one partition."""
     from scipy.spatial.distance import pdist, squareform
 
@@ -247,8 +248,10 @@ def _pool(groups: Mapping[str, np.ndarray]) -> tuple[np.ndarray, dict[str, slice
         a = _points(x)
         if len(a):
             if width is not None and a.shape[1] != width:
-                raise ValueError(f"approach {name!r} has {a.shape[1]} features, others {width}: pad or encode "
-                                 "every approach's failures the same way")
+                raise ValueError(
+                    f"approach {name!r} has {a.shape[1]} features, others {width}: pad or encode "
+                    "every approach's failures the same way"
+                )
             width = a.shape[1]
         arrays.append(a)
         spans[name] = slice(start, start + len(a))
@@ -258,8 +261,15 @@ def _pool(groups: Mapping[str, np.ndarray]) -> tuple[np.ndarray, dict[str, slice
     return pooled, spans
 
 
-def cluster_diversity(groups: Mapping[str, np.ndarray], *, clusterings: int = CLUSTERINGS, seed: int = 0,
-                      gain: float = SILHOUETTE_GAIN, max_k: int | None = None, n_init: int = 1) -> ClusterDiversity:
+def cluster_diversity(
+    groups: Mapping[str, np.ndarray],
+    *,
+    clusterings: int = CLUSTERINGS,
+    seed: int = 0,
+    gain: float = SILHOUETTE_GAIN,
+    max_k: int | None = None,
+    n_init: int = 1,
+) -> ClusterDiversity:
     """Coverage and entropy of each approach's failures (rows of ``groups[name]``) in their pooled clustering."""
     if clusterings < 1:
         raise ValueError(f"clusterings must be >= 1, got {clusterings}")
@@ -279,8 +289,16 @@ def cluster_diversity(groups: Mapping[str, np.ndarray], *, clusterings: int = CL
     return ClusterDiversity(coverage, entropy, float(np.mean(ks)), len(pooled), ks)
 
 
-def gini_purity(a: np.ndarray, b: np.ndarray, *, clusterings: int = CLUSTERINGS, seed: int = 0,
-                gain: float = SILHOUETTE_GAIN, max_k: int | None = None, n_init: int = 1) -> float | None:
+def gini_purity(
+    a: np.ndarray,
+    b: np.ndarray,
+    *,
+    clusterings: int = CLUSTERINGS,
+    seed: int = 0,
+    gain: float = SILHOUETTE_GAIN,
+    max_k: int | None = None,
+    n_init: int = 1,
+) -> float | None:
     """Mean Gini purity (%) of the clusters of a's and b's pooled failures; None when both have none."""
     pooled, spans = _pool({"a": a, "b": b})
     if len(pooled) == 0:
@@ -295,7 +313,7 @@ def gini_purity(a: np.ndarray, b: np.ndarray, *, clusterings: int = CLUSTERINGS,
             members = owner[found.labels == c]
             if len(members):
                 p = np.bincount(members, minlength=2) / len(members)
-                purities.append(float((p ** 2).sum()))
+                purities.append(float((p**2).sum()))
         total += 100.0 * float(np.mean(purities)) / clusterings
     return total
 
@@ -325,7 +343,7 @@ def mean_trajectory(repetitions: Sequence[np.ndarray]) -> np.ndarray:
     longest = max(len(t) for t in traces)
     padded = np.zeros((len(traces), longest, dims.pop()))
     for i, t in enumerate(traces):
-        padded[i, :len(t)] = t
+        padded[i, : len(t)] = t
     return padded.mean(axis=0)
 
 
@@ -341,7 +359,7 @@ def pad_trajectories(groups: Mapping[str, Sequence[np.ndarray]]) -> dict[str, np
     for name, ts in traces.items():
         rows = np.zeros((len(ts), longest * width))
         for i, t in enumerate(ts):
-            rows[i, :t.size] = t.reshape(-1)
+            rows[i, : t.size] = t.reshape(-1)
         out[name] = rows
     return out
 
@@ -370,9 +388,14 @@ def encode_inputs(rows: Sequence[Mapping[str, object]]) -> np.ndarray:
     return np.hstack(columns) if columns else np.zeros((len(rows), 0))
 
 
-def campaign_input_diversity(failing: Sequence[Sequence[Mapping[str, object]]], pools: Sequence[object], *,
-                             clusterings: int = CLUSTERINGS, max_k: int | None = 30,
-                             seed: int = 0) -> list[tuple[float, float]]:
+def campaign_input_diversity(
+    failing: Sequence[Sequence[Mapping[str, object]]],
+    pools: Sequence[object],
+    *,
+    clusterings: int = CLUSTERINGS,
+    max_k: int | None = 30,
+    seed: int = 0,
+) -> list[tuple[float, float]]:
     """(input coverage %, input entropy %) per campaign: the failing inputs of the campaigns that share a pool
     key (an experimental run) are clustered together, each campaign scored on its own; features come from
     ``encode_inputs`` over every campaign's failing inputs (one scaling for all)."""
@@ -384,7 +407,7 @@ def campaign_input_diversity(failing: Sequence[Sequence[Mapping[str, object]]], 
     out: list[tuple[float, float]] = [(0.0, 0.0)] * len(failing)
     for key in dict.fromkeys(pools):
         members = [i for i, p in enumerate(pools) if p == key]
-        groups = {str(i): features[starts[i]:starts[i + 1]] for i in members}
+        groups = {str(i): features[starts[i] : starts[i + 1]] for i in members}
         if features.shape[1] == 0:
             groups = {k: np.zeros((len(v), 1)) for k, v in groups.items()}
         result = cluster_diversity(groups, clusterings=clusterings, max_k=max_k, seed=seed)

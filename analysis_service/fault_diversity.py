@@ -16,8 +16,8 @@ at the same checkpoint, the authors' aggregation (a ratio; 1.0 = as sparse as ra
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import Hashable, Sequence
 
 import numpy as np
 
@@ -34,8 +34,9 @@ class Grid:
 
     def __post_init__(self) -> None:
         if not (len(self.low) == len(self.high) == len(self.cells)) or not self.low:
-            raise ValueError(f"grid: low, high and cells need one entry per descriptor, got {self.low}, {self.high}, "
-                             f"{self.cells}")
+            raise ValueError(
+                f"grid: low, high and cells need one entry per descriptor, got {self.low}, {self.high}, {self.cells}"
+            )
         if any(h <= lo for lo, h in zip(self.low, self.high)) or any(c < 1 for c in self.cells):
             raise ValueError(f"grid: every low must be < high and every cell count >= 1, got {self}")
 
@@ -63,9 +64,15 @@ def checkpoints_for(total: int, every: int = 50) -> list[int]:
     return points if points and points[-1] == total else [*points, total]
 
 
-def run_curves(inputs: Sequence[Hashable], failed: Sequence[bool], descriptors: Sequence[Sequence[float]],
-               final_states: Sequence[Sequence[float]] | None, grid: Grid, checkpoints: Sequence[int],
-               neighbours: int = 3) -> Curves:
+def run_curves(
+    inputs: Sequence[Hashable],
+    failed: Sequence[bool],
+    descriptors: Sequence[Sequence[float]],
+    final_states: Sequence[Sequence[float]] | None,
+    grid: Grid,
+    checkpoints: Sequence[int],
+    neighbours: int = 3,
+) -> Curves:
     """The metrics of one run, tests in the order they were asked. `inputs` are hashable keys of the test inputs
     (equal keys = the same input); `final_states` may be None (FS/FFS left empty)."""
     n = len(inputs)

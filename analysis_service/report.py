@@ -16,7 +16,7 @@ import io
 import json
 import math
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -88,11 +88,17 @@ def diversity(records: Sequence[ExecutionRecord]) -> dict[str, Any]:
     from analysis_service.statistics import behaviour_coverage, kl_entropy, minmax_scale, sparsity
 
     names = [n for n in real_parameters(records)] + sorted(
-        {k for r in records for k, v in r.values.items() if isinstance(v, int) and not isinstance(v, bool)})
+        {k for r in records for k, v in r.values.items() if isinstance(v, int) and not isinstance(v, bool)}
+    )
     judged = [r for r in records if r.verdict != "invalid"]
-    out: dict[str, Any] = {"input_entropy": None, "failure_sparsity": None, "behaviour_cells": None,
-                           "failing_behaviour_cells": None, "final_state_sparsity": None,
-                           "failure_state_sparsity": None}
+    out: dict[str, Any] = {
+        "input_entropy": None,
+        "failure_sparsity": None,
+        "behaviour_cells": None,
+        "failing_behaviour_cells": None,
+        "final_state_sparsity": None,
+        "failure_state_sparsity": None,
+    }
     if names and len(judged) > DIVERSITY_K:
         x = minmax_scale(np.array([[float(r.values[n]) for n in names] for r in judged]))
         out["input_entropy"] = kl_entropy(x, k=DIVERSITY_K, low=np.zeros(len(names)), high=np.ones(len(names)))
@@ -102,8 +108,9 @@ def diversity(records: Sequence[ExecutionRecord]) -> dict[str, Any]:
     with_desc = [r for r in judged if r.descriptors]
     if with_desc:
         d = np.array([r.descriptors for r in with_desc], dtype=float)
-        bs, fbs = behaviour_coverage(d, [r.verdict == "fail" for r in with_desc], d.min(axis=0), d.max(axis=0),
-                                     [BEHAVIOUR_CELLS] * d.shape[1])
+        bs, fbs = behaviour_coverage(
+            d, [r.verdict == "fail" for r in with_desc], d.min(axis=0), d.max(axis=0), [BEHAVIOUR_CELLS] * d.shape[1]
+        )
         out["behaviour_cells"], out["failing_behaviour_cells"] = bs, fbs
     out["final_state_sparsity"], out["failure_state_sparsity"] = final_state_sparsity(judged)
     return out
@@ -150,7 +157,7 @@ def build_report(campaigns: list[tuple[dict, list[ExecutionRecord]]]) -> dict:
     """
     report = {
         "gauntlet_report_version": REPORT_VERSION,
-        "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "campaigns": [_campaign_entry(info, records) for info, records in campaigns],
     }
     return _jsonable(report)
@@ -319,10 +326,26 @@ def _fmt_budget(budget: object) -> str:
 
 def _summary_table(report: Mapping[str, Any]) -> str:
     headers = (
-        "campaign", "subject", "model", "strategy", "seed", "state", "stop reason", "budget",
-        "executions", "failures", "distinct failures", "failure rate [95% CI]", "invalid",
-        "tests to 1st failure", "seconds to 1st failure", "steps", "wall seconds",
-        f"input entropy (k={DIVERSITY_K})", "failing-input sparsity (3-NN)", "#BS / #FBS",
+        "campaign",
+        "subject",
+        "model",
+        "strategy",
+        "seed",
+        "state",
+        "stop reason",
+        "budget",
+        "executions",
+        "failures",
+        "distinct failures",
+        "failure rate [95% CI]",
+        "invalid",
+        "tests to 1st failure",
+        "seconds to 1st failure",
+        "steps",
+        "wall seconds",
+        f"input entropy (k={DIVERSITY_K})",
+        "failing-input sparsity (3-NN)",
+        "#BS / #FBS",
         "final-state sparsity FS / FFS (3-NN)",
     )
     rows = []
@@ -354,11 +377,17 @@ def _diversity_cells(d: Mapping[str, Any]) -> list[str]:
         return "—" if v is None else _fmt_float(v, digits)
 
     cells = "—" if d.get("behaviour_cells") is None else f"{d['behaviour_cells']} / {d['failing_behaviour_cells']}"
-    states = "—" if d.get("final_state_sparsity") is None else \
-        f"{num(d['final_state_sparsity'], 3)} / {num(d.get('failure_state_sparsity'), 3)}"
-    return [f"<td class=num>{num(d.get('input_entropy'), 3)}</td>",
-            f"<td class=num>{num(d.get('failure_sparsity'), 3)}</td>", f"<td class=num>{cells}</td>",
-            f"<td class=num>{states}</td>"]
+    states = (
+        "—"
+        if d.get("final_state_sparsity") is None
+        else f"{num(d['final_state_sparsity'], 3)} / {num(d.get('failure_state_sparsity'), 3)}"
+    )
+    return [
+        f"<td class=num>{num(d.get('input_entropy'), 3)}</td>",
+        f"<td class=num>{num(d.get('failure_sparsity'), 3)}</td>",
+        f"<td class=num>{cells}</td>",
+        f"<td class=num>{states}</td>",
+    ]
 
 
 def _failures_table(entry: Mapping[str, Any]) -> str:
@@ -414,7 +443,7 @@ def render_html(report: dict, records_by_campaign: CampaignRecords) -> str:
         for e in report["campaigns"]
     )
     return (
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         "<title>Gauntlet report</title>"
         f"<style>{_CSS}</style></head><body>"
         "<h1>Gauntlet report</h1>"

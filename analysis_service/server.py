@@ -10,8 +10,13 @@ from typing import Any
 import grpc
 from google.protobuf import json_format
 
-from analysis_service.comparison import (ALTERNATIVES, build_comparison, comparison_stem, group_of,
-                                         render_comparison_html)
+from analysis_service.comparison import (
+    ALTERNATIVES,
+    build_comparison,
+    comparison_stem,
+    group_of,
+    render_comparison_html,
+)
 from analysis_service.metrics import ExecutionRecord, compute_metrics
 from analysis_service.report import build_report, render_html, write_report
 from common.errors import InvalidArgument, NotFound, Unavailable, grpc_method
@@ -30,24 +35,45 @@ class AnalysisServicer(analysis_pb2_grpc.AnalysisServiceServicer):
 
     def _fetch(self, campaign_id: str) -> tuple[dict[str, Any], list[ExecutionRecord]]:
         try:
-            status = self.generator.GetCampaign(generator_pb2.GetCampaignRequest(campaign_id=campaign_id),
-                                                timeout=30).status
+            status = self.generator.GetCampaign(
+                generator_pb2.GetCampaignRequest(campaign_id=campaign_id), timeout=30
+            ).status
             records = [
-                ExecutionRecord(index=e.index, values={k: value_from_proto(v) for k, v in e.test_case.values.items()},
-                                verdict=_VERDICT[e.verdict], margin=e.margin, steps=e.steps,
-                                total_reward=e.total_reward, elapsed_seconds=e.elapsed_seconds,
-                                descriptors=tuple(e.descriptors), final_observation=tuple(e.final_observation))
-                for e in (r.execution for r in self.generator.ListExecutions(
-                    generator_pb2.ListExecutionsRequest(campaign_id=campaign_id), timeout=300))]
+                ExecutionRecord(
+                    index=e.index,
+                    values={k: value_from_proto(v) for k, v in e.test_case.values.items()},
+                    verdict=_VERDICT[e.verdict],
+                    margin=e.margin,
+                    steps=e.steps,
+                    total_reward=e.total_reward,
+                    elapsed_seconds=e.elapsed_seconds,
+                    descriptors=tuple(e.descriptors),
+                    final_observation=tuple(e.final_observation),
+                )
+                for e in (
+                    r.execution
+                    for r in self.generator.ListExecutions(
+                        generator_pb2.ListExecutionsRequest(campaign_id=campaign_id), timeout=300
+                    )
+                )
+            ]
         except grpc.RpcError as exc:
             if exc.code() == grpc.StatusCode.NOT_FOUND:  # type: ignore[attr-defined]
                 raise NotFound(exc.details()) from None  # type: ignore[attr-defined]
             raise Unavailable(f"generator service: {exc.code().name}: {exc.details()}") from None  # type: ignore[attr-defined]
         spec = status.spec
-        info = {"campaign_id": campaign_id, "name": spec.name, "subject": spec.subject, "model": spec.model.name,
-                "strategy": spec.strategy, "seed": spec.seed, "state": _STATE.get(status.state, "unknown"),
-                "stop_reason": status.stop_reason, "repetitions": spec.repetitions,
-                "budget": json_format.MessageToDict(spec.budget, preserving_proto_field_name=True)}
+        info = {
+            "campaign_id": campaign_id,
+            "name": spec.name,
+            "subject": spec.subject,
+            "model": spec.model.name,
+            "strategy": spec.strategy,
+            "seed": spec.seed,
+            "state": _STATE.get(status.state, "unknown"),
+            "stop_reason": status.stop_reason,
+            "repetitions": spec.repetitions,
+            "budget": json_format.MessageToDict(spec.budget, preserving_proto_field_name=True),
+        }
         return info, records
 
     @grpc_method
@@ -71,8 +97,9 @@ class AnalysisServicer(analysis_pb2_grpc.AnalysisServiceServicer):
         out_dir = Path(request.output_dir) if request.output_dir else self.report_root
         stem = "report-" + "-".join(request.campaign_ids)[:100]
         json_path, html_path = write_report(report, html, out_dir, stem)
-        return analysis_pb2.RenderReportResponse(json_path=str(json_path.resolve()), html_path=str(html_path.resolve()),
-                                                 json=json.dumps(report))
+        return analysis_pb2.RenderReportResponse(
+            json_path=str(json_path.resolve()), html_path=str(html_path.resolve()), json=json.dumps(report)
+        )
 
     @grpc_method
     def Compare(self, request, context):  # type: ignore[no-untyped-def]
@@ -85,14 +112,17 @@ class AnalysisServicer(analysis_pb2_grpc.AnalysisServiceServicer):
         fetched = [self._fetch(cid) for cid in ids]
         strategies = {group_of(info) for info, _ in fetched}
         if request.baseline and request.baseline not in strategies:
-            raise InvalidArgument(f"baseline {request.baseline!r} is not among the compared strategies: "
-                                  f"{', '.join(sorted(strategies))}")
+            raise InvalidArgument(
+                f"baseline {request.baseline!r} is not among the compared strategies: {', '.join(sorted(strategies))}"
+            )
         comparison = build_comparison(fetched, baseline=request.baseline or None, alternative=alternative)
         out_dir = Path(request.output_dir) if request.output_dir else self.report_root
-        json_path, html_path = write_report(comparison, render_comparison_html(comparison), out_dir,
-                                            comparison_stem(ids))
-        return analysis_pb2.CompareResponse(json_path=str(json_path.resolve()), html_path=str(html_path.resolve()),
-                                            json=json.dumps(comparison))
+        json_path, html_path = write_report(
+            comparison, render_comparison_html(comparison), out_dir, comparison_stem(ids)
+        )
+        return analysis_pb2.CompareResponse(
+            json_path=str(json_path.resolve()), html_path=str(html_path.resolve()), json=json.dumps(comparison)
+        )
 
 
 def register(server: grpc.Server, generator_endpoint: str, report_root: Path) -> list[str]:

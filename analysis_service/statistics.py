@@ -11,8 +11,8 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
@@ -58,8 +58,7 @@ def minmax_scale(points: np.ndarray, low: np.ndarray | None = None, high: np.nda
     return (x - lo) / span
 
 
-def kl_entropy(points: np.ndarray, k: int = 10, low: np.ndarray | None = None,
-               high: np.ndarray | None = None) -> float:
+def kl_entropy(points: np.ndarray, k: int = 10, low: np.ndarray | None = None, high: np.ndarray | None = None) -> float:
     """Kozachenko–Leonenko entropy estimate (nats) of min–max scaled points, k-th neighbour distances."""
     from scipy.spatial import cKDTree
     from scipy.special import digamma, gammaln
@@ -85,8 +84,9 @@ def sparsity(points: np.ndarray, k: int = 3) -> float:
     return float(np.median(distances[:, 1:].mean(axis=1)))
 
 
-def grid_cells(descriptors: np.ndarray, low: Sequence[float], high: Sequence[float],
-               cells: Sequence[int]) -> set[tuple[int, ...]]:
+def grid_cells(
+    descriptors: np.ndarray, low: Sequence[float], high: Sequence[float], cells: Sequence[int]
+) -> set[tuple[int, ...]]:
     """Grid cells hit by behaviour descriptors; values outside [low, high] fall in the edge cells."""
     x = np.asarray(descriptors, dtype=float)
     lo, hi, n = np.asarray(low, float), np.asarray(high, float), np.asarray(cells, int)
@@ -95,8 +95,9 @@ def grid_cells(descriptors: np.ndarray, low: Sequence[float], high: Sequence[flo
     return {tuple(int(v) for v in row) for row in idx}
 
 
-def behaviour_coverage(descriptors: np.ndarray, failed: Sequence[bool], low: Sequence[float],
-                       high: Sequence[float], cells: Sequence[int]) -> tuple[int, int]:
+def behaviour_coverage(
+    descriptors: np.ndarray, failed: Sequence[bool], low: Sequence[float], high: Sequence[float], cells: Sequence[int]
+) -> tuple[int, int]:
     """(#BS, #FBS): distinct grid cells of all tests and of failing tests."""
     x = np.asarray(descriptors, dtype=float)
     mask = np.asarray(failed, dtype=bool)

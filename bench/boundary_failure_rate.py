@@ -45,8 +45,10 @@ def _rate(failures: int, judged: int) -> str:
     if judged == 0:
         return "no input was judged (every episode errored)"
     low, high = wilson_interval(failures, judged)
-    return (f"{failures} failures in {judged} inputs = {100 * failures / judged:.2f} % "
-            f"(Wilson 95 % [{100 * low:.2f} %, {100 * high:.2f} %])")
+    return (
+        f"{failures} failures in {judged} inputs = {100 * failures / judged:.2f} % "
+        f"(Wilson 95 % [{100 * low:.2f} %, {100 * high:.2f} %])"
+    )
 
 
 def main() -> None:
@@ -70,8 +72,10 @@ def main() -> None:
     print("  boundary: " + _rate(ev.failures, ev.tests - ev.errors) + (f" ({ev.errors} errors)" if ev.errors else ""))
     meta = entry.metadata
     if meta.get("eval_tests"):
-        print(f"  uniform:  {_rate(int(meta['eval_failures']), int(meta['eval_tests']))} (the manifest's measurement, "
-              f"seed {meta.get('eval_seed')})")
+        print(
+            f"  uniform:  {_rate(int(meta['eval_failures']), int(meta['eval_tests']))} (the manifest's measurement, "
+            f"seed {meta.get('eval_seed')})"
+        )
     for i in ev.failed_indices[:20]:
         print("  failing:", {k: round(v, 3) if isinstance(v, float) else v for k, v in cases[i].items()})
 

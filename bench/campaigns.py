@@ -7,16 +7,23 @@ Everything talks to the real services over gRPC, as `gauntlet run` does.
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
 from cli.launcher import LocalSuite
-from common.generated.gauntlet.v1 import (common_pb2, generator_pb2_grpc, oracle_pb2, oracle_pb2_grpc,
-                                          simulator_pb2, simulator_pb2_grpc)
+from common.generated.gauntlet.v1 import (
+    common_pb2,
+    generator_pb2_grpc,
+    oracle_pb2,
+    oracle_pb2_grpc,
+    simulator_pb2,
+    simulator_pb2_grpc,
+)
 from common.server import client_channel
 from common.space import ParameterSpace
 from common.tensor import from_tensor
@@ -31,18 +38,23 @@ class Clients:
     oracle: oracle_pb2_grpc.OracleServiceStub
 
     @staticmethod
-    def of(suite: LocalSuite) -> "Clients":
-        return Clients(generator_pb2_grpc.GeneratorServiceStub(client_channel(suite.endpoint("generator"))),
-                       simulator_pb2_grpc.SimulatorServiceStub(client_channel(suite.endpoint("simulator"))),
-                       oracle_pb2_grpc.OracleServiceStub(client_channel(suite.endpoint("oracle"))))
+    def of(suite: LocalSuite) -> Clients:
+        return Clients(
+            generator_pb2_grpc.GeneratorServiceStub(client_channel(suite.endpoint("generator"))),
+            simulator_pb2_grpc.SimulatorServiceStub(client_channel(suite.endpoint("simulator"))),
+            oracle_pb2_grpc.OracleServiceStub(client_channel(suite.endpoint("oracle"))),
+        )
 
 
 @contextmanager
 def temporary_suite(name: str) -> Iterator[LocalSuite]:
     """Every service on loopback with a fresh SQLite store in a temporary folder (deleted afterwards)."""
-    with tempfile.TemporaryDirectory(prefix=f"gauntlet-{name}-") as tmp, \
-            LocalSuite(store_url=f"sqlite:///{tmp}/{name}.db", log_dir=Path(tmp) / "logs",
-                       report_root=Path(tmp) / "reports") as local:
+    with (
+        tempfile.TemporaryDirectory(prefix=f"gauntlet-{name}-") as tmp,
+        LocalSuite(
+            store_url=f"sqlite:///{tmp}/{name}.db", log_dir=Path(tmp) / "logs", report_root=Path(tmp) / "reports"
+        ) as local,
+    ):
         yield local
 
 
@@ -54,18 +66,34 @@ def oracle_signals(oracle: oracle_pb2_grpc.OracleServiceStub, name: str) -> list
     raise ValueError(f"unknown oracle {name!r}")
 
 
-def failing_traces(clients: Clients, *, subject: str, model: str, oracle: str, seed: int, repetitions: int,
-                   space: ParameterSpace, cases: Sequence[tuple[str, dict[str, Any]]], signal: str,
-                   request_id: str, parallelism: int = 64) -> dict[str, list[np.ndarray]]:
+def failing_traces(
+    clients: Clients,
+    *,
+    subject: str,
+    model: str,
+    oracle: str,
+    seed: int,
+    repetitions: int,
+    space: ParameterSpace,
+    cases: Sequence[tuple[str, dict[str, Any]]],
+    signal: str,
+    request_id: str,
+    parallelism: int = 64,
+) -> dict[str, list[np.ndarray]]:
     """Re-runs ``cases`` (same campaign seed and test-case ids, so the same episode seeds) and returns, per case,
     ``signal`` of each repetition the oracle judges a failure (empty: the re-run did not fail)."""
     if not cases:
         return {}
     wanted = sorted(set(oracle_signals(clients.oracle, oracle)) | {signal})
     request = simulator_pb2.RunEpisodesRequest(
-        request_id=request_id, subject=subject, seed=seed, repetitions=repetitions,
-        trace=common_pb2.TraceSpec(signals=wanted), parallelism=parallelism,
-        test_cases=[space.test_case_to_proto(cid, values) for cid, values in cases])
+        request_id=request_id,
+        subject=subject,
+        seed=seed,
+        repetitions=repetitions,
+        trace=common_pb2.TraceSpec(signals=wanted),
+        parallelism=parallelism,
+        test_cases=[space.test_case_to_proto(cid, values) for cid, values in cases],
+    )
     request.model.name = model
     episodes: list[common_pb2.EpisodeResult] = []
     for response in clients.simulator.RunEpisodes(request, timeout=3600):

@@ -8,8 +8,9 @@ Add functions here; do not change the signature of one another bench uses.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 from common.generated.gauntlet.v1 import generator_pb2, generator_pb2_grpc
 from generator_service.config import CampaignConfig
@@ -24,16 +25,25 @@ def run_campaign(gen: generator_pb2_grpc.GeneratorServiceStub, config: CampaignC
     return status
 
 
-def campaign_executions(gen: generator_pb2_grpc.GeneratorServiceStub, campaign_id: str) -> list[generator_pb2.Execution]:
+def campaign_executions(
+    gen: generator_pb2_grpc.GeneratorServiceStub, campaign_id: str
+) -> list[generator_pb2.Execution]:
     """The campaign's executions in asking order (index), invalid ones included."""
-    rows = [r.execution for r in gen.ListExecutions(generator_pb2.ListExecutionsRequest(campaign_id=campaign_id),
-                                                    timeout=600)]
+    rows = [
+        r.execution
+        for r in gen.ListExecutions(generator_pb2.ListExecutionsRequest(campaign_id=campaign_id), timeout=600)
+    ]
     return sorted(rows, key=lambda e: e.index)
 
 
-def load_saved_runs(paths: Iterable[Path], name_field: str, settings: Sequence[str], *,
-                    settings_required: bool = True, parse: Callable[[dict[str, Any]], None] | None = None,
-                    ) -> tuple[dict[str, list[dict[str, Any]]], dict[str, Any]]:
+def load_saved_runs(
+    paths: Iterable[Path],
+    name_field: str,
+    settings: Sequence[str],
+    *,
+    settings_required: bool = True,
+    parse: Callable[[dict[str, Any]], None] | None = None,
+) -> tuple[dict[str, list[dict[str, Any]]], dict[str, Any]]:
     """Runs saved one JSON object per line in a bench's .runs.jsonl files, per method (`name_field`) in seed order,
     and the settings every run shares.
 
@@ -61,8 +71,10 @@ def load_saved_runs(paths: Iterable[Path], name_field: str, settings: Sequence[s
                 if key not in row:
                     raise SystemExit(f"error: {path}:{number}: not a saved run (no {key!r})")
                 if shared.setdefault(key, row[key]) != row[key]:
-                    raise SystemExit(f"error: {path}:{number}: {key} is {row[key]!r} but earlier runs have "
-                                     f"{shared[key]!r}; summarise runs with different settings apart")
+                    raise SystemExit(
+                        f"error: {path}:{number}: {key} is {row[key]!r} but earlier runs have "
+                        f"{shared[key]!r}; summarise runs with different settings apart"
+                    )
             if parse is not None:
                 try:
                     parse(row)

@@ -20,8 +20,14 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from simulator_service.donkey_track import (TrackOperators, TrackRules, draw_candidate, is_valid,  # noqa: E402
-                                            random_track, violations)
+from simulator_service.donkey_track import (
+    TrackOperators,
+    TrackRules,
+    draw_candidate,
+    is_valid,  # noqa: E402
+    random_track,
+    violations,
+)
 
 SETTINGS = {"main": TrackRules(), "rq4": TrackRules(min_curves=2, max_turn_deg=130, min_hardest_deg=0)}
 
@@ -37,8 +43,15 @@ def generation(rules: TrackRules, seconds: float, rng: np.random.Generator) -> d
         for rule in {p.split("rule ")[1][0] for p in problems}:
             rejected_by[rule] = rejected_by.get(rule, 0) + 1
     cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
-    return {"drawn": drawn, "accepted": accepted, "rate": accepted / drawn, "valid_per_cpu_s": accepted / cpu,
-            "wall_s": wall, "cpu_s": cpu, **{f"rule_{k}": v for k, v in sorted(rejected_by.items())}}
+    return {
+        "drawn": drawn,
+        "accepted": accepted,
+        "rate": accepted / drawn,
+        "valid_per_cpu_s": accepted / cpu,
+        "wall_s": wall,
+        "cpu_s": cpu,
+        **{f"rule_{k}": v for k, v in sorted(rejected_by.items())},
+    }
 
 
 def operators(rules: TrackRules, rng: np.random.Generator, n: int = 300) -> dict[str, float]:
@@ -50,10 +63,12 @@ def operators(rules: TrackRules, rng: np.random.Generator, n: int = 300) -> dict
     one_shot = TrackOperators(rules, crossover_tries=1)
     crossed = [one_shot.crossover(tracks[i % 40], tracks[(i + 1) % 40], rng) for i in range(n)]
     retried = [ops.crossover(tracks[i % 40], tracks[(i + 1) % 40], rng) for i in range(n // 3)]
-    return {"mutation_one_valid": np.mean([is_valid(m, rules) for m in mutants]),
-            "mutation_all_valid": np.mean([is_valid(m, rules) for m in all_pairs]),
-            "crossover_single_try_valid": np.mean([c is not None for c in crossed]),
-            "crossover_20_tries_valid": np.mean([c is not None for c in retried])}
+    return {
+        "mutation_one_valid": np.mean([is_valid(m, rules) for m in mutants]),
+        "mutation_all_valid": np.mean([is_valid(m, rules) for m in all_pairs]),
+        "crossover_single_try_valid": np.mean([c is not None for c in crossed]),
+        "crossover_20_tries_valid": np.mean([c is not None for c in retried]),
+    }
 
 
 def main() -> None:
@@ -66,12 +81,16 @@ def main() -> None:
         gen = generation(rules, args.seconds, rng)
         ops = operators(rules, rng)
         rejections = ", ".join(f"{k}={int(v)}" for k, v in gen.items() if k.startswith("rule_"))
-        print(f"{name}: acceptance {gen['accepted']}/{gen['drawn']} = {gen['rate']:.3f}; "
-              f"{gen['valid_per_cpu_s']:.0f} valid tracks per CPU-second ({gen['cpu_s']:.1f} CPU-s, "
-              f"{gen['wall_s']:.1f} wall-s); rejected by {rejections}")
-        print(f"{name}: valid after one mutation: one pair {ops['mutation_one_valid']:.2f}, every pair "
-              f"{ops['mutation_all_valid']:.2f}; crossover gives two valid children: one try "
-              f"{ops['crossover_single_try_valid']:.2f}, within 20 tries {ops['crossover_20_tries_valid']:.2f}")
+        print(
+            f"{name}: acceptance {gen['accepted']}/{gen['drawn']} = {gen['rate']:.3f}; "
+            f"{gen['valid_per_cpu_s']:.0f} valid tracks per CPU-second ({gen['cpu_s']:.1f} CPU-s, "
+            f"{gen['wall_s']:.1f} wall-s); rejected by {rejections}"
+        )
+        print(
+            f"{name}: valid after one mutation: one pair {ops['mutation_one_valid']:.2f}, every pair "
+            f"{ops['mutation_all_valid']:.2f}; crossover gives two valid children: one try "
+            f"{ops['crossover_single_try_valid']:.2f}, within 20 tries {ops['crossover_20_tries_valid']:.2f}"
+        )
 
 
 if __name__ == "__main__":

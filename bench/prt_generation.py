@@ -80,15 +80,21 @@ def quadratic_share(sizes: list[int], seconds: list[float]) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1000,5000,10000", help="comma-separated N values (default 1000,5000,10000)")
-    parser.add_argument("--max-n", type=int, default=5000,
-                        help="leave out 47-D sizes above this (default 5000; 10000 adds about 90 CPU-seconds)")
+    parser.add_argument(
+        "--max-n",
+        type=int,
+        default=5000,
+        help="leave out 47-D sizes above this (default 5000; 10000 adds about 90 CPU-seconds)",
+    )
     parser.add_argument("--variant", default="paper", choices=["paper", "authors_code"])
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     sizes = sorted(int(s) for s in args.sizes.split(","))
 
     print(f"PRT generation cost, variant={args.variant} (CPU seconds of this process; wall beside)")
-    print(f"{'dims':>4} {'subject':>9} {'N':>7} {'cpu s':>8} {'wall s':>8} {'ms/test mean':>13} {f'ms/test last {TAIL}':>17}")
+    print(
+        f"{'dims':>4} {'subject':>9} {'N':>7} {'cpu s':>8} {'wall s':>8} {'ms/test mean':>13} {f'ms/test last {TAIL}':>17}"
+    )
     exponents: dict[int, float] = {}
     for dims, subject in SUBJECTS.items():
         space = get_subject(subject).space
@@ -102,14 +108,20 @@ def main() -> None:
             used.append(n)
             seconds.append(cpu)
             marginal.append(tail)
-            print(f"{dims:>4} {subject:>9} {n:>7} {cpu:>8.2f} {wall:>8.2f} {cpu / n * 1e3:>13.3f} {tail:>17.3f}", flush=True)
+            print(
+                f"{dims:>4} {subject:>9} {n:>7} {cpu:>8.2f} {wall:>8.2f} {cpu / n * 1e3:>13.3f} {tail:>17.3f}",
+                flush=True,
+            )
         exponents[dims] = slope(used, seconds)
         if len(used) < 2:
             continue
         fixed, per_k = line(used, marginal)
-        print(f"     {dims}-D over N={used}: total-time exponent {exponents[dims]:.2f}; marginal cost "
-              f"{fixed:.3f} ms + {per_k * 1e3:.3f} ms per 1,000 earlier tests; N^2 term's share of "
-              f"T = aN + cN^2 at N={used[-1] if used else 0}: {quadratic_share(used, seconds):.0%}", flush=True)
+        print(
+            f"     {dims}-D over N={used}: total-time exponent {exponents[dims]:.2f}; marginal cost "
+            f"{fixed:.3f} ms + {per_k * 1e3:.3f} ms per 1,000 earlier tests; N^2 term's share of "
+            f"T = aN + cN^2 at N={used[-1] if used else 0}: {quadratic_share(used, seconds):.0%}",
+            flush=True,
+        )
     print(f"prt_generation_exponent_4d={exponents[4]:.2f} prt_generation_exponent_47d={exponents[47]:.2f}")
 
 

@@ -49,10 +49,11 @@ import statistics  # noqa: E402
 import sys  # noqa: E402
 import threading  # noqa: E402
 import time  # noqa: E402
+from collections.abc import Callable, Mapping, Sequence  # noqa: E402
 from concurrent.futures import Future, ThreadPoolExecutor  # noqa: E402
 from dataclasses import asdict, dataclass, field  # noqa: E402
 from pathlib import Path  # noqa: E402
-from typing import Any, Callable, Mapping, Sequence  # noqa: E402
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -60,8 +61,12 @@ if str(ROOT) not in sys.path:
 
 import numpy as np  # noqa: E402
 
-from analysis_service.failure_clusters import (cluster_diversity, gini_purity, mean_trajectory,  # noqa: E402
-                                               pad_trajectories)
+from analysis_service.failure_clusters import (
+    cluster_diversity,
+    gini_purity,
+    mean_trajectory,  # noqa: E402
+    pad_trajectories,
+)
 from analysis_service.statistics import compare  # noqa: E402
 from bench.campaigns import Clients, failing_traces, temporary_suite  # noqa: E402
 from bench.common import campaign_executions, run_campaign  # noqa: E402
@@ -89,24 +94,45 @@ BENCH_MAX_ITERATIONS = 25
 
 # Paper Table 2 (10-run means: #F, InC, InE, OutC, OutE) per case study; train. fail.'s #F from Table 5.
 PAPER_TABLE2: dict[str, dict[str, tuple[float, ...]]] = {
-    "Parking": {"random": (1, 55.00, 18.37, 31.94, 12.13), "sampling": (13, 50.00, 0.00, 41.10, 22.91),
-                "hc_rnd": (4, 75.00, 41.54, 44.72, 26.90), "hc_fail": (5, 85.00, 64.87, 45.45, 33.95),
-                "hc_sal+rnd": (6, 90.00, 57.37, 48.01, 31.59), "hc_sal+fail": (13, 100.00, 93.23, 66.03, 58.91),
-                "ga_rnd": (6, 55.00, 5.44, 43.39, 25.68), "ga_fail": (11, 50.00, 0.00, 46.55, 29.64),
-                "ga_sal+rnd": (8, 60.00, 10.31, 47.73, 29.77), "ga_sal+fail": (27, 55.00, 2.01, 51.95, 29.22),
-                "train_fail": (31,)},
-    "Humanoid": {"random": (1, 16.08, 0.00, 30.00, 0.00), "sampling": (1, 14.72, 12.62, 25.00, 0.00),
-                 "hc_rnd": (1, 29.57, 19.03, 40.00, 0.00), "hc_fail": (2, 27.37, 18.00, 50.00, 16.23),
-                 "hc_sal+rnd": (4, 59.73, 61.32, 95.00, 77.75), "hc_sal+fail": (3, 56.98, 55.66, 80.00, 53.70),
-                 "ga_rnd": (2, 35.95, 31.21, 55.00, 29.18), "ga_fail": (2, 24.99, 12.90, 63.50, 43.48),
-                 "ga_sal+rnd": (1, 23.87, 17.45, 40.00, 19.52), "ga_sal+fail": (4, 38.11, 24.99, 75.00, 44.04),
-                 "train_fail": (1,)},
-    "Driving": {"random": (1, 10.00, 0.00, 10.00, 0.00), "sampling": (5, 80.00, 54.97, 75.00, 37.50),
-                "hc_rnd": (3, 65.00, 23.80, 56.00, 10.11), "hc_fail": (4, 90.00, 73.61, 95.00, 77.20),
-                "hc_sal+rnd": (2, 60.00, 28.37, 60.00, 26.48), "hc_sal+fail": (11, 100.00, 83.80, 100.00, 86.69),
-                "ga_rnd": (6, 90.00, 72.00, 80.00, 52.86), "ga_fail": (22, 90.00, 85.63, 70.00, 19.16),
-                "ga_sal+rnd": (5, 83.00, 59.70, 60.00, 17.22), "ga_sal+fail": (42, 100.00, 97.61, 70.00, 12.73),
-                "train_fail": (13,)},
+    "Parking": {
+        "random": (1, 55.00, 18.37, 31.94, 12.13),
+        "sampling": (13, 50.00, 0.00, 41.10, 22.91),
+        "hc_rnd": (4, 75.00, 41.54, 44.72, 26.90),
+        "hc_fail": (5, 85.00, 64.87, 45.45, 33.95),
+        "hc_sal+rnd": (6, 90.00, 57.37, 48.01, 31.59),
+        "hc_sal+fail": (13, 100.00, 93.23, 66.03, 58.91),
+        "ga_rnd": (6, 55.00, 5.44, 43.39, 25.68),
+        "ga_fail": (11, 50.00, 0.00, 46.55, 29.64),
+        "ga_sal+rnd": (8, 60.00, 10.31, 47.73, 29.77),
+        "ga_sal+fail": (27, 55.00, 2.01, 51.95, 29.22),
+        "train_fail": (31,),
+    },
+    "Humanoid": {
+        "random": (1, 16.08, 0.00, 30.00, 0.00),
+        "sampling": (1, 14.72, 12.62, 25.00, 0.00),
+        "hc_rnd": (1, 29.57, 19.03, 40.00, 0.00),
+        "hc_fail": (2, 27.37, 18.00, 50.00, 16.23),
+        "hc_sal+rnd": (4, 59.73, 61.32, 95.00, 77.75),
+        "hc_sal+fail": (3, 56.98, 55.66, 80.00, 53.70),
+        "ga_rnd": (2, 35.95, 31.21, 55.00, 29.18),
+        "ga_fail": (2, 24.99, 12.90, 63.50, 43.48),
+        "ga_sal+rnd": (1, 23.87, 17.45, 40.00, 19.52),
+        "ga_sal+fail": (4, 38.11, 24.99, 75.00, 44.04),
+        "train_fail": (1,),
+    },
+    "Driving": {
+        "random": (1, 10.00, 0.00, 10.00, 0.00),
+        "sampling": (5, 80.00, 54.97, 75.00, 37.50),
+        "hc_rnd": (3, 65.00, 23.80, 56.00, 10.11),
+        "hc_fail": (4, 90.00, 73.61, 95.00, 77.20),
+        "hc_sal+rnd": (2, 60.00, 28.37, 60.00, 26.48),
+        "hc_sal+fail": (11, 100.00, 83.80, 100.00, 86.69),
+        "ga_rnd": (6, 90.00, 72.00, 80.00, 52.86),
+        "ga_fail": (22, 90.00, 85.63, 70.00, 19.16),
+        "ga_sal+rnd": (5, 83.00, 59.70, 60.00, 17.22),
+        "ga_sal+fail": (42, 100.00, 97.61, 70.00, 12.73),
+        "train_fail": (13,),
+    },
 }
 # Table 5 Gini purity (%) of train. fail. against the setting: (input, output)
 PAPER_GINI: dict[str, dict[str, tuple[float, float]]] = {
@@ -144,7 +170,9 @@ OUTPUT_SIGNALS: dict[str, tuple[str, tuple[int, ...] | None, str]] = {
 FALLBACK_SIGNAL = ("observations", None, "the whole observation per step (no position trace declared)")
 
 
-def output_signal(subject: str, declared: Sequence[simulator_pb2.SignalInfo]) -> tuple[str, tuple[int, ...] | None, str]:
+def output_signal(
+    subject: str, declared: Sequence[simulator_pb2.SignalInfo]
+) -> tuple[str, tuple[int, ...] | None, str]:
     """The known trajectory signal of ``subject``; else a declared per-step signal named like a position; else
     the whole observation (FALLBACK_SIGNAL)."""
     if subject in OUTPUT_SIGNALS:
@@ -197,20 +225,49 @@ def strategy_for(approach: str, surrogate: Path, search_params: Mapping[str, Any
     return strategy, params
 
 
-def run_approach(clients: Clients, spec: BenchSpec, approach: str, run: int, space: ParameterSpace, oracle: str,
-                 repetitions: int, signal: str, columns: tuple[int, ...] | None) -> ApproachRun:
+def run_approach(
+    clients: Clients,
+    spec: BenchSpec,
+    approach: str,
+    run: int,
+    space: ParameterSpace,
+    oracle: str,
+    repetitions: int,
+    signal: str,
+    columns: tuple[int, ...] | None,
+) -> ApproachRun:
     strategy, params = strategy_for(approach, spec.surrogate, spec.search_params)
-    config = CampaignConfig(name=f"indago-table2-{spec.subject}-{approach}-run{run}", subject=spec.subject,
-                            model=spec.model, strategy=strategy, strategy_params=params, seed=run,
-                            budget={"max_executions": spec.configs}, batch_size=min(spec.batch, spec.configs),
-                            parallelism=min(spec.batch, spec.configs, 64), repetitions=repetitions)
+    config = CampaignConfig(
+        name=f"indago-table2-{spec.subject}-{approach}-run{run}",
+        subject=spec.subject,
+        model=spec.model,
+        strategy=strategy,
+        strategy_params=params,
+        seed=run,
+        budget={"max_executions": spec.configs},
+        batch_size=min(spec.batch, spec.configs),
+        parallelism=min(spec.batch, spec.configs, 64),
+        repetitions=repetitions,
+    )
     status = run_campaign(clients.generator, config)
     rows = campaign_executions(clients.generator, status.campaign_id)
-    failing = [(e.test_case.id, {k: value_from_proto(v) for k, v in e.test_case.values.items()})
-               for e in rows if e.verdict == oracle_pb2.VERDICT_KIND_FAIL]
-    traces = failing_traces(clients, subject=spec.subject, model=spec.model, oracle=oracle, seed=run,
-                            repetitions=repetitions, space=space, cases=failing, signal=signal,
-                            request_id=f"{status.campaign_id}/traces")
+    failing = [
+        (e.test_case.id, {k: value_from_proto(v) for k, v in e.test_case.values.items()})
+        for e in rows
+        if e.verdict == oracle_pb2.VERDICT_KIND_FAIL
+    ]
+    traces = failing_traces(
+        clients,
+        subject=spec.subject,
+        model=spec.model,
+        oracle=oracle,
+        seed=run,
+        repetitions=repetitions,
+        space=space,
+        cases=failing,
+        signal=signal,
+        request_id=f"{status.campaign_id}/traces",
+    )
     trajectories, mismatches = [], 0
     for cid, _ in failing:
         reps = traces.get(cid) or []
@@ -219,15 +276,26 @@ def run_approach(clients: Clients, spec: BenchSpec, approach: str, run: int, spa
             continue
         mean = mean_trajectory([np.asarray(t, dtype=float).reshape(len(t), -1) for t in reps])
         trajectories.append(mean if columns is None else mean[:, list(columns)])
-    return ApproachRun(approach, run, status.campaign_id, int(status.executions), int(status.failures),
-                       status.stop_reason, float(status.wall_seconds), [v for _, v in failing], trajectories,
-                       mismatches)
+    return ApproachRun(
+        approach,
+        run,
+        status.campaign_id,
+        int(status.executions),
+        int(status.failures),
+        status.stop_reason,
+        float(status.wall_seconds),
+        [v for _, v in failing],
+        trajectories,
+        mismatches,
+    )
 
 
 def run_diversity(spec: BenchSpec, encoder: Any, results: Mapping[str, ApproachRun], run: int) -> dict[str, Any]:
     """Coverage/entropy of every approach in one run, and the Gini purity of the Table 5 pairs."""
-    inputs = {a: (encoder.encode_many(r.failing_inputs) if r.failing_inputs else np.zeros((0, encoder.n_features)))
-              for a, r in results.items()}
+    inputs = {
+        a: (encoder.encode_many(r.failing_inputs) if r.failing_inputs else np.zeros((0, encoder.n_features)))
+        for a, r in results.items()
+    }
     outputs = pad_trajectories({a: r.trajectories for a, r in results.items()})
     kw = dict(clusterings=spec.clusterings, seed=run, max_k=spec.max_k)
     din = cluster_diversity(inputs, **kw)
@@ -237,15 +305,21 @@ def run_diversity(spec: BenchSpec, encoder: Any, results: Mapping[str, ApproachR
         for other in GINI_PAIRS:
             if other in results:
                 pair = pad_trajectories({"t": results["train_fail"].trajectories, "o": results[other].trajectories})
-                gini[other] = {"input": gini_purity(inputs["train_fail"], inputs[other], **kw),
-                               "output": gini_purity(pair["t"], pair["o"], **kw)}
+                gini[other] = {
+                    "input": gini_purity(inputs["train_fail"], inputs[other], **kw),
+                    "output": gini_purity(pair["t"], pair["o"], **kw),
+                }
     return {"in": din, "out": dout, "gini": gini}
 
 
-def replicate(clients: Clients, spec: BenchSpec, say: Callable[[str], None] = print,
-              advance: Callable[[str], None] | None = None,
-              checkpoint: Callable[[dict[str, Any]], None] | None = None,
-              finished_runs: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
+def replicate(
+    clients: Clients,
+    spec: BenchSpec,
+    say: Callable[[str], None] = print,
+    advance: Callable[[str], None] | None = None,
+    checkpoint: Callable[[dict[str, Any]], None] | None = None,
+    finished_runs: Sequence[dict[str, Any]] = (),
+) -> dict[str, Any]:
     """Runs the whole experiment on a running suite; returns per-run records and the summary (module docstring).
 
     ``checkpoint`` gets the result so far after every finished run (the caller writes partial results).
@@ -255,8 +329,9 @@ def replicate(clients: Clients, spec: BenchSpec, say: Callable[[str], None] = pr
     unknown = [a for a in spec.approaches if a not in APPROACHES]
     if unknown:
         raise ValueError(f"unknown approach {', '.join(unknown)}; known: {', '.join(APPROACHES)}")
-    info = clients.simulator.DescribeEnvironment(simulator_pb2.DescribeEnvironmentRequest(subject=spec.subject),
-                                                 timeout=60)
+    info = clients.simulator.DescribeEnvironment(
+        simulator_pb2.DescribeEnvironmentRequest(subject=spec.subject), timeout=60
+    )
     space = ParameterSpace.from_proto(info.parameter_space)
     encoder = Encoder(space)
     repetitions = spec.repetitions or (1 if info.deterministic else 10)
@@ -264,10 +339,14 @@ def replicate(clients: Clients, spec: BenchSpec, say: Callable[[str], None] = pr
     if spec.output_signal:
         signal, columns, what = spec.output_signal, None, f"{spec.output_signal} (given with --output-signal)"
     if signal not in {"observations", "actions", "rewards"} | {s.name for s in info.signals}:
-        raise ValueError(f"subject {spec.subject} records no signal {signal!r}; it records "
-                         f"{', '.join(['observations', 'actions', 'rewards'] + [s.name for s in info.signals])}")
-    say(f"subject {spec.subject} ({spec.model}): {'deterministic' if info.deterministic else 'stochastic'}, "
-        f"{repetitions} execution(s) per input; output trajectory = {what}")
+        raise ValueError(
+            f"subject {spec.subject} records no signal {signal!r}; it records "
+            f"{', '.join(['observations', 'actions', 'rewards'] + [s.name for s in info.signals])}"
+        )
+    say(
+        f"subject {spec.subject} ({spec.model}): {'deterministic' if info.deterministic else 'stochastic'}, "
+        f"{repetitions} execution(s) per input; output trajectory = {what}"
+    )
     started = time.perf_counter()
     runs: list[dict[str, Any]] = list(finished_runs)
     lock = threading.Lock()
@@ -281,37 +360,66 @@ def replicate(clients: Clients, spec: BenchSpec, say: Callable[[str], None] = pr
 
     with ThreadPoolExecutor(max_workers=max(1, spec.concurrency)) as pool:
         futures: dict[int, dict[str, Future[ApproachRun]]] = {
-            r: {a: pool.submit(job, a, r) for a in spec.approaches} for r in range(len(runs) + 1, spec.runs + 1)}
+            r: {a: pool.submit(job, a, r) for a in spec.approaches} for r in range(len(runs) + 1, spec.runs + 1)
+        }
         for r, jobs in futures.items():
             results = {a: f.result() for a, f in jobs.items()}
             t = time.perf_counter()
             div = run_diversity(spec, encoder, results, r)
             cluster_s = time.perf_counter() - t
-            record = {"run": r, "cluster_seconds": round(cluster_s, 2), "input_k": div["in"].k,
-                      "output_k": div["out"].k, "gini": div["gini"], "approaches": {}}
+            record = {
+                "run": r,
+                "cluster_seconds": round(cluster_s, 2),
+                "input_k": div["in"].k,
+                "output_k": div["out"].k,
+                "gini": div["gini"],
+                "approaches": {},
+            }
             for a, res in results.items():
                 record["approaches"][a] = {
-                    "campaign_id": res.campaign_id, "executions": res.executions, "failures": res.failures,
-                    "stop_reason": res.stop_reason, "campaign_seconds": round(res.wall_seconds, 2),
+                    "campaign_id": res.campaign_id,
+                    "executions": res.executions,
+                    "failures": res.failures,
+                    "stop_reason": res.stop_reason,
+                    "campaign_seconds": round(res.wall_seconds, 2),
                     "replay_mismatches": res.replay_mismatches,
-                    "in_coverage": div["in"].coverage[a], "in_entropy": div["in"].entropy[a],
-                    "out_coverage": div["out"].coverage[a], "out_entropy": div["out"].entropy[a]}
+                    "in_coverage": div["in"].coverage[a],
+                    "in_entropy": div["in"].entropy[a],
+                    "out_coverage": div["out"].coverage[a],
+                    "out_entropy": div["out"].entropy[a],
+                }
             runs.append(record)
             if checkpoint and r < spec.runs:
                 checkpoint(_result(spec, info, repetitions, signal, columns, what, runs, started))
-            say(f"run {r}/{spec.runs}: " + ", ".join(f"{a} {res.failures}" for a, res in results.items())
+            say(
+                f"run {r}/{spec.runs}: "
+                + ", ".join(f"{a} {res.failures}" for a, res in results.items())
                 + f" failures; k* in {div['in'].k:.1f} / out {div['out'].k:.1f}; clustering {cluster_s:.1f} s; "
-                f"elapsed {time.perf_counter() - started:.0f} s")
+                f"elapsed {time.perf_counter() - started:.0f} s"
+            )
     return _result(spec, info, repetitions, signal, columns, what, runs, started)
 
 
-def _result(spec: BenchSpec, info: Any, repetitions: int, signal: str, columns: Any, what: str,
-            runs: list[dict[str, Any]], started: float) -> dict[str, Any]:
-    return {"spec": {**asdict(spec), "surrogate": str(spec.surrogate)}, "repetitions": repetitions,
-            "deterministic": bool(info.deterministic), "output_signal": {"signal": signal, "columns": columns,
-                                                                          "what": what},
-            "runs": list(runs), "runs_done": len(runs), "summary": summarise(runs, spec.approaches),
-            "experiment_seconds": round(time.perf_counter() - started, 1)}
+def _result(
+    spec: BenchSpec,
+    info: Any,
+    repetitions: int,
+    signal: str,
+    columns: Any,
+    what: str,
+    runs: list[dict[str, Any]],
+    started: float,
+) -> dict[str, Any]:
+    return {
+        "spec": {**asdict(spec), "surrogate": str(spec.surrogate)},
+        "repetitions": repetitions,
+        "deterministic": bool(info.deterministic),
+        "output_signal": {"signal": signal, "columns": columns, "what": what},
+        "runs": list(runs),
+        "runs_done": len(runs),
+        "summary": summarise(runs, spec.approaches),
+        "experiment_seconds": round(time.perf_counter() - started, 1),
+    }
 
 
 # -- summary ----------------------------------------------------------------------------------------------
@@ -361,8 +469,10 @@ def failure_ratios(summary: Mapping[str, Any]) -> tuple[str, dict[str, float], l
             ratios[base] = x / y
         else:
             ratios[base] = (x + 1.0) / (y + 1.0)
-            notes.append(f"note: {base} found no failure in any run, so indago_vs_{base}_failures is smoothed: "
-                         f"(best + 1) / ({base} + 1) = ({x:.2f} + 1) / ({y:.2f} + 1)")
+            notes.append(
+                f"note: {base} found no failure in any run, so indago_vs_{base}_failures is smoothed: "
+                f"(best + 1) / ({base} + 1) = ({x:.2f} + 1) / ({y:.2f} + 1)"
+            )
     return best, ratios, notes
 
 
@@ -403,33 +513,50 @@ def render(result: Mapping[str, Any], surrogate_meta: Mapping[str, Any], wall: f
         rows = [(a, t[base]) for a, t in summary["tests"].items() if base in t]
         if not rows:
             continue
-        lines += ["", f"Each Indago setting against {base}: one-sided Mann-Whitney U p (is the setting greater?) "
-                      "and Vargha-Delaney Â12 (P(setting > " + base + "))", "",
-                  "| setting | " + " | ".join(HEADERS) + " |", "|---|" + "---|" * len(HEADERS)]
+        lines += [
+            "",
+            f"Each Indago setting against {base}: one-sided Mann-Whitney U p (is the setting greater?) "
+            "and Vargha-Delaney Â12 (P(setting > " + base + "))",
+            "",
+            "| setting | " + " | ".join(HEADERS) + " |",
+            "|---|" + "---|" * len(HEADERS),
+        ]
         for a, cells in rows:
-            lines.append(f"| {a} | " + " | ".join(f"p={cells[m]['p']:.3f}, Â={cells[m]['a12']:.2f}"
-                                                  for m in METRICS) + " |")
+            lines.append(
+                f"| {a} | " + " | ".join(f"p={cells[m]['p']:.3f}, Â={cells[m]['a12']:.2f}" for m in METRICS) + " |"
+            )
     if summary["gini"]:
         ref = PAPER_GINI.get(case or "", {})
-        lines += ["", "Gini purity (%) of train. fail.'s failures against the setting's (Table 5; 100 = no cluster "
-                      "mixes them, 50 = fully mixed):", "",
-                  "| pair | input (ours) | output (ours) | input (paper) | output (paper) |", "|---|---|---|---|---|"]
+        lines += [
+            "",
+            "Gini purity (%) of train. fail.'s failures against the setting's (Table 5; 100 = no cluster "
+            "mixes them, 50 = fully mixed):",
+            "",
+            "| pair | input (ours) | output (ours) | input (paper) | output (paper) |",
+            "|---|---|---|---|---|",
+        ]
         for other, g in summary["gini"].items():
             p = ref.get(other)
-            lines.append(f"| train. fail. vs {other} | {_cell(g['input'])} | {_cell(g['output'])} | "
-                         f"{_cell(p[0]) if p else '-'} | {_cell(p[1]) if p else '-'} |")
+            lines.append(
+                f"| train. fail. vs {other} | {_cell(g['input'])} | {_cell(g['output'])} | "
+                f"{_cell(p[0]) if p else '-'} | {_cell(p[1]) if p else '-'} |"
+            )
     k_in = statistics.mean(r["input_k"] for r in result["runs"])
     k_out = statistics.mean(r["output_k"] for r in result["runs"])
     mism = sum(a["replay_mismatches"] for r in result["runs"] for a in r["approaches"].values())
-    lines += ["", f"Mean k* per run: inputs {k_in:.1f}, outputs {k_out:.1f}. Failures whose re-run for the "
-                  f"trajectory did not fail: {mism}. Wall time {wall / 60:.1f} min (experiment "
-                  f"{result['experiment_seconds'] / 60:.1f} min)."]
+    lines += [
+        "",
+        f"Mean k* per run: inputs {k_in:.1f}, outputs {k_out:.1f}. Failures whose re-run for the "
+        f"trajectory did not fail: {mism}. Wall time {wall / 60:.1f} min (experiment "
+        f"{result['experiment_seconds'] / 60:.1f} min).",
+    ]
     return "\n".join(lines)
 
 
 # -- surrogate --------------------------------------------------------------------------------------------
-def cached_surrogate(model: str, grid: str, say: Callable[[str], None] = print,
-                     root: Path = ROOT / "runs" / "surrogates" / "bench") -> Path:
+def cached_surrogate(
+    model: str, grid: str, say: Callable[[str], None] = print, root: Path = ROOT / "runs" / "surrogates" / "bench"
+) -> Path:
     """The classifier for ``model`` trained on ``grid``, from the cache when its log is unchanged."""
     from generator_service.surrogates.dataset import file_sha256
     from generator_service.surrogates.training import train_zoo_surrogate, zoo_model
@@ -457,40 +584,73 @@ def zoo_model_for(subject: str) -> str:
     for name, entry in models.items():
         if entry.get("subject") == subject:
             return str(name)
-    raise ValueError(f"no zoo model for subject {subject!r} in {manifest}; models exist for "
-                     f"{', '.join(sorted({str(e.get('subject')) for e in models.values()}))} (or pass --model)")
+    raise ValueError(
+        f"no zoo model for subject {subject!r} in {manifest}; models exist for "
+        f"{', '.join(sorted({str(e.get('subject')) for e in models.values()}))} (or pass --model)"
+    )
 
 
 # -- command line -----------------------------------------------------------------------------------------
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--subject", required=True, help="a subject with a zoo model and its training log "
-                        "(e.g. parking, lunarlander, cartpole)")
+    parser.add_argument(
+        "--subject",
+        required=True,
+        help="a subject with a zoo model and its training log (e.g. parking, lunarlander, cartpole)",
+    )
     parser.add_argument("--model", help="zoo model (default: the manifest's first model for the subject)")
     parser.add_argument("--runs", type=int, default=10, help="repetitions of every approach (paper: 10)")
     parser.add_argument("--configs", type=int, default=100, help="inputs per campaign, T (paper: 100)")
-    parser.add_argument("--grid", choices=("tiny", "small", "paper"), default="small",
-                        help="surrogate tuning grid (tiny 2 runs, small 18, paper 360; default small)")
+    parser.add_argument(
+        "--grid",
+        choices=("tiny", "small", "paper"),
+        default="small",
+        help="surrogate tuning grid (tiny 2 runs, small 18, paper 360; default small)",
+    )
     parser.add_argument("--surrogate", type=Path, help="use this surrogate artifact instead of the cached/trained one")
-    parser.add_argument("--approaches", default=",".join(APPROACHES),
-                        help="comma-separated subset (default: all 11: " + ", ".join(APPROACHES) + ")")
-    parser.add_argument("--repetitions", type=int, help="executions per input (default: 1 if the subject is "
-                        "deterministic, else 10 with a majority verdict)")
-    parser.add_argument("--max-iterations", type=int, default=BENCH_MAX_ITERATIONS,
-                        help="Indago search: neighbourhoods / generations per input (default "
-                        f"{BENCH_MAX_ITERATIONS}; the strategy's own default is 100, see BENCH_MAX_ITERATIONS)")
-    parser.add_argument("--time-budget", type=float, help="Indago and sampling: wall-clock seconds per input, the "
-                        "paper's B (default off: inputs then depend on the seed only)")
+    parser.add_argument(
+        "--approaches",
+        default=",".join(APPROACHES),
+        help="comma-separated subset (default: all 11: " + ", ".join(APPROACHES) + ")",
+    )
+    parser.add_argument(
+        "--repetitions",
+        type=int,
+        help="executions per input (default: 1 if the subject is deterministic, else 10 with a majority verdict)",
+    )
+    parser.add_argument(
+        "--max-iterations",
+        type=int,
+        default=BENCH_MAX_ITERATIONS,
+        help="Indago search: neighbourhoods / generations per input (default "
+        f"{BENCH_MAX_ITERATIONS}; the strategy's own default is 100, see BENCH_MAX_ITERATIONS)",
+    )
+    parser.add_argument(
+        "--time-budget",
+        type=float,
+        help="Indago and sampling: wall-clock seconds per input, the "
+        "paper's B (default off: inputs then depend on the seed only)",
+    )
     parser.add_argument("--batch", type=int, default=25, help="inputs asked of a strategy at once (default 25)")
-    parser.add_argument("--concurrency", type=int, default=2, help="campaigns running at once (default 2: one "
-                        "searches while another simulates)")
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        default=2,
+        help="campaigns running at once (default 2: one searches while another simulates)",
+    )
     parser.add_argument("--clusterings", type=int, default=10, help="k-means clusterings averaged (paper: 10)")
     parser.add_argument("--max-k", type=int, help="largest k tried (default: none, up to n - 1, as the paper)")
-    parser.add_argument("--output-signal", help="trajectory signal to cluster (default: the subject's position "
-                        "trace, see OUTPUT_SIGNALS)")
+    parser.add_argument(
+        "--output-signal",
+        help="trajectory signal to cluster (default: the subject's position trace, see OUTPUT_SIGNALS)",
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "results", help="folder for indago_table2_<subject>.*")
-    parser.add_argument("--resume", action="store_true", help="keep the runs already in the results JSON (a PARTIAL "
-                        "one from an interrupted bench, same settings) and run only the missing ones")
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="keep the runs already in the results JSON (a PARTIAL "
+        "one from an interrupted bench, same settings) and run only the missing ones",
+    )
     args = parser.parse_args(argv)
     for name, low in (("runs", 1), ("configs", 1), ("batch", 1), ("concurrency", 1), ("clusterings", 1)):
         if getattr(args, name) < low:
@@ -536,18 +696,38 @@ def main(argv: Sequence[str] | None = None) -> None:
         search["max_iterations"] = args.max_iterations
     if args.time_budget is not None:
         search["time_budget_s"] = args.time_budget
-    spec = BenchSpec(subject=args.subject, model=model, surrogate=surrogate, runs=args.runs, configs=args.configs,
-                     approaches=args.approaches, repetitions=args.repetitions, batch=args.batch,
-                     concurrency=args.concurrency, clusterings=args.clusterings, max_k=args.max_k,
-                     search_params=search, output_signal=args.output_signal)
-    finished, sessions = (resumable_runs(args.out / f"indago_table2_{args.subject}.json", spec) if args.resume
-                          else ([], []))
+    spec = BenchSpec(
+        subject=args.subject,
+        model=model,
+        surrogate=surrogate,
+        runs=args.runs,
+        configs=args.configs,
+        approaches=args.approaches,
+        repetitions=args.repetitions,
+        batch=args.batch,
+        concurrency=args.concurrency,
+        clusterings=args.clusterings,
+        max_k=args.max_k,
+        search_params=search,
+        output_signal=args.output_signal,
+    )
+    finished, sessions = (
+        resumable_runs(args.out / f"indago_table2_{args.subject}.json", spec) if args.resume else ([], [])
+    )
     if finished:
         say(f"resuming: runs 1-{len(finished)} kept from the stored results")
     load = os.getloadavg()
-    with temporary_suite("indago-table2") as local, \
-            Progress(TextColumn("[bold]campaigns"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
-                     TimeElapsedColumn(), console=console) as bar:
+    with (
+        temporary_suite("indago-table2") as local,
+        Progress(
+            TextColumn("[bold]campaigns"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.description}"),
+            TimeElapsedColumn(),
+            console=console,
+        ) as bar,
+    ):
         task = bar.add_task("", total=(args.runs - len(finished)) * len(args.approaches))
         done = [0]
 
@@ -555,8 +735,10 @@ def main(argv: Sequence[str] | None = None) -> None:
             bar.update(task, advance=1, description=text)
             done[0] += 1
             if not console.is_terminal:  # a log file gets one line per finished campaign instead of a bar
-                say(f"[{done[0]}/{(args.runs - len(finished)) * len(args.approaches)}] {text} "
-                    f"({time.perf_counter() - wall:.0f} s)")
+                say(
+                    f"[{done[0]}/{(args.runs - len(finished)) * len(args.approaches)}] {text} "
+                    f"({time.perf_counter() - wall:.0f} s)"
+                )
 
         def partial(result: dict[str, Any]) -> None:
             result["cpu_seconds"] = cpu_seconds({name: s.process.pid for name, s in local.services.items()})
@@ -564,8 +746,14 @@ def main(argv: Sequence[str] | None = None) -> None:
             write_results(args, meta, result, time.perf_counter() - wall, load)
 
         try:
-            result = replicate(Clients.of(local), spec, say=bar.console.print, advance=advance, checkpoint=partial,
-                               finished_runs=finished)
+            result = replicate(
+                Clients.of(local),
+                spec,
+                say=bar.console.print,
+                advance=advance,
+                checkpoint=partial,
+                finished_runs=finished,
+            )
         except ValueError as exc:
             raise SystemExit(f"error: {exc}") from None
         result["cpu_seconds"] = cpu_seconds({name: s.process.pid for name, s in local.services.items()})
@@ -588,19 +776,29 @@ def resumable_runs(path: Path, spec: BenchSpec) -> tuple[list[dict[str, Any]], l
     new = {**asdict(spec), "surrogate": str(spec.surrogate)}
     differ = [k for k in new if k != "runs" and json.dumps(old.get(k), default=str) != json.dumps(new[k], default=str)]
     if differ:
-        raise SystemExit(f"error: --resume: the stored runs used other settings ({', '.join(differ)}); rerun without "
-                         f"--resume or with the same options")
+        raise SystemExit(
+            f"error: --resume: the stored runs used other settings ({', '.join(differ)}); rerun without "
+            f"--resume or with the same options"
+        )
     if [r["run"] for r in runs] != list(range(1, len(runs) + 1)) or len(runs) > spec.runs:
-        raise SystemExit(f"error: --resume: {path} holds runs {[r['run'] for r in runs]}, not 1..k with k <= {spec.runs}")
+        raise SystemExit(
+            f"error: --resume: {path} holds runs {[r['run'] for r in runs]}, not 1..k with k <= {spec.runs}"
+        )
     sessions = list(stored.get("earlier_sessions", []))
     earlier = sum(x["runs"] for x in sessions)
-    sessions.append({"runs": len(runs) - earlier, "wall_seconds": stored.get("wall_seconds"),
-                     "cpu_seconds": (stored.get("cpu_seconds") or {}).get("total")})
+    sessions.append(
+        {
+            "runs": len(runs) - earlier,
+            "wall_seconds": stored.get("wall_seconds"),
+            "cpu_seconds": (stored.get("cpu_seconds") or {}).get("total"),
+        }
+    )
     return runs, sessions
 
 
-def write_results(args: argparse.Namespace, meta: Mapping[str, Any], result: dict[str, Any], seconds: float,
-                  load: Sequence[float]) -> str:
+def write_results(
+    args: argparse.Namespace, meta: Mapping[str, Any], result: dict[str, Any], seconds: float, load: Sequence[float]
+) -> str:
     """Writes results/indago_table2_<subject>.{md,json}; returns the text whose last two lines are the ratios.
     Before the last run, the files say PARTIAL and how many runs they hold."""
     result["wall_seconds"] = round(seconds, 1)
@@ -610,25 +808,54 @@ def write_results(args: argparse.Namespace, meta: Mapping[str, Any], result: dic
     result["best_setting"], result["ratios"] = best, ratios
     text = render(result, meta, seconds)
     if result["runs_done"] < args.runs:
-        text = (f"PARTIAL: {result['runs_done']} of {args.runs} runs finished when this was written "
-                f"(the bench rewrites it after every run)\n\n") + text
+        text = (
+            f"PARTIAL: {result['runs_done']} of {args.runs} runs finished when this was written "
+            f"(the bench rewrites it after every run)\n\n"
+        ) + text
     cpu = result["cpu_seconds"]
-    text += (f"\n\nBest Indago setting by mean failures: {best}. CPU time of the bench and its services: "
-             f"{cpu['total'] / 60:.1f} min (" + ", ".join(f"{k} {v:.0f} s" for k, v in cpu.items() if k != "total")
-             + f"). Load average (1/5/15 min) at start {result['load_average_at_start']}, at end "
-             f"{result['load_average_at_end']} on {os.cpu_count()} cores.")
+    text += (
+        f"\n\nBest Indago setting by mean failures: {best}. CPU time of the bench and its services: "
+        f"{cpu['total'] / 60:.1f} min ("
+        + ", ".join(f"{k} {v:.0f} s" for k, v in cpu.items() if k != "total")
+        + f"). Load average (1/5/15 min) at start {result['load_average_at_start']}, at end "
+        f"{result['load_average_at_end']} on {os.cpu_count()} cores."
+    )
     for earlier in result.get("earlier_sessions", []):  # --resume: the times above are the last session's only
-        text += (f" An earlier session (--resume) ran {earlier['runs']} run(s) in {(earlier['wall_seconds'] or 0) / 60:.1f}"
-                 f" min wall, {(earlier['cpu_seconds'] or 0) / 60:.1f} min CPU.")
-    tail = notes + [f"indago_vs_random_failures={ratios.get('random', float('nan')):.3f}",
-                    f"indago_vs_sampling_failures={ratios.get('sampling', float('nan')):.3f}"]
+        text += (
+            f" An earlier session (--resume) ran {earlier['runs']} run(s) in {(earlier['wall_seconds'] or 0) / 60:.1f}"
+            f" min wall, {(earlier['cpu_seconds'] or 0) / 60:.1f} min CPU."
+        )
+    tail = notes + [
+        f"indago_vs_random_failures={ratios.get('random', float('nan')):.3f}",
+        f"indago_vs_sampling_failures={ratios.get('sampling', float('nan')):.3f}",
+    ]
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"indago_table2_{args.subject}.md").write_text(text + "\n\n" + "\n".join(tail) + "\n")
-    (args.out / f"indago_table2_{args.subject}.json").write_text(json.dumps(
-        {"args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
-         "surrogate_meta": {k: meta.get(k) for k in ("subject", "model", "log", "filter_percent", "layers", "seed",
-                                                     "metrics", "grid", "selection")},
-         **result}, indent=1, default=_json_default) + "\n")
+    (args.out / f"indago_table2_{args.subject}.json").write_text(
+        json.dumps(
+            {
+                "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+                "surrogate_meta": {
+                    k: meta.get(k)
+                    for k in (
+                        "subject",
+                        "model",
+                        "log",
+                        "filter_percent",
+                        "layers",
+                        "seed",
+                        "metrics",
+                        "grid",
+                        "selection",
+                    )
+                },
+                **result,
+            },
+            indent=1,
+            default=_json_default,
+        )
+        + "\n"
+    )
     return text + "\n" + "\n".join(tail)
 
 

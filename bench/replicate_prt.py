@@ -53,17 +53,39 @@ from generator_service.config import CampaignConfig  # noqa: E402
 from generator_service.strategies import strategies  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-MODELS = {"cartpole": "cartpole-ppo", "lunarlander": "lunarlander-ppo",
-          "lunarlander_continuous": "lunarlander-continuous-ppo", "mountaincar_continuous": "mountaincar-continuous-sac"}
+MODELS = {
+    "cartpole": "cartpole-ppo",
+    "lunarlander": "lunarlander-ppo",
+    "lunarlander_continuous": "lunarlander-continuous-ppo",
+    "mountaincar_continuous": "mountaincar-continuous-sac",
+}
 # PRT paper, Table 3 (mean tests, mean seconds to the first failure over 20 runs); the paper's LL and MC are the
 # continuous variants. Our strategy names -> the paper's rows; CureFuzz and G-Model are not in Gauntlet.
 PAPER = {
-    "cartpole": {"prt": (62.65, 1.85), "mdpfuzz": (2341.4, 465.7), "map_elites": (1616.5, 48.6), "random": (491.5, 15.2),
-                 "curefuzz": (2182.6, 68.4), "g_model": (657.5, 24.5)},
-    "lunarlander_continuous": {"prt": (70.15, 1.60), "mdpfuzz": (616.1, 92.7), "map_elites": (566.9, 13.2),
-                               "random": (532.8, 12.7), "curefuzz": (613.5, 15.1), "g_model": (836.3, 24.2)},
-    "mountaincar_continuous": {"prt": (444.3, 2.20), "mdpfuzz": (96.0, 4.68), "map_elites": (656.1, 4.23),
-                               "random": (2177.1, 10.26), "curefuzz": (1502.4, 8.42), "g_model": ("96192+", "968+")},
+    "cartpole": {
+        "prt": (62.65, 1.85),
+        "mdpfuzz": (2341.4, 465.7),
+        "map_elites": (1616.5, 48.6),
+        "random": (491.5, 15.2),
+        "curefuzz": (2182.6, 68.4),
+        "g_model": (657.5, 24.5),
+    },
+    "lunarlander_continuous": {
+        "prt": (70.15, 1.60),
+        "mdpfuzz": (616.1, 92.7),
+        "map_elites": (566.9, 13.2),
+        "random": (532.8, 12.7),
+        "curefuzz": (613.5, 15.1),
+        "g_model": (836.3, 24.2),
+    },
+    "mountaincar_continuous": {
+        "prt": (444.3, 2.20),
+        "mdpfuzz": (96.0, 4.68),
+        "map_elites": (656.1, 4.23),
+        "random": (2177.1, 10.26),
+        "curefuzz": (1502.4, 8.42),
+        "g_model": ("96192+", "968+"),
+    },
 }
 # the paper ran only the continuous LunarLander; its numbers stand beside our discrete one, labelled as such
 PAPER_SOURCE = {"lunarlander": "lunarlander_continuous"}
@@ -74,8 +96,17 @@ NOT_HERE = ("curefuzz", "g_model")
 RUN_SETTINGS = ("subject", "max_tests", "batch", "me_init", "fuzz_init")
 
 
-def run(strategy: str, params: dict[str, Any], seeds: range, done: dict[int, dict[str, Any]], args: argparse.Namespace,
-        model: str, gen: generator_pb2_grpc.GeneratorServiceStub, bar: Progress, saved: Path) -> list[dict[str, Any]]:
+def run(
+    strategy: str,
+    params: dict[str, Any],
+    seeds: range,
+    done: dict[int, dict[str, Any]],
+    args: argparse.Namespace,
+    model: str,
+    gen: generator_pb2_grpc.GeneratorServiceStub,
+    bar: Progress,
+    saved: Path,
+) -> list[dict[str, Any]]:
     """One stop-at-first-failure campaign per seed; a run without a failure costs the cap (censored). Seeds in
     `done` (runs a resumed bench saved before) are not run again; each new run is appended to `saved`."""
     subject, max_tests, batch = args.subject, args.max_tests, args.batch
@@ -86,22 +117,38 @@ def run(strategy: str, params: dict[str, Any], seeds: range, done: dict[int, dic
             runs.append(done[seed])
             bar.advance(task)
             continue
-        config = CampaignConfig(name=f"table3-{subject}-{strategy}-{seed}", subject=subject, model=model,
-                                strategy=strategy, strategy_params=params, seed=seed,
-                                budget={"max_executions": max_tests}, batch_size=batch, parallelism=batch,
-                                stop_at_first_failure=True)
+        config = CampaignConfig(
+            name=f"table3-{subject}-{strategy}-{seed}",
+            subject=subject,
+            model=model,
+            strategy=strategy,
+            strategy_params=params,
+            seed=seed,
+            budget={"max_executions": max_tests},
+            batch_size=batch,
+            parallelism=batch,
+            stop_at_first_failure=True,
+        )
         cid = gen.StartCampaign(generator_pb2.StartCampaignRequest(spec=config.to_proto())).status.campaign_id
         status = list(gen.WatchCampaign(generator_pb2.WatchCampaignRequest(campaign_id=cid)))[-1].status
         if status.error:
             raise SystemExit(f"error: campaign {cid} ({strategy}, seed {seed}) stopped: {status.error}")
         found = status.failures > 0
-        runs.append({"campaign_id": cid, "seed": seed, "found": found, "executions": status.executions,
-                     "tests": float(status.first_failure_index) if found else float(max_tests),
-                     "seconds": status.first_failure_seconds if found else status.wall_seconds,
-                     "wall_seconds": status.wall_seconds})
+        runs.append(
+            {
+                "campaign_id": cid,
+                "seed": seed,
+                "found": found,
+                "executions": status.executions,
+                "tests": float(status.first_failure_index) if found else float(max_tests),
+                "seconds": status.first_failure_seconds if found else status.wall_seconds,
+                "wall_seconds": status.wall_seconds,
+            }
+        )
         with saved.open("a") as stream:
-            stream.write(json.dumps({"strategy": strategy, **{k: getattr(args, k) for k in RUN_SETTINGS},
-                                     **runs[-1]}) + "\n")
+            stream.write(
+                json.dumps({"strategy": strategy, **{k: getattr(args, k) for k in RUN_SETTINGS}, **runs[-1]}) + "\n"
+            )
         bar.advance(task)
         if not bar.console.is_terminal:  # a log file gets a line per campaign instead of the bar
             first = f"first failure at test {status.first_failure_index}" if found else f"no failure in {max_tests}"
@@ -136,60 +183,90 @@ def notes(results: dict[str, list[dict[str, Any]]], args: argparse.Namespace) ->
     if "map_elites" in tests:
         first = max(tests["map_elites"])
         if first <= args.me_init:
-            same = " (identical to random's: the same seeds draw the same inputs)" if tests["map_elites"] == tests.get("random") else ""
-            out.append(f"map_elites: every first failure came within its {args.me_init} uniform initial tests "
-                       f"(latest at test {first:.0f}), before the quality-diversity search starts, so its cost is "
-                       f"random testing's{same}; `--me-init` shortens the initialisation.")
+            same = (
+                " (identical to random's: the same seeds draw the same inputs)"
+                if tests["map_elites"] == tests.get("random")
+                else ""
+            )
+            out.append(
+                f"map_elites: every first failure came within its {args.me_init} uniform initial tests "
+                f"(latest at test {first:.0f}), before the quality-diversity search starts, so its cost is "
+                f"random testing's{same}; `--me-init` shortens the initialisation."
+            )
     fuzzers = [n for n in ("fuzzer", "mdpfuzz") if n in tests]
     for name in fuzzers:
         if max(tests[name]) <= 2 * args.fuzz_init and any(r["found"] for r in results[name]):
-            out.append(f"{name}: every first failure came while collecting its {args.fuzz_init}-seed corpus (a random "
-                       "input and one mutant per seed), before any guidance.")
+            out.append(
+                f"{name}: every first failure came while collecting its {args.fuzz_init}-seed corpus (a random "
+                "input and one mutant per seed), before any guidance."
+            )
     if len(fuzzers) == 2 and tests["fuzzer"] == tests["mdpfuzz"] and any(r["found"] for r in results["fuzzer"]):
-        out.append("fuzzer and mdpfuzz share that seed-collection phase (same seed, same inputs), hence equal costs; "
-                   "the PRT paper excludes seed preparation from its MDPFuzz costs.")
+        out.append(
+            "fuzzer and mdpfuzz share that seed-collection phase (same seed, same inputs), hence equal costs; "
+            "the PRT paper excludes seed preparation from its MDPFuzz costs."
+        )
     for name, runs in results.items():
         missed = sum(not r["found"] for r in runs)
         if missed == len(runs):
             out.append(f"{name}: no failure within {args.max_tests} tests in any of the {len(runs)} runs.")
         elif missed:
-            out.append(f"{name}: {missed} of {len(runs)} runs found no failure within {args.max_tests} tests; they count "
-                       f"as {args.max_tests} (the paper's convention), so its mean is a lower bound (≥).")
+            out.append(
+                f"{name}: {missed} of {len(runs)} runs found no failure within {args.max_tests} tests; they count "
+                f"as {args.max_tests} (the paper's convention), so its mean is a lower bound (≥)."
+            )
     if not any(r["found"] for runs in results.values() for r in runs):
         total = sum(len(runs) for runs in results.values()) * args.max_tests
-        out.append(f"No strategy found a failure ({total} tests in all): with this agent the subject cannot rank "
-                   "strategies by their cost to the first failure (PRT's agents have at least 1 failure in 100,000 "
-                   "random tests), and the ratio below is 1 by construction.")
+        out.append(
+            f"No strategy found a failure ({total} tests in all): with this agent the subject cannot rank "
+            "strategies by their cost to the first failure (PRT's agents have at least 1 failure in 100,000 "
+            "random tests), and the ratio below is 1 by construction."
+        )
     return out
 
 
-def table(results: dict[str, list[dict[str, Any]]], args: argparse.Namespace, model: str,
-          wall: float | None) -> tuple[list[str], dict]:
+def table(
+    results: dict[str, list[dict[str, Any]]], args: argparse.Namespace, model: str, wall: float | None
+) -> tuple[list[str], dict]:
     prt_tests = [r["tests"] for r in results["prt"]]
     prt_secs = [r["seconds"] for r in results["prt"]]
     source = PAPER_SOURCE.get(args.subject, args.subject)
     paper = PAPER.get(source, {})
     paper_label = "paper" if source == args.subject else f"paper ({source})"
-    inits = ([f"MAP-Elites init {args.me_init}"] if "map_elites" in results else []) + \
-        ([f"fuzzer seeds {args.fuzz_init}"] if {"fuzzer", "mdpfuzz"} & set(results) else [])
+    inits = ([f"MAP-Elites init {args.me_init}"] if "map_elites" in results else []) + (
+        [f"fuzzer seeds {args.fuzz_init}"] if {"fuzzer", "mdpfuzz"} & set(results) else []
+    )
     counts = sorted({len(runs) for runs in results.values()})
     reps = f"{counts[0]} runs per strategy" if len(counts) == 1 else "runs per strategy as in the table"
-    lines = [f"PRT Table 3 replication on `{args.subject}` ({model}), {reps}, cap {args.max_tests} "
-             f"tests per run, batch {args.batch}" + "".join(f", {i}" for i in inits) + "; "
-             + (("campaign walls summed " if getattr(args, "wall_summed", False) else "wall ") + f"{wall / 60:.1f} min"
-                if wall is not None else "wall not recorded"),
-             "", f"| strategy | runs with a failure | tests to 1st failure, mean ± sd | (p, Â) vs PRT | seconds, mean ± sd "
-             f"| (p, Â) vs PRT | {paper_label} tests | {paper_label} seconds |", "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"PRT Table 3 replication on `{args.subject}` ({model}), {reps}, cap {args.max_tests} "
+        f"tests per run, batch {args.batch}"
+        + "".join(f", {i}" for i in inits)
+        + "; "
+        + (
+            ("campaign walls summed " if getattr(args, "wall_summed", False) else "wall ") + f"{wall / 60:.1f} min"
+            if wall is not None
+            else "wall not recorded"
+        ),
+        "",
+        f"| strategy | runs with a failure | tests to 1st failure, mean ± sd | (p, Â) vs PRT | seconds, mean ± sd "
+        f"| (p, Â) vs PRT | {paper_label} tests | {paper_label} seconds |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     summary: dict[str, Any] = {}
     for name, runs in results.items():
         tests, secs = [r["tests"] for r in runs], [r["seconds"] for r in runs]
         found = sum(r["found"] for r in runs)
         censored = found < len(runs)
-        row: dict[str, Any] = {"tests": tests, "seconds": secs, "found": [r["found"] for r in runs],
-                               "runs_with_failure": found, "mean_tests": statistics.mean(tests),
-                               "sd_tests": statistics.stdev(tests) if len(tests) > 1 else 0.0,
-                               "mean_seconds": statistics.mean(secs),
-                               "sd_seconds": statistics.stdev(secs) if len(secs) > 1 else 0.0}
+        row: dict[str, Any] = {
+            "tests": tests,
+            "seconds": secs,
+            "found": [r["found"] for r in runs],
+            "runs_with_failure": found,
+            "mean_tests": statistics.mean(tests),
+            "sd_tests": statistics.stdev(tests) if len(tests) > 1 else 0.0,
+            "mean_seconds": statistics.mean(secs),
+            "sd_seconds": statistics.stdev(secs) if len(secs) > 1 else 0.0,
+        }
         if found == 0:
             cells = [f"no failure within {args.max_tests} tests", "", f"≥{row['mean_seconds']:.2f} (all runs)", ""]
         else:
@@ -199,8 +276,10 @@ def table(results: dict[str, list[dict[str, Any]]], args: argparse.Namespace, mo
             cells[1], cells[3] = f"({ct.p_value:.2f}, {ct.a12:.2f})", f"({cs.p_value:.2f}, {cs.a12:.2f})"
             row.update(p_tests=ct.p_value, a12_tests=ct.a12, p_seconds=cs.p_value, a12_seconds=cs.a12)
         ref = paper.get(name)
-        lines.append(f"| {name} | {found}/{len(runs)} | {cells[0]} | {cells[1]} | {cells[2]} | {cells[3]} | "
-                     f"{ref[0] if ref else '-'} | {ref[1] if ref else '-'} |")
+        lines.append(
+            f"| {name} | {found}/{len(runs)} | {cells[0]} | {cells[1]} | {cells[2]} | {cells[3]} | "
+            f"{ref[0] if ref else '-'} | {ref[1] if ref else '-'} |"
+        )
         summary[name] = row
     for name in NOT_HERE:
         if name in paper:
@@ -213,25 +292,54 @@ def main() -> None:
     parser.add_argument("--subject", default="cartpole", choices=sorted(MODELS))
     parser.add_argument("--reps", type=int, default=20, help="campaigns per strategy, seeds 0..reps-1 (paper: 20)")
     parser.add_argument("--max-tests", type=int, default=5000, help="cap per campaign (paper: 100,000)")
-    parser.add_argument("--batch", type=int, default=16, help="tests asked at once (adaptive strategies learn per batch)")
-    parser.add_argument("--strategies", default="prt,random,map_elites,fuzzer,mdpfuzz",
-                        help="comma-separated; must include prt and random")
+    parser.add_argument(
+        "--batch", type=int, default=16, help="tests asked at once (adaptive strategies learn per batch)"
+    )
+    parser.add_argument(
+        "--strategies",
+        default="prt,random,map_elites,fuzzer,mdpfuzz",
+        help="comma-separated; must include prt and random",
+    )
     parser.add_argument("--me-init", type=int, default=1000, help="MAP-Elites' uniform initial tests (QD paper: 1,000)")
-    parser.add_argument("--fuzz-init", type=int, default=1000, help="seeds the fuzzer/mdpfuzz collect first (QD paper: 1,000)")
+    parser.add_argument(
+        "--fuzz-init", type=int, default=1000, help="seeds the fuzzer/mdpfuzz collect first (QD paper: 1,000)"
+    )
     parser.add_argument("--report-dir", type=Path, help="also write the analysis service's comparison report here")
     parser.add_argument("--out", type=Path, default=ROOT / "results", help="folder for prt_table3_<subject>.{md,json}")
-    parser.add_argument("--render", type=Path, metavar="JSON", help="rewrite the table and notes from a stored "
-                        "prt_table3_*.json (no campaigns run); its settings replace the command line's")
-    parser.add_argument("--tag", default="", help="suffix of the result files (prt_table3_<subject>_<tag>.md), "
-                        "to keep runs with other settings beside the default one")
-    parser.add_argument("--first-rep", type=int, default=None, metavar="K",
-                        help="run seeds K..K+reps-1: a share of a bench split over processes or sessions (each with "
-                             "its own --out; a share may leave out prt or random and then writes no table)")
-    parser.add_argument("--resume", action="store_true",
-                        help="keep the saved .runs.jsonl in --out and skip the (strategy, seed) runs it holds")
-    parser.add_argument("--from-runs", type=Path, nargs="+", metavar="RUNS",
-                        help="make the table from these saved .runs.jsonl files (their settings replace the command "
-                             "line's); no campaigns run")
+    parser.add_argument(
+        "--render",
+        type=Path,
+        metavar="JSON",
+        help="rewrite the table and notes from a stored "
+        "prt_table3_*.json (no campaigns run); its settings replace the command line's",
+    )
+    parser.add_argument(
+        "--tag",
+        default="",
+        help="suffix of the result files (prt_table3_<subject>_<tag>.md), "
+        "to keep runs with other settings beside the default one",
+    )
+    parser.add_argument(
+        "--first-rep",
+        type=int,
+        default=None,
+        metavar="K",
+        help="run seeds K..K+reps-1: a share of a bench split over processes or sessions (each with "
+        "its own --out; a share may leave out prt or random and then writes no table)",
+    )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="keep the saved .runs.jsonl in --out and skip the (strategy, seed) runs it holds",
+    )
+    parser.add_argument(
+        "--from-runs",
+        type=Path,
+        nargs="+",
+        metavar="RUNS",
+        help="make the table from these saved .runs.jsonl files (their settings replace the command "
+        "line's); no campaigns run",
+    )
     args = parser.parse_args()
     for flag in ("reps", "max_tests", "batch", "me_init", "fuzz_init"):
         if getattr(args, flag) < 1:
@@ -248,20 +356,33 @@ def main() -> None:
     if unknown:
         parser.error(f"--strategies: unknown {', '.join(unknown)}; known: {', '.join(sorted(known))}")
     if ("prt" not in asked or "random" not in asked) and args.first_rep is None:
-        parser.error("--strategies must include prt and random (the table compares every strategy with PRT and "
-                     "ends with PRT's cost relative to random's); only a share (--first-rep) may leave them out")
-    names = [s for s in ("prt", "random") if s in asked] + [s for s in dict.fromkeys(asked) if s not in ("prt", "random")]
-    params = {"map_elites": {"initial_tests": args.me_init}, "fuzzer": {"initial_tests": args.fuzz_init},
-              "mdpfuzz": {"initial_tests": args.fuzz_init}}
+        parser.error(
+            "--strategies must include prt and random (the table compares every strategy with PRT and "
+            "ends with PRT's cost relative to random's); only a share (--first-rep) may leave them out"
+        )
+    names = [s for s in ("prt", "random") if s in asked] + [
+        s for s in dict.fromkeys(asked) if s not in ("prt", "random")
+    ]
+    params = {
+        "map_elites": {"initial_tests": args.me_init},
+        "fuzzer": {"initial_tests": args.fuzz_init},
+        "mdpfuzz": {"initial_tests": args.fuzz_init},
+    }
     if args.render:
         stored = json.loads(args.render.read_text())
         for key, value in stored["args"].items():  # the settings the results were measured with
             if key not in ("render", "out"):
                 setattr(args, key, Path(value) if key == "report_dir" and value else value)
         # files written before runs recorded "found" counted a run without a failure as exactly the cap
-        results = {name: [{"found": f, "tests": t, "seconds": s} for f, t, s in
-                          zip(row.get("found", [t < args.max_tests for t in row["tests"]]), row["tests"], row["seconds"])]
-                   for name, row in stored["results"].items()}
+        results = {
+            name: [
+                {"found": f, "tests": t, "seconds": s}
+                for f, t, s in zip(
+                    row.get("found", [t < args.max_tests for t in row["tests"]]), row["tests"], row["seconds"]
+                )
+            ]
+            for name, row in stored["results"].items()
+        }
         write(results, args, stored.get("model", MODELS[args.subject]), stored.get("wall_seconds"))
         return
     if args.from_runs:
@@ -296,14 +417,30 @@ def main() -> None:
     if all(len(kept[name]) == len(seeds) for name in names):  # a resumed bench that had finished: nothing to run
         results = {name: [kept[name][seed] for seed in seeds] for name in names}
     else:
-        with tempfile.TemporaryDirectory() as tmp, \
-                LocalSuite(store_url=f"sqlite:///{tmp}/table3.db", log_dir=Path(tmp) / "logs") as local, Progress() as bar:
+        with (
+            tempfile.TemporaryDirectory() as tmp,
+            LocalSuite(store_url=f"sqlite:///{tmp}/table3.db", log_dir=Path(tmp) / "logs") as local,
+            Progress() as bar,
+        ):
             gen = generator_pb2_grpc.GeneratorServiceStub(client_channel(local.endpoint("generator")))
             # one uncounted batch first, so that loading the model and warming the services is nobody's cost
-            warm = CampaignConfig(name="table3-warm-up", subject=args.subject, model=model,
-                                  budget={"max_executions": args.batch}, batch_size=args.batch, parallelism=args.batch)
-            list(gen.WatchCampaign(generator_pb2.WatchCampaignRequest(
-                campaign_id=gen.StartCampaign(generator_pb2.StartCampaignRequest(spec=warm.to_proto())).status.campaign_id)))
+            warm = CampaignConfig(
+                name="table3-warm-up",
+                subject=args.subject,
+                model=model,
+                budget={"max_executions": args.batch},
+                batch_size=args.batch,
+                parallelism=args.batch,
+            )
+            list(
+                gen.WatchCampaign(
+                    generator_pb2.WatchCampaignRequest(
+                        campaign_id=gen.StartCampaign(
+                            generator_pb2.StartCampaignRequest(spec=warm.to_proto())
+                        ).status.campaign_id
+                    )
+                )
+            )
             start = time.perf_counter()
             for name in names:
                 results[name] = run(name, params.get(name, {}), seeds, kept[name], args, model, gen, bar, saved)
@@ -311,8 +448,12 @@ def main() -> None:
             if args.report_dir:
                 analysis = analysis_pb2_grpc.AnalysisServiceStub(client_channel(local.endpoint("analysis")))
                 ids = [r["campaign_id"] for runs in results.values() for r in runs]
-                report = analysis.Compare(analysis_pb2.CompareRequest(
-                    campaign_ids=ids, output_dir=str(args.report_dir.resolve()), baseline="prt"), timeout=600)
+                report = analysis.Compare(
+                    analysis_pb2.CompareRequest(
+                        campaign_ids=ids, output_dir=str(args.report_dir.resolve()), baseline="prt"
+                    ),
+                    timeout=600,
+                )
                 print(f"comparison report: {report.html_path}")
     if "prt" not in results or "random" not in results:  # a share without the table's two anchors
         print(f"saved {sum(map(len, results.values()))} runs to {saved}; summarise the shares with --from-runs")
@@ -332,11 +473,13 @@ def write(results: dict[str, list[dict[str, Any]]], args: argparse.Namespace, mo
     lines, summary = table(results, args, model, wall)
     ratio = summary["prt"]["mean_tests"] / summary["random"]["mean_tests"]
     extra = notes(results, args)
-    lines += [""] + [f"- {n}" for n in extra] + (["" ] if extra else [])
+    lines += [""] + [f"- {n}" for n in extra] + ([""] if extra else [])
     ref = PAPER.get(PAPER_SOURCE.get(args.subject, args.subject), {})
     if ref:
-        paper_ratio = f"paper on {PAPER_SOURCE.get(args.subject, args.subject)}: {ref['prt'][0]} / {ref['random'][0]} = " \
-                      f"{ref['prt'][0] / ref['random'][0]:.3f}"
+        paper_ratio = (
+            f"paper on {PAPER_SOURCE.get(args.subject, args.subject)}: {ref['prt'][0]} / {ref['random'][0]} = "
+            f"{ref['prt'][0] / ref['random'][0]:.3f}"
+        )
         lines += [f"prt_vs_random_first_failure={ratio:.3f} ({paper_ratio})"]
     else:
         lines += [f"prt_vs_random_first_failure={ratio:.3f}"]
@@ -345,10 +488,13 @@ def write(results: dict[str, list[dict[str, Any]]], args: argparse.Namespace, mo
     args.out.mkdir(parents=True, exist_ok=True)
     stem = f"prt_table3_{args.subject}" + (f"_{args.tag}" if args.tag else "")
     (args.out / f"{stem}.md").write_text(text + "\n")
-    stored = {k: (str(v) if isinstance(v, Path) else [str(x) for x in v] if isinstance(v, list) else v)
-              for k, v in vars(args).items()}
+    stored = {
+        k: (str(v) if isinstance(v, Path) else [str(x) for x in v] if isinstance(v, list) else v)
+        for k, v in vars(args).items()
+    }
     (args.out / f"{stem}.json").write_text(
-        json.dumps({"args": stored, "model": model, "wall_seconds": wall, "notes": extra, "results": summary}, indent=2))
+        json.dumps({"args": stored, "model": model, "wall_seconds": wall, "notes": extra, "results": summary}, indent=2)
+    )
     print(f"prt_vs_random_first_failure={ratio:.3f}")
 
 

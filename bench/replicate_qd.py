@@ -33,16 +33,23 @@ import sys
 import tempfile
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
 
 from analysis_service.fault_diversity import (  # noqa: E402
-    Grid, checkpoints_for, improvement, quartiles, relative_to_baseline, run_curves)
+    Grid,
+    checkpoints_for,
+    improvement,
+    quartiles,
+    relative_to_baseline,
+    run_curves,
+)
 from analysis_service.statistics import compare  # noqa: E402
 from bench.common import campaign_executions, load_saved_runs, run_campaign  # noqa: E402
 from cli.launcher import LocalSuite  # noqa: E402
@@ -56,8 +63,13 @@ ROOT = Path(__file__).resolve().parent.parent
 METHODS = ("random", "map_elites", "novelty_search", "mdpfuzz", "fuzzer")
 METRICS = ("faults", "bs", "fbs")
 RUN_SETTINGS = ("budget", "batch", "initial", "final_states")  # saved with every run; a merged table needs one value
-LABELS = {"faults": "distinct faults", "bs": "#BS (behaviour cells)", "fbs": "#FBS (faulty behaviour cells)",
-          "fs": "FS / RT", "ffs": "FFS / RT"}
+LABELS = {
+    "faults": "distinct faults",
+    "bs": "#BS (behaviour cells)",
+    "fbs": "#FBS (faulty behaviour cells)",
+    "fs": "FS / RT",
+    "ffs": "FFS / RT",
+}
 
 
 def _taxi_state(obs: np.ndarray) -> np.ndarray:
@@ -82,43 +94,58 @@ SUBJECTS: dict[str, SubjectSetup] = {
     # The agent is the paper's (RL-Zoo's PPO recipe at 1M steps): the well-trained lunarlander-ppo failed on none
     # of 5,000 random inputs of this domain.
     "lunarlander_qd": SubjectSetup(
-        "lunarlander-qd-ppo", Grid((-0.0439, -0.2002), (0.2975, -0.0203), (50, 50)),
-        "the authors' precomputed edges: x in [-0.0439, 0.2975], vy in [-0.2002, -0.0203]", 0.005,
-        {"mutation_scale": 0.00433}),
+        "lunarlander-qd-ppo",
+        Grid((-0.0439, -0.2002), (0.2975, -0.0203), (50, 50)),
+        "the authors' precomputed edges: x in [-0.0439, 0.2975], vy in [-0.2002, -0.0203]",
+        0.005,
+        {"mutation_scale": 0.00433},
+    ),
     # The paper says 50x50; the authors' code used one cell per integer count. Bounds [-0.5, 49.5] do both for
     # counts below 50 (counts >= 49 share the last cell). Mutation: the authors' "resample one coordinate,
     # nearby values likelier" (mutation.py integer="nearby" with p = 0: exactly one coordinate).
     "taxi_large": SubjectSetup(
-        "taxi-qlearning", Grid((-0.5, -0.5), (49.5, 49.5), (50, 50)),
+        "taxi-qlearning",
+        Grid((-0.5, -0.5), (49.5, 49.5), (50, 50)),
         "moves before / after pick-up in [-0.5, 49.5]: one cell per integer count (the code) on 50x50 (the paper)",
-        0.9, {"integer_mutation": "nearby", "mutation_p": 0.0}),
+        0.9,
+        {"integer_mutation": "nearby", "mutation_p": 0.0},
+    ),
     # Our walker is slower than the authors' TQC: their Distance edges [9.05, 15.76] would put nearly every test in
     # the first column, so Distance spans our walker's random tests (200 inputs, seed 11: mean hull x 6.53..9.38 on
     # the env that rebuilds its Box2D world every reset; 6.48..9.42 before);
     # hull angle keeps the authors' edges. Mutation: each of the 15 codes with p = 0.1, at least one (the
     # authors'), moved to another code (nearby).
     "bipedalwalker_obstacles": SubjectSetup(
-        "bipedalwalker-obstacles-ppo", Grid((6.0, 0.0406), (10.0, 0.3636), (50, 50)),
+        "bipedalwalker-obstacles-ppo",
+        Grid((6.0, 0.0406), (10.0, 0.3636), (50, 50)),
         "Distance (mean hull x) in [6.0, 10.0] (ours: 200 random tests of this walker span 6.53..9.38; the authors' "
-        "[9.05, 15.76] fit their faster TQC walker), Hull angle in [0.0406, 0.3636] (the authors')", 0.005,
-        {"integer_mutation": "nearby", "mutation_p": 0.1}),
+        "[9.05, 15.76] fit their faster TQC walker), Hull angle in [0.0406, 0.3636] (the authors')",
+        0.005,
+        {"integer_mutation": "nearby", "mutation_p": 0.1},
+    ),
 }
 
 # The paper's end-of-budget numbers, in % relative to random testing (shared/notes/002 §5); None = not stated.
 PAPER: dict[str, dict[str, dict[str, str]]] = {
-    "bipedalwalker_obstacles": {"faults": {"map_elites": "+30", "novelty_search": "+56", "mdpfuzz": "+17"},
-                                "bs": {"map_elites": "+7..+14 (range over use-cases)", "mdpfuzz": "≈0", "novelty_search": "≈0"},
-                                "fbs": {"mdpfuzz": "≈-10 (RQ3 avg.)"},
-                                "fs": {"novelty_search": "+7.5"}},
-    "lunarlander_qd": {"faults": {"map_elites": "+206", "novelty_search": "+152", "mdpfuzz": "≈0"},
-                       "bs": {"map_elites": "+14", "novelty_search": "+20", "mdpfuzz": "≈0"},
-                       "fbs": {"map_elites": "+189", "novelty_search": "+138"},
-                       "fs": {"map_elites": "≈0", "novelty_search": "≈0", "mdpfuzz": "≈0"},
-                       "ffs": {"map_elites": "down to -30", "novelty_search": "down to -30", "mdpfuzz": "+10"}},
-    "taxi_large": {"faults": {"map_elites": "+12", "novelty_search": "-23", "mdpfuzz": "-27"},
-                   "bs": {"map_elites": "+7", "novelty_search": "≈0", "mdpfuzz": "≈0"},
-                   "fs": {"mdpfuzz": "+40 (avg. over testing)", "map_elites": "≈0", "novelty_search": "≈0"},
-                   "ffs": {"mdpfuzz": "up to +50"}},
+    "bipedalwalker_obstacles": {
+        "faults": {"map_elites": "+30", "novelty_search": "+56", "mdpfuzz": "+17"},
+        "bs": {"map_elites": "+7..+14 (range over use-cases)", "mdpfuzz": "≈0", "novelty_search": "≈0"},
+        "fbs": {"mdpfuzz": "≈-10 (RQ3 avg.)"},
+        "fs": {"novelty_search": "+7.5"},
+    },
+    "lunarlander_qd": {
+        "faults": {"map_elites": "+206", "novelty_search": "+152", "mdpfuzz": "≈0"},
+        "bs": {"map_elites": "+14", "novelty_search": "+20", "mdpfuzz": "≈0"},
+        "fbs": {"map_elites": "+189", "novelty_search": "+138"},
+        "fs": {"map_elites": "≈0", "novelty_search": "≈0", "mdpfuzz": "≈0"},
+        "ffs": {"map_elites": "down to -30", "novelty_search": "down to -30", "mdpfuzz": "+10"},
+    },
+    "taxi_large": {
+        "faults": {"map_elites": "+12", "novelty_search": "-23", "mdpfuzz": "-27"},
+        "bs": {"map_elites": "+7", "novelty_search": "≈0", "mdpfuzz": "≈0"},
+        "fs": {"mdpfuzz": "+40 (avg. over testing)", "map_elites": "≈0", "novelty_search": "≈0"},
+        "ffs": {"mdpfuzz": "up to +50"},
+    },
 }
 
 
@@ -132,8 +159,12 @@ def strategy_params(subject: str, method: str, setup: SubjectSetup, initial: int
     elif method == "novelty_search":
         # NS normalises behaviours by the bounds: the paper's raw threshold over the mean grid width.
         width = float(np.mean(np.subtract(setup.grid.high, setup.grid.low)))
-        params.update(descriptor_bounds=bounds, initial_tests=100, population=100,
-                      archive_threshold=setup.ns_threshold_raw / width)
+        params.update(
+            descriptor_bounds=bounds,
+            initial_tests=100,
+            population=100,
+            archive_threshold=setup.ns_threshold_raw / width,
+        )
     elif method == "mdpfuzz":
         params.update(descriptor_bounds=bounds, initial_tests=initial)
     elif method == "fuzzer":
@@ -141,13 +172,30 @@ def strategy_params(subject: str, method: str, setup: SubjectSetup, initial: int
     return params
 
 
-def one_run(gen: Any, subject: str, setup: SubjectSetup, method: str, seed: int, budget: int,
-            batch: int, final_states: bool, initial: int) -> dict[str, Any]:
+def one_run(
+    gen: Any,
+    subject: str,
+    setup: SubjectSetup,
+    method: str,
+    seed: int,
+    budget: int,
+    batch: int,
+    final_states: bool,
+    initial: int,
+) -> dict[str, Any]:
     space = get_subject(subject).space
-    config = CampaignConfig(name=f"qd-{subject}-{method}-{seed}", subject=subject, model=setup.model,
-                            strategy=method, seed=seed, budget={"max_executions": budget}, batch_size=batch,
-                            parallelism=batch, strategy_params=strategy_params(subject, method, setup, initial),
-                            keep_final_observations=final_states)
+    config = CampaignConfig(
+        name=f"qd-{subject}-{method}-{seed}",
+        subject=subject,
+        model=setup.model,
+        strategy=method,
+        seed=seed,
+        budget={"max_executions": budget},
+        batch_size=batch,
+        parallelism=batch,
+        strategy_params=strategy_params(subject, method, setup, initial),
+        keep_final_observations=final_states,
+    )
     started = time.perf_counter()
     status = run_campaign(gen, config)
     campaign_seconds = time.perf_counter() - started
@@ -160,11 +208,22 @@ def one_run(gen: Any, subject: str, setup: SubjectSetup, method: str, seed: int,
     # the generator stored each episode's final observation (keep_final_observations): no re-run needed
     states = [setup.final_state(np.asarray(e.final_observation)) for e in executed] if final_states else None
     curves = run_curves(keys, failed, descriptors, states, setup.grid, checkpoints_for(len(executed)))
-    return {"seed": seed, "budget": budget, "batch": batch, "initial": initial, "final_states": final_states,
-            "tests": len(executed), "invalid": len(rows) - len(executed),
-            "campaign_seconds": round(campaign_seconds, 1),
-            "checkpoints": curves.checkpoints, "faults": curves.faults, "bs": curves.bs, "fbs": curves.fbs,
-            "fs": curves.fs, "ffs": curves.ffs}
+    return {
+        "seed": seed,
+        "budget": budget,
+        "batch": batch,
+        "initial": initial,
+        "final_states": final_states,
+        "tests": len(executed),
+        "invalid": len(rows) - len(executed),
+        "campaign_seconds": round(campaign_seconds, 1),
+        "checkpoints": curves.checkpoints,
+        "faults": curves.faults,
+        "bs": curves.bs,
+        "fbs": curves.fbs,
+        "fs": curves.fs,
+        "ffs": curves.ffs,
+    }
 
 
 def _run_seconds(run: dict[str, Any]) -> float:
@@ -186,9 +245,13 @@ def summarise(subject: str, results: dict[str, list[dict[str, Any]]]) -> tuple[s
         for metric in METRICS:
             q1, med, q3 = quartiles(_truncate(runs, metric))
             finals = [r[metric][-1] for r in runs]
-            row[metric] = {"q1": float(q1[-1]), "median": float(med[-1]), "q3": float(q3[-1]), "finals": finals,
-                           "improvement_pct": improvement(float(med[-1]),
-                                                          float(np.median([r[metric][-1] for r in base])))}
+            row[metric] = {
+                "q1": float(q1[-1]),
+                "median": float(med[-1]),
+                "q3": float(q3[-1]),
+                "finals": finals,
+                "improvement_pct": improvement(float(med[-1]), float(np.median([r[metric][-1] for r in base]))),
+            }
             if method != "random":
                 c = compare(finals, [r[metric][-1] for r in base])
                 row[metric].update(p_value=c.p_value, a12=c.a12, effect=c.effect)
@@ -198,10 +261,13 @@ def summarise(subject: str, results: dict[str, list[dict[str, Any]]]) -> tuple[s
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", RuntimeWarning)
                     rel = relative_to_baseline(_truncate(runs, metric)[:, :n], _truncate(base, metric)[:, :n])
-                row[metric] = {"relative_final": float(rel[-1]), "relative_mean_over_testing": float(np.nanmean(rel))
-                               if np.isfinite(rel).any() else float("nan"), "curve": [float(v) for v in rel],
-                               # sparsity needs 4 distinct states; a run with fewer failing ones has no FFS
-                               "runs_defined_at_end": int(np.isfinite(_truncate(runs, metric)[:, n - 1]).sum())}
+                row[metric] = {
+                    "relative_final": float(rel[-1]),
+                    "relative_mean_over_testing": float(np.nanmean(rel)) if np.isfinite(rel).any() else float("nan"),
+                    "curve": [float(v) for v in rel],
+                    # sparsity needs 4 distinct states; a run with fewer failing ones has no FFS
+                    "runs_defined_at_end": int(np.isfinite(_truncate(runs, metric)[:, n - 1]).sum()),
+                }
         row["wall_seconds"] = sum(_run_seconds(r) for r in runs)
         summary[method] = row
     return render(subject, results, summary), summary
@@ -215,13 +281,18 @@ def render(subject: str, results: dict[str, list[dict[str, Any]]], summary: dict
     setup = SUBJECTS[subject]
     runs = results["random"]
     paper = PAPER.get(subject, {})
-    lines = [f"QD fault-diversity RQ1/RQ2 replication on `{subject}` ({setup.model}): {len(runs)} seeds x "
-             f"{runs[0]['checkpoints'][-1]}+ tests per method",
-             "", f"Grid (shared by all methods, 50x50): {setup.grid_note}.", "",
-             "Final counts: median [Q1, Q3] over seeds; vs RT: one-sided Mann-Whitney p (method > random), "
-             "Vargha-Delaney Â12; % = (median - RT median) / RT median; paper: its % vs RT (notes/002 §5).", "",
-             "| method | faults | vs RT (p, Â12) | % | paper % | #BS | vs RT (p, Â12) | % | paper % | #FBS | vs RT (p, Â12) | % | paper % | wall s |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"QD fault-diversity RQ1/RQ2 replication on `{subject}` ({setup.model}): {len(runs)} seeds x "
+        f"{runs[0]['checkpoints'][-1]}+ tests per method",
+        "",
+        f"Grid (shared by all methods, 50x50): {setup.grid_note}.",
+        "",
+        "Final counts: median [Q1, Q3] over seeds; vs RT: one-sided Mann-Whitney p (method > random), "
+        "Vargha-Delaney Â12; % = (median - RT median) / RT median; paper: its % vs RT (notes/002 §5).",
+        "",
+        "| method | faults | vs RT (p, Â12) | % | paper % | #BS | vs RT (p, Â12) | % | paper % | #FBS | vs RT (p, Â12) | % | paper % | wall s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for method, row in summary.items():
         cells = []
         for metric in METRICS:
@@ -232,26 +303,35 @@ def render(subject: str, results: dict[str, list[dict[str, Any]]], summary: dict
             cells.append(paper.get(metric, {}).get(method, "-") if method != "random" else "")
         lines.append(f"| {method} | " + " | ".join(cells) + f" | {row['wall_seconds']:.0f} |")
     if any("fs" in row for row in summary.values()):
-        lines += ["", "Final-state sparsity relative to RT (mean over runs / RT's mean; 1.00 = RT): at the end, and "
-                  "averaged over the checkpoints (the authors' figures show it over testing). Sparsity (the median over "
-                  "distinct states of the mean distance to their 3 nearest) needs at least 4 distinct states, so a run "
-                  "with fewer failing final states has no FFS and the mean is over the runs that have one (FFS runs: "
-                  "how many at the end).", "",
-                  "| method | FS end | FS avg | paper FS % | FFS end | FFS avg | FFS runs | paper FFS % |",
-                  "|---|---|---|---|---|---|---|---|"]
+        lines += [
+            "",
+            "Final-state sparsity relative to RT (mean over runs / RT's mean; 1.00 = RT): at the end, and "
+            "averaged over the checkpoints (the authors' figures show it over testing). Sparsity (the median over "
+            "distinct states of the mean distance to their 3 nearest) needs at least 4 distinct states, so a run "
+            "with fewer failing final states has no FFS and the mean is over the runs that have one (FFS runs: "
+            "how many at the end).",
+            "",
+            "| method | FS end | FS avg | paper FS % | FFS end | FFS avg | FFS runs | paper FFS % |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
         for method, row in summary.items():
             fs, ffs = row.get("fs", {}), row.get("ffs", {})
-            lines.append(f"| {method} | {fs.get('relative_final', float('nan')):.2f} | "
-                         f"{fs.get('relative_mean_over_testing', float('nan')):.2f} | "
-                         f"{paper.get('fs', {}).get(method, '-') if method != 'random' else ''} | "
-                         f"{ffs.get('relative_final', float('nan')):.2f} | "
-                         f"{ffs.get('relative_mean_over_testing', float('nan')):.2f} | "
-                         f"{ffs.get('runs_defined_at_end', 0)}/{len(results[method])} | "
-                         f"{paper.get('ffs', {}).get(method, '-') if method != 'random' else ''} |")
+            lines.append(
+                f"| {method} | {fs.get('relative_final', float('nan')):.2f} | "
+                f"{fs.get('relative_mean_over_testing', float('nan')):.2f} | "
+                f"{paper.get('fs', {}).get(method, '-') if method != 'random' else ''} | "
+                f"{ffs.get('relative_final', float('nan')):.2f} | "
+                f"{ffs.get('relative_mean_over_testing', float('nan')):.2f} | "
+                f"{ffs.get('runs_defined_at_end', 0)}/{len(results[method])} | "
+                f"{paper.get('ffs', {}).get(method, '-') if method != 'random' else ''} |"
+            )
     invalid = {m: sum(r["invalid"] for r in rs) for m, rs in results.items()}
     if any(invalid.values()):
-        lines += ["", "Inputs the subject rejected (not run, not counted as tests): "
-                  + ", ".join(f"{m} {n}" for m, n in invalid.items())]
+        lines += [
+            "",
+            "Inputs the subject rejected (not run, not counted as tests): "
+            + ", ".join(f"{m} {n}" for m, n in invalid.items()),
+        ]
     return "\n".join(lines)
 
 
@@ -286,27 +366,48 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--subject", required=True, choices=sorted(SUBJECTS))
     parser.add_argument("--seeds", type=int, default=5)
-    parser.add_argument("--first-seed", type=int, default=0,
-                        help="campaigns use seeds K..K+seeds-1; split one bench over processes (each with its own "
-                             "--out) and summarise their .runs.jsonl files together with --from-runs")
+    parser.add_argument(
+        "--first-seed",
+        type=int,
+        default=0,
+        help="campaigns use seeds K..K+seeds-1; split one bench over processes (each with its own "
+        "--out) and summarise their .runs.jsonl files together with --from-runs",
+    )
     parser.add_argument("--budget", type=int, default=5000, help="tests per campaign (paper: 5000)")
-    parser.add_argument("--batch", type=int, default=50, help="tests asked at once (paper: 1 for ME; 50 = the metric step)")
+    parser.add_argument(
+        "--batch", type=int, default=50, help="tests asked at once (paper: 1 for ME; 50 = the metric step)"
+    )
     parser.add_argument("--methods", default=",".join(METHODS))
-    parser.add_argument("--initial", type=int, default=None,
-                        help="random tests before ME/MDPFuzz/Fuzzer search (default: budget / 5, the paper's 1000 of 5000)")
-    parser.add_argument("--no-final-states", action="store_true", help="leave FS/FFS out (the final observations are not stored; "
-                        "with them the store grows by one observation a test)")
+    parser.add_argument(
+        "--initial",
+        type=int,
+        default=None,
+        help="random tests before ME/MDPFuzz/Fuzzer search (default: budget / 5, the paper's 1000 of 5000)",
+    )
+    parser.add_argument(
+        "--no-final-states",
+        action="store_true",
+        help="leave FS/FFS out (the final observations are not stored; "
+        "with them the store grows by one observation a test)",
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "results")
-    parser.add_argument("--from-runs", type=Path, nargs="+", default=None,
-                        help="summarise the runs saved in these .runs.jsonl files (one line per finished run) "
-                             "instead of running; only seeds that every method finished count")
+    parser.add_argument(
+        "--from-runs",
+        type=Path,
+        nargs="+",
+        default=None,
+        help="summarise the runs saved in these .runs.jsonl files (one line per finished run) "
+        "instead of running; only seeds that every method finished count",
+    )
     args = parser.parse_args()
     methods = args.methods.split(",")
     unknown = sorted(set(methods) - set(METHODS))
     # random is the baseline of every table; a one-seed share of a split bench makes no table and may leave it out
     if unknown or ("random" not in methods and (args.seeds > 1 or args.from_runs)):
-        raise SystemExit(f"error: --methods must include random (except in a one-seed share) and only "
-                         f"{', '.join(METHODS)}; got {args.methods}")
+        raise SystemExit(
+            f"error: --methods must include random (except in a one-seed share) and only "
+            f"{', '.join(METHODS)}; got {args.methods}"
+        )
     if args.seeds < 1 or args.budget < 50 or args.first_seed < 0:
         raise SystemExit("error: --seeds must be >= 1, --first-seed >= 0 and --budget >= 50")
     setup = SUBJECTS[args.subject]
@@ -330,8 +431,10 @@ def main() -> None:
         results = {m: [r for r in rs if r["seed"] in complete] for m, rs in results.items()}
         methods = list(results)
         if "random" not in results or min(len(r) for r in results.values()) < 2:
-            raise SystemExit(f"error: {' '.join(map(str, args.from_runs))} need random and at least 2 seeds that "
-                             "every method finished")
+            raise SystemExit(
+                f"error: {' '.join(map(str, args.from_runs))} need random and at least 2 seeds that "
+                "every method finished"
+            )
     saved = args.out / f"qd_{args.subject}.runs.jsonl"  # every finished run, so an interrupted bench keeps them
     with contextlib.ExitStack() as stack:
         if not args.from_runs:
@@ -342,14 +445,17 @@ def main() -> None:
         # seed-major: an interrupted bench keeps whole seeds of every method
         for seed in range(args.first_seed, args.first_seed + args.seeds) if not args.from_runs else ():
             for method in methods:
-                run = one_run(gen, args.subject, setup, method, seed, args.budget, args.batch,
-                              not args.no_final_states, initial)
+                run = one_run(
+                    gen, args.subject, setup, method, seed, args.budget, args.batch, not args.no_final_states, initial
+                )
                 results.setdefault(method, []).append(run)
                 with saved.open("a") as stream:
                     stream.write(json.dumps({"method": method, **run}) + "\n")
-                print(f"{method} seed {seed}: {run['tests']} tests, {run['faults'][-1]} faults, #BS {run['bs'][-1]}, "
-                      f"#FBS {run['fbs'][-1]} ({run['campaign_seconds']:.0f} s)",
-                      flush=True)
+                print(
+                    f"{method} seed {seed}: {run['tests']} tests, {run['faults'][-1]} faults, #BS {run['bs'][-1]}, "
+                    f"#FBS {run['fbs'][-1]} ({run['campaign_seconds']:.0f} s)",
+                    flush=True,
+                )
     if not args.from_runs:
         wall = time.perf_counter() - started
     if min(len(r) for r in results.values()) < 2:  # a one-seed share of a split bench: its runs are saved, no table
@@ -360,17 +466,34 @@ def main() -> None:
     if args.first_seed and not args.from_runs:  # a share names its seeds, so its command reruns that share
         flags += f" --first-seed {args.first_seed}"
     seeds = min(len(r) for r in results.values())
-    text += (f"\n\nCommand: `python bench/replicate_qd.py --subject {args.subject} --seeds {seeds} --budget "
-             f"{args.budget} --batch {args.batch} --initial {initial} --methods {','.join(methods)}{flags}`; "
-             f"wall {wall:.0f} s" + (" (summed over the saved runs)." if args.from_runs else "."))
+    text += (
+        f"\n\nCommand: `python bench/replicate_qd.py --subject {args.subject} --seeds {seeds} --budget "
+        f"{args.budget} --batch {args.batch} --initial {initial} --methods {','.join(methods)}{flags}`; "
+        f"wall {wall:.0f} s" + (" (summed over the saved runs)." if args.from_runs else ".")
+    )
     print(text)
     (args.out / f"qd_{args.subject}.md").write_text(text + "\n")
-    (args.out / f"qd_{args.subject}.json").write_text(json.dumps(
-        {"args": {k: str(v) if isinstance(v, Path) else [str(x) for x in v] if isinstance(v, list) else v
-                  for k, v in vars(args).items()}, "wall_seconds": wall,
-         "grid": {"low": setup.grid.low, "high": setup.grid.high, "cells": setup.grid.cells, "note": setup.grid_note},
-         "strategy_params": {m: strategy_params(args.subject, m, setup, initial) for m in methods},
-         "summary": summary, "runs": results}, indent=1))
+    (args.out / f"qd_{args.subject}.json").write_text(
+        json.dumps(
+            {
+                "args": {
+                    k: str(v) if isinstance(v, Path) else [str(x) for x in v] if isinstance(v, list) else v
+                    for k, v in vars(args).items()
+                },
+                "wall_seconds": wall,
+                "grid": {
+                    "low": setup.grid.low,
+                    "high": setup.grid.high,
+                    "cells": setup.grid.cells,
+                    "note": setup.grid_note,
+                },
+                "strategy_params": {m: strategy_params(args.subject, m, setup, initial) for m in methods},
+                "summary": summary,
+                "runs": results,
+            },
+            indent=1,
+        )
+    )
     plot(args.subject, results, summary, args.out / f"qd_{args.subject}.png")
 
 

@@ -20,8 +20,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agent_service.algorithms import algorithm_class  # noqa: E402
@@ -50,8 +48,12 @@ def peak_rss_mb(pid: int) -> float:
 
 def run_suite(config: CampaignConfig, model_root: Path, pipeline: int) -> tuple[float, int, dict[str, float]]:
     with tempfile.TemporaryDirectory() as tmp:
-        with LocalSuite(store_url=f"sqlite:///{tmp}/bench.db", log_dir=Path(tmp) / "logs", model_root=model_root,
-                        simulator_pipeline=pipeline) as local:
+        with LocalSuite(
+            store_url=f"sqlite:///{tmp}/bench.db",
+            log_dir=Path(tmp) / "logs",
+            model_root=model_root,
+            simulator_pipeline=pipeline,
+        ) as local:
             gen = generator_pb2_grpc.GeneratorServiceStub(client_channel(local.endpoint("generator")))
             started = time.perf_counter()
             cid = gen.StartCampaign(generator_pb2.StartCampaignRequest(spec=config.to_proto())).status.campaign_id
@@ -80,9 +82,15 @@ def run_naive(jobs: list[Job], model: object) -> tuple[float, int]:
 def run_batched(jobs: list[Job], model: object, parallelism: int) -> tuple[float, int]:
     subject = get_subject("cartpole")
     started = time.perf_counter()
-    outcomes = list(run_lockstep(lambda: make_env(subject), [make_env(subject) for _ in range(parallelism)], jobs,
-                                 lambda o: model.predict(o, deterministic=True)[0],  # type: ignore[attr-defined]
-                                 lambda: TraceRecorder(subject, SIGNALS)))
+    outcomes = list(
+        run_lockstep(
+            lambda: make_env(subject),
+            [make_env(subject) for _ in range(parallelism)],
+            jobs,
+            lambda o: model.predict(o, deterministic=True)[0],  # type: ignore[attr-defined]
+            lambda: TraceRecorder(subject, SIGNALS),
+        )
+    )
     return time.perf_counter() - started, sum(o.steps for o in outcomes)
 
 
@@ -97,9 +105,15 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(1)  # the agent service runs with one thread too
-    config = CampaignConfig(name="bench", subject="cartpole", model=MODEL, seed=args.seed,
-                            budget={"max_executions": args.episodes}, batch_size=args.episodes,
-                            parallelism=args.parallelism)
+    config = CampaignConfig(
+        name="bench",
+        subject="cartpole",
+        model=MODEL,
+        seed=args.seed,
+        budget={"max_executions": args.episodes},
+        batch_size=args.episodes,
+        parallelism=args.parallelism,
+    )
     # the same test cases and episode seeds the campaign will use
     space = get_subject("cartpole").space
     values = make_strategy("random", space, derive_seed(args.seed, "strategy")).ask(args.episodes)
@@ -114,9 +128,12 @@ def main() -> None:
         print(f"warning: step counts differ (suite {suite_steps}, naive {naive_steps}, batched {batched_steps})")
 
     n = args.episodes
-    rows = [("suite (gRPC, 64 envs, 2 groups)", suite_s, suite_steps),
-            ("suite, one group (1 call per step)", single_s, suite_steps), ("naive (predict per step)", naive_s, naive_steps),
-            ("batched in process", batched_s, batched_steps)]
+    rows = [
+        ("suite (gRPC, 64 envs, 2 groups)", suite_s, suite_steps),
+        ("suite, one group (1 call per step)", single_s, suite_steps),
+        ("naive (predict per step)", naive_s, naive_steps),
+        ("batched in process", batched_s, batched_steps),
+    ]
     print(f"{'way':34s} {'seconds':>8s} {'episodes/s':>11s} {'steps/s':>10s}")
     for name, seconds, steps in rows:
         print(f"{name:34s} {seconds:8.2f} {n / seconds:11.1f} {steps / seconds:10.0f}")

@@ -6,8 +6,9 @@ import argparse
 import contextlib
 import json
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import grpc
 import yaml
@@ -33,7 +34,9 @@ class UserError(Exception):
 # -- campaign files ---------------------------------------------------------------------------------
 def load_campaign_file(path: Path) -> tuple[CampaignConfig, dict[str, Any]]:
     if not path.exists():
-        raise UserError(f"campaign file {path} does not exist (examples: {', '.join(sorted(str(p) for p in Path('examples').glob('*.yaml')))})")
+        raise UserError(
+            f"campaign file {path} does not exist (examples: {', '.join(sorted(str(p) for p in Path('examples').glob('*.yaml')))})"
+        )
     try:
         data = yaml.safe_load(path.read_text())
     except yaml.YAMLError as exc:
@@ -42,7 +45,9 @@ def load_campaign_file(path: Path) -> tuple[CampaignConfig, dict[str, Any]]:
         raise UserError(f"{path}: expected a mapping with a 'campaign' section (and optional 'endpoints', 'store_url')")
     unknown = set(data) - {"campaign", "endpoints", "store_url"}
     if unknown:
-        raise UserError(f"{path}: unknown top-level key(s) {', '.join(sorted(unknown))}; allowed: campaign, endpoints, store_url")
+        raise UserError(
+            f"{path}: unknown top-level key(s) {', '.join(sorted(unknown))}; allowed: campaign, endpoints, store_url"
+        )
     try:
         config = CampaignConfig.model_validate(data["campaign"])
     except ValidationError as exc:
@@ -84,14 +89,23 @@ def _rpc(call: Any, *a: Any, **kw: Any) -> Any:
 SHOWN_FAILURES = 10  # failures printed as they are found; the report lists them all
 
 
-def _watch(generator: generator_pb2_grpc.GeneratorServiceStub, campaign_id: str, total: int) -> generator_pb2.CampaignStatus:
+def _watch(
+    generator: generator_pb2_grpc.GeneratorServiceStub, campaign_id: str, total: int
+) -> generator_pb2.CampaignStatus:
     status = None
     shown = 0
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TextColumn("failures [red]{task.fields[failures]}"), TimeElapsedColumn(), console=console) as bar:
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("failures [red]{task.fields[failures]}"),
+        TimeElapsedColumn(),
+        console=console,
+    ) as bar:
         task = bar.add_task(campaign_id, total=total or None, failures=0)
-        for event in _rpc(lambda: list_or_iter(generator.WatchCampaign(
-                generator_pb2.WatchCampaignRequest(campaign_id=campaign_id)))):
+        for event in _rpc(
+            lambda: list_or_iter(generator.WatchCampaign(generator_pb2.WatchCampaignRequest(campaign_id=campaign_id)))
+        ):
             status = event.status
             bar.update(task, completed=status.executions, failures=status.failures)
             if event.kind == "failure":
@@ -113,11 +127,16 @@ def list_or_iter(stream: Any) -> Iterator[Any]:
         raise UserError(f"lost the campaign's progress stream: {exc.code().name}: {exc.details()}") from None  # type: ignore[attr-defined]
 
 
-def _report(analysis: analysis_pb2_grpc.AnalysisServiceStub, ids: list[str], out: Path | None) -> analysis_pb2.RenderReportResponse:
+def _report(
+    analysis: analysis_pb2_grpc.AnalysisServiceStub, ids: list[str], out: Path | None
+) -> analysis_pb2.RenderReportResponse:
     """Renders on the analysis host; `out` None lets a remote analysis service use its own --report-root."""
     with console.status("rendering the report..."):
-        return _rpc(analysis.RenderReport, analysis_pb2.RenderReportRequest(
-            campaign_ids=ids, output_dir=str(out.resolve()) if out else ""), timeout=300)
+        return _rpc(
+            analysis.RenderReport,
+            analysis_pb2.RenderReportRequest(campaign_ids=ids, output_dir=str(out.resolve()) if out else ""),
+            timeout=300,
+        )
 
 
 def _summary(report: analysis_pb2.RenderReportResponse) -> None:
@@ -127,11 +146,22 @@ def _summary(report: analysis_pb2.RenderReportResponse) -> None:
     table.add_column("")
     for c in data["campaigns"]:
         table.add_column(c["info"]["campaign_id"])
-    rows: dict[str, list[str]] = {k: [] for k in ("subject / model", "strategy (seed)", "executions", "failures",
-                                                   "distinct failing inputs", "first failure",
-                                                   "failure rate (95% CI)", "input entropy (k=10)",
-                                                   "final-state sparsity FS / FFS", "simulated steps",
-                                                   "stopped by")}
+    rows: dict[str, list[str]] = {
+        k: []
+        for k in (
+            "subject / model",
+            "strategy (seed)",
+            "executions",
+            "failures",
+            "distinct failing inputs",
+            "first failure",
+            "failure rate (95% CI)",
+            "input entropy (k=10)",
+            "final-state sparsity FS / FFS",
+            "simulated steps",
+            "stopped by",
+        )
+    }
     for c in data["campaigns"]:
         info, m = c["info"], c["metrics"]
         rows["subject / model"].append(f"{info['subject']} / {info['model']}")
@@ -139,16 +169,21 @@ def _summary(report: analysis_pb2.RenderReportResponse) -> None:
         rows["executions"].append(str(m["executions"]))
         rows["failures"].append(f"[red]{m['failures']}[/red]" if m["failures"] else "0")
         rows["distinct failing inputs"].append(str(m["distinct_failures"]))
-        rows["first failure"].append(f"test {m['tests_to_first_failure']} after {m['seconds_to_first_failure']:.1f} s"
-                                     if m["failures"] else "none")
-        rows["failure rate (95% CI)"].append(f"{100 * m['failure_rate']:.2f} % [{100 * m['failure_rate_low']:.2f}, "
-                                             f"{100 * m['failure_rate_high']:.2f}]")
+        rows["first failure"].append(
+            f"test {m['tests_to_first_failure']} after {m['seconds_to_first_failure']:.1f} s"
+            if m["failures"]
+            else "none"
+        )
+        rows["failure rate (95% CI)"].append(
+            f"{100 * m['failure_rate']:.2f} % [{100 * m['failure_rate_low']:.2f}, {100 * m['failure_rate_high']:.2f}]"
+        )
         diversity = c.get("diversity") or {}
         entropy = diversity.get("input_entropy")
         rows["input entropy (k=10)"].append("-" if entropy is None else f"{entropy:.3f}")
         fs, ffs = diversity.get("final_state_sparsity"), diversity.get("failure_state_sparsity")
         rows["final-state sparsity FS / FFS"].append(
-            "-" if fs is None else f"{fs:.3f} / {'-' if ffs is None else f'{ffs:.3f}'}")
+            "-" if fs is None else f"{fs:.3f} / {'-' if ffs is None else f'{ffs:.3f}'}"
+        )
         rows["simulated steps"].append(f"{m['steps']:,}")
         rows["stopped by"].append(info["stop_reason"] or info["state"])
     for name, values in rows.items():
@@ -164,26 +199,37 @@ def cmd_run(args: argparse.Namespace) -> None:
         args.generator, args.analysis = endpoints.get("generator"), endpoints.get("analysis")
     with suite(args, data.get("store_url")) as (gen_ep, ana_ep):
         generator = generator_pb2_grpc.GeneratorServiceStub(client_channel(gen_ep))
-        started = _rpc(generator.StartCampaign, generator_pb2.StartCampaignRequest(
-            campaign_id=args.id or "", spec=config.to_proto()), timeout=300).status
-        console.print(f"campaign [bold]{started.campaign_id}[/bold]: {config.strategy} on {config.subject} "
-                      f"with {config.model}, seed {config.seed}")
+        started = _rpc(
+            generator.StartCampaign,
+            generator_pb2.StartCampaignRequest(campaign_id=args.id or "", spec=config.to_proto()),
+            timeout=300,
+        ).status
+        console.print(
+            f"campaign [bold]{started.campaign_id}[/bold]: {config.strategy} on {config.subject} "
+            f"with {config.model}, seed {config.seed}"
+        )
         status = _watch(generator, started.campaign_id, config.budget.max_executions)
         if status.error:
-            console.print(f"[red]campaign interrupted:[/red] {status.error}\n"
-                          f"resume it with: gauntlet resume {status.campaign_id}")
-        _summary(_report(analysis_pb2_grpc.AnalysisServiceStub(client_channel(ana_ep)), [started.campaign_id],
-                         args.report_dir))
+            console.print(
+                f"[red]campaign interrupted:[/red] {status.error}\nresume it with: gauntlet resume {status.campaign_id}"
+            )
+        _summary(
+            _report(
+                analysis_pb2_grpc.AnalysisServiceStub(client_channel(ana_ep)), [started.campaign_id], args.report_dir
+            )
+        )
 
 
 def cmd_resume(args: argparse.Namespace) -> None:
     with suite(args) as (gen_ep, ana_ep):
         generator = generator_pb2_grpc.GeneratorServiceStub(client_channel(gen_ep))
-        status = _rpc(generator.ResumeCampaign, generator_pb2.ResumeCampaignRequest(campaign_id=args.campaign_id),
-                      timeout=60).status
+        status = _rpc(
+            generator.ResumeCampaign, generator_pb2.ResumeCampaignRequest(campaign_id=args.campaign_id), timeout=60
+        ).status
         status = _watch(generator, args.campaign_id, status.spec.budget.max_executions)
-        _summary(_report(analysis_pb2_grpc.AnalysisServiceStub(client_channel(ana_ep)), [args.campaign_id],
-                         args.report_dir))
+        _summary(
+            _report(analysis_pb2_grpc.AnalysisServiceStub(client_channel(ana_ep)), [args.campaign_id], args.report_dir)
+        )
 
 
 def cmd_report(args: argparse.Namespace) -> None:
@@ -208,7 +254,9 @@ def matching_campaigns(generator: generator_pb2_grpc.GeneratorServiceStub, patte
     import fnmatch
 
     listed = _rpc(generator.ListCampaigns, generator_pb2.ListCampaignsRequest(), timeout=60).campaigns
-    ids = [c.campaign_id for c in sorted(listed, key=lambda c: c.created_at) if fnmatch.fnmatchcase(c.spec.name, pattern)]
+    ids = [
+        c.campaign_id for c in sorted(listed, key=lambda c: c.created_at) if fnmatch.fnmatchcase(c.spec.name, pattern)
+    ]
     if not ids:
         names = sorted({c.spec.name for c in listed})
         shown = ", ".join(names[:10]) + (f", ... ({len(names)} in all)" if len(names) > 10 else "")
@@ -216,15 +264,23 @@ def matching_campaigns(generator: generator_pb2_grpc.GeneratorServiceStub, patte
     return ids
 
 
-def _compare(analysis: analysis_pb2_grpc.AnalysisServiceStub, ids: list[str],
-             args: argparse.Namespace) -> analysis_pb2.CompareResponse:
+def _compare(
+    analysis: analysis_pb2_grpc.AnalysisServiceStub, ids: list[str], args: argparse.Namespace
+) -> analysis_pb2.CompareResponse:
     if len(ids) < 2:
         raise UserError(f"--compare needs at least 2 campaigns, got {len(ids)}")
     out = args.report_dir
     with console.status(f"comparing {len(ids)} campaigns..."):
-        return _rpc(analysis.Compare, analysis_pb2.CompareRequest(
-            campaign_ids=ids, output_dir=str(out.resolve()) if out else "", baseline=args.baseline or "",
-            alternative=args.alternative), timeout=600)
+        return _rpc(
+            analysis.Compare,
+            analysis_pb2.CompareRequest(
+                campaign_ids=ids,
+                output_dir=str(out.resolve()) if out else "",
+                baseline=args.baseline or "",
+                alternative=args.alternative,
+            ),
+            timeout=600,
+        )
 
 
 def _comparison_summary(done: analysis_pb2.CompareResponse) -> None:
@@ -279,7 +335,9 @@ def cmd_environments(args: argparse.Namespace) -> None:
         table.add_column(col)
     for s in load_subjects().values():
         params = s.space.parameters
-        shown = ", ".join(f"{p.name} {p.domain_text()}" for p in params[:4]) + (f", ... ({len(params)} in all)" if len(params) > 4 else "")
+        shown = ", ".join(f"{p.name} {p.domain_text()}" for p in params[:4]) + (
+            f", ... ({len(params)} in all)" if len(params) > 4 else ""
+        )
         table.add_row(s.name, s.env_id, shown, s.oracle, str(s.max_steps))
     console.print(table)
 
@@ -295,8 +353,14 @@ def cmd_models(args: argparse.Namespace) -> None:
     for col in ("model", "subject", "algorithm", "timesteps", "success rate", "eval tests"):
         table.add_column(col)
     for name, m in models.items():
-        table.add_row(name, m["subject"], m["algorithm"], str(m.get("timesteps", "")),
-                      f"{100 * m['success_rate']:.2f}%" if "success_rate" in m else "-", str(m.get("eval_tests", "")))
+        table.add_row(
+            name,
+            m["subject"],
+            m["algorithm"],
+            str(m.get("timesteps", "")),
+            f"{100 * m['success_rate']:.2f}%" if "success_rate" in m else "-",
+            str(m.get("eval_tests", "")),
+        )
     console.print(table)
 
 
@@ -332,12 +396,21 @@ def cmd_train(args: argparse.Namespace) -> None:
         raise UserError(str(exc.args[0])) from None
     out = args.out or Path("runs/zoo") / args.name
     budget = args.timesteps or recipe.timesteps
-    with Progress(TextColumn(f"[bold]training {args.name}"), BarColumn(), MofNCompleteColumn(),
-                  TextColumn("episodes {task.fields[episodes]} failures {task.fields[failures]}"), TimeElapsedColumn(),
-                  console=console) as bar:
+    with Progress(
+        TextColumn(f"[bold]training {args.name}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("episodes {task.fields[episodes]} failures {task.fields[failures]}"),
+        TimeElapsedColumn(),
+        console=console,
+    ) as bar:
         task = bar.add_task("train", total=budget or None, episodes=0, failures=0)  # None: no step budget (QLEARNING)
-        meta = train(recipe, out, timesteps=budget,
-                     progress=lambda t, b, log: bar.update(task, completed=t, episodes=log.episodes, failures=log.failures))
+        meta = train(
+            recipe,
+            out,
+            timesteps=budget,
+            progress=lambda t, b, log: bar.update(task, completed=t, episodes=log.episodes, failures=log.failures),
+        )
     console.print(f"model: {out / model_file_name(recipe.algorithm)}\ninteraction log: {out / 'training_log.jsonl.gz'}")
     console.print_json(json.dumps(meta))
 
@@ -349,8 +422,12 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     from common.errors import ServiceError
     from simulator_service.subject import get_subject
 
-    for flag, value in (("--tests", args.tests), ("--parallelism", args.parallelism), ("--workers", args.workers),
-                        ("--chunk", args.chunk)):
+    for flag, value in (
+        ("--tests", args.tests),
+        ("--parallelism", args.parallelism),
+        ("--workers", args.workers),
+        ("--chunk", args.chunk),
+    ):
         if value < 1:
             raise UserError(f"{flag} must be >= 1 (got {value})")
     root = args.model_root or DEFAULT_MODEL_ROOT
@@ -362,22 +439,42 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     except (ServiceError, KeyError) as exc:
         raise UserError(str(exc.args[0]) if exc.args else str(exc)) from None
     started = time.time()
-    with Progress(TextColumn(f"[bold]evaluating {args.model} on {subject.name}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=console) as bar:
+    with Progress(
+        TextColumn(f"[bold]evaluating {args.model} on {subject.name}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+    ) as bar:
         task = bar.add_task("eval", total=args.tests)
         try:
-            result = evaluate_model(root, args.model, args.tests, args.seed, workers=args.workers, chunk=args.chunk,
-                                    parallelism=args.parallelism, journal=args.journal,
-                                    progress=lambda done: bar.update(task, completed=done))
+            result = evaluate_model(
+                root,
+                args.model,
+                args.tests,
+                args.seed,
+                workers=args.workers,
+                chunk=args.chunk,
+                parallelism=args.parallelism,
+                journal=args.journal,
+                progress=lambda done: bar.update(task, completed=done),
+            )
         except JournalMismatch as exc:
             raise UserError(str(exc)) from None
     judged = result.tests - result.errors
     low, high = wilson_interval(result.failures, judged) if judged else (float("nan"), float("nan"))
-    summary = {"model": args.model, "subject": subject.name, "eval_tests": result.tests, "eval_seed": args.seed,
-               "eval_failures": result.failures, "eval_errors": result.errors,
-               "success_rate": round(result.success_rate, 5),
-               "failure_rate_ci95": [round(low, 5), round(high, 5)], "wall_seconds": round(time.time() - started, 1),
-               "failed_test_indices": list(result.failed_indices[:50])}
+    summary = {
+        "model": args.model,
+        "subject": subject.name,
+        "eval_tests": result.tests,
+        "eval_seed": args.seed,
+        "eval_failures": result.failures,
+        "eval_errors": result.errors,
+        "success_rate": round(result.success_rate, 5),
+        "failure_rate_ci95": [round(low, 5), round(high, 5)],
+        "wall_seconds": round(time.time() - started, 1),
+        "failed_test_indices": list(result.failed_indices[:50]),
+    }
     if args.journal:
         summary["journal"] = str(args.journal)
     if result.tests >= 100_000:

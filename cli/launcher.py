@@ -48,9 +48,14 @@ class LocalSuite:
         log_path = self.log_dir / f"{name}.log"
         log_file = log_path.open("a")
         env = dict(os.environ, PYTHONUNBUFFERED="1")
-        process = subprocess.Popen([sys.executable, "-m", module, "--port", "0", "--metrics-port", "0", *args],
-                                   stdout=subprocess.PIPE, stderr=log_file, text=True, env=env,
-                                   preexec_fn=_die_with_parent if sys.platform == "linux" else None)
+        process = subprocess.Popen(
+            [sys.executable, "-m", module, "--port", "0", "--metrics-port", "0", *args],
+            stdout=subprocess.PIPE,
+            stderr=log_file,
+            text=True,
+            env=env,
+            preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+        )
         line = _read_line(process.stdout, timeout)  # type: ignore[arg-type]
         if not line:
             process.kill()
@@ -62,18 +67,39 @@ class LocalSuite:
         self.services[name] = service
         return service
 
-    def start(self) -> "LocalSuite":
+    def start(self) -> LocalSuite:
         try:
             oracle = self.start_service("oracle", "oracle_service")
             agent_args = ["--model-root", str(self.model_root)] if self.model_root else []
             agent = self.start_service("agent", "agent_service", *agent_args)
-            simulator = self.start_service("simulator", "simulator_service", "--agent-endpoint", agent.endpoint,
-                                           "--pipeline", str(self.simulator_pipeline))
-            generator = self.start_service("generator", "generator_service", "--simulator-endpoint", simulator.endpoint,
-                                           "--oracle-endpoint", oracle.endpoint, "--store-url", self.store_url,
-                                           "--retry-seconds", str(self.generator_retry_seconds))
-            self.start_service("analysis", "analysis_service", "--generator-endpoint", generator.endpoint,
-                               "--report-root", str(self.report_root))
+            simulator = self.start_service(
+                "simulator",
+                "simulator_service",
+                "--agent-endpoint",
+                agent.endpoint,
+                "--pipeline",
+                str(self.simulator_pipeline),
+            )
+            generator = self.start_service(
+                "generator",
+                "generator_service",
+                "--simulator-endpoint",
+                simulator.endpoint,
+                "--oracle-endpoint",
+                oracle.endpoint,
+                "--store-url",
+                self.store_url,
+                "--retry-seconds",
+                str(self.generator_retry_seconds),
+            )
+            self.start_service(
+                "analysis",
+                "analysis_service",
+                "--generator-endpoint",
+                generator.endpoint,
+                "--report-root",
+                str(self.report_root),
+            )
             self.start_service("translator", "translator_service")
         except BaseException:
             self.stop()
@@ -95,7 +121,7 @@ class LocalSuite:
                 service.process.wait()
         self.services.clear()
 
-    def __enter__(self) -> "LocalSuite":
+    def __enter__(self) -> LocalSuite:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

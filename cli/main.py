@@ -4,13 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
-from typing import Any
-
-import grpc
-import yaml
-from pydantic import ValidationError
 
 EPILOG = """examples:
   gauntlet run examples/cartpole_random.yaml      run a campaign on a local suite, then write its report
@@ -26,39 +20,64 @@ EPILOG = """examples:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="gauntlet", description="Search for the inputs that make trained agents fail.",
-                                     epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="gauntlet",
+        description="Search for the inputs that make trained agents fail.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="command")
 
     def suite_args(p: argparse.ArgumentParser) -> None:
         p.add_argument("--store-url", help="campaign store (default sqlite:///runs/gauntlet.db)")
-        p.add_argument("--model-root", type=Path, help="models folder for the local agent service "
-                       "(manifest.yaml + <name>/model.zip; default: the bundled zoo)")
+        p.add_argument(
+            "--model-root",
+            type=Path,
+            help="models folder for the local agent service "
+            "(manifest.yaml + <name>/model.zip; default: the bundled zoo)",
+        )
         p.add_argument("--generator", help="host:port of a running generator service (skip the local suite)")
         p.add_argument("--analysis", help="host:port of a running analysis service (with --generator)")
-        p.add_argument("--report-dir", type=Path, help="folder for the report, on the analysis host "
-                       "(default runs/reports locally; the service's --report-root when remote)")
+        p.add_argument(
+            "--report-dir",
+            type=Path,
+            help="folder for the report, on the analysis host "
+            "(default runs/reports locally; the service's --report-root when remote)",
+        )
 
-    p = sub.add_parser("run", help="run a campaign file and write its report",
-                       description="Runs the campaign in CAMPAIGN (YAML). Without endpoints every service starts as a "
-                                   "local process on loopback and stops afterwards.")
+    p = sub.add_parser(
+        "run",
+        help="run a campaign file and write its report",
+        description="Runs the campaign in CAMPAIGN (YAML). Without endpoints every service starts as a "
+        "local process on loopback and stops afterwards.",
+    )
     p.add_argument("campaign", type=Path, help="campaign YAML (see examples/)")
     p.add_argument("--id", help="campaign id (idempotency key; default: generated)")
     suite_args(p)
     p = sub.add_parser("resume", help="continue an interrupted or cancelled campaign")
     p.add_argument("campaign_id")
     suite_args(p)
-    p = sub.add_parser("report", help="render the JSON + HTML report of stored campaigns (or compare them)",
-                       description="Renders the report of the given campaigns. With --compare, groups them by strategy "
-                                   "and writes statistics over the repeated campaigns instead (medians and quartiles, "
-                                   "Mann-Whitney U and Vargha-Delaney A12 against a baseline, box plots, quartile bands).")
+    p = sub.add_parser(
+        "report",
+        help="render the JSON + HTML report of stored campaigns (or compare them)",
+        description="Renders the report of the given campaigns. With --compare, groups them by strategy "
+        "and writes statistics over the repeated campaigns instead (medians and quartiles, "
+        "Mann-Whitney U and Vargha-Delaney A12 against a baseline, box plots, quartile bands).",
+    )
     p.add_argument("campaign_ids", nargs="*", help="campaign ids (and/or --match)")
-    p.add_argument("--match", metavar="GLOB", help="also every stored campaign whose name matches GLOB, e.g. 'table3-cartpole-*'")
+    p.add_argument(
+        "--match", metavar="GLOB", help="also every stored campaign whose name matches GLOB, e.g. 'table3-cartpole-*'"
+    )
     p.add_argument("--compare", action="store_true", help="statistics over repeated campaigns, grouped by strategy")
-    p.add_argument("--baseline", help="with --compare: the strategy the others are tested against (default random, "
-                   "else the first)")
-    p.add_argument("--alternative", choices=["two-sided", "greater", "less"], default="two-sided",
-                   help="with --compare: Mann-Whitney U alternative (greater = the other strategy's values are larger)")
+    p.add_argument(
+        "--baseline", help="with --compare: the strategy the others are tested against (default random, else the first)"
+    )
+    p.add_argument(
+        "--alternative",
+        choices=["two-sided", "greater", "less"],
+        default="two-sided",
+        help="with --compare: Mann-Whitney U alternative (greater = the other strategy's values are larger)",
+    )
     suite_args(p)
     p = sub.add_parser("up", help="start the whole suite on loopback and print its endpoints (Ctrl-C stops it)")
     p.add_argument("--store-url", help="campaign store (default sqlite:///runs/gauntlet.db)")
@@ -71,31 +90,52 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("name", help="recipe name, e.g. cartpole-ppo")
     p.add_argument("--timesteps", type=int, help="override the recipe's budget (e.g. for a smoke test)")
     p.add_argument("--out", type=Path, help="output folder (default runs/zoo/<name>)")
-    p = sub.add_parser("evaluate", help="measure a zoo model's failure rate on uniform random test inputs",
-                       description="Runs N uniform random (valid) test inputs of the model's subject in process and "
-                                   "judges them with the subject's oracle: the measurement behind the manifest's "
-                                   "eval_* fields. PRT's 'well trained' rule asks for 1 to 499 failures in 100,000.")
+    p = sub.add_parser(
+        "evaluate",
+        help="measure a zoo model's failure rate on uniform random test inputs",
+        description="Runs N uniform random (valid) test inputs of the model's subject in process and "
+        "judges them with the subject's oracle: the measurement behind the manifest's "
+        "eval_* fields. PRT's 'well trained' rule asks for 1 to 499 failures in 100,000.",
+    )
     p.add_argument("model", help="zoo model name, e.g. cartpole-ppo (see `gauntlet models`)")
     p.add_argument("--tests", type=int, default=1000, help="number of random test inputs (default 1000)")
     p.add_argument("--seed", type=int, default=100000, help="seed of the input draws (default 100000, the manifest's)")
     p.add_argument("--parallelism", type=int, default=64, help="environments stepped in lock-step (default 64)")
-    p.add_argument("--workers", type=int, default=1,
-                   help="processes sharing the chunks (default 1); any number gives the same inputs and counts")
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="processes sharing the chunks (default 1); any number gives the same inputs and counts",
+    )
     p.add_argument("--chunk", type=int, default=1000, help="tests per chunk of work (default 1000)")
-    p.add_argument("--journal", type=Path,
-                   help="append each finished chunk (with its failing inputs) to this JSONL file and skip chunks "
-                        "already there: a killed 100,000-test measurement resumes with the same command")
+    p.add_argument(
+        "--journal",
+        type=Path,
+        help="append each finished chunk (with its failing inputs) to this JSONL file and skip chunks "
+        "already there: a killed 100,000-test measurement resumes with the same command",
+    )
     p.add_argument("--model-root", type=Path, help="models folder (default: the bundled zoo)")
-    p = sub.add_parser("surrogate", help="train or inspect a surrogate failure predictor (Indago)",
-                       description="Indago's surrogates: networks trained on a zoo agent's training episodes that "
-                                   "predict which test inputs make it fail (strategies indago, indago_sampling).")
+    p = sub.add_parser(
+        "surrogate",
+        help="train or inspect a surrogate failure predictor (Indago)",
+        description="Indago's surrogates: networks trained on a zoo agent's training episodes that "
+        "predict which test inputs make it fail (strategies indago, indago_sampling).",
+    )
     actions = p.add_subparsers(dest="surrogate_command", required=True, metavar="action")
     t = actions.add_parser("train", help="tune and train a surrogate on a zoo model's interaction log")
     t.add_argument("--model", required=True, help="zoo model whose training log is used, e.g. cartpole-ppo")
-    t.add_argument("--kind", choices=["classifier", "regressor"], default="classifier",
-                   help="classifier on pass/fail (default), or regressor on margins for logs with few failures")
-    t.add_argument("--grid", choices=["tiny", "small", "paper"], default="small",
-                   help="tuning grid: tiny (2 runs), small (18, default) or paper (9 filters x 4 depths x 10 seeds)")
+    t.add_argument(
+        "--kind",
+        choices=["classifier", "regressor"],
+        default="classifier",
+        help="classifier on pass/fail (default), or regressor on margins for logs with few failures",
+    )
+    t.add_argument(
+        "--grid",
+        choices=["tiny", "small", "paper"],
+        default="small",
+        help="tuning grid: tiny (2 runs), small (18, default) or paper (9 filters x 4 depths x 10 seeds)",
+    )
     t.add_argument("--out", type=Path, help="artifact folder (default runs/surrogates/<model>-<kind>-<timestamp>)")
     s = actions.add_parser("show", help="print what a surrogate artifact is and how well it predicts")
     s.add_argument("dir", type=Path, help="artifact folder (with surrogate.json)")

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -32,16 +33,23 @@ def train(args: argparse.Namespace) -> None:
     zoo_model(args.model)  # an unknown model fails before the slow imports
     out: Path = args.out or default_out_dir(args.model, args.kind)
     grid = GRIDS[args.grid]
-    with Progress(TextColumn(f"[bold]training {args.kind} for {args.model} ({grid.name} grid)"), BarColumn(),
-                  MofNCompleteColumn(), TextColumn("{task.fields[last]}"), TimeElapsedColumn(),
-                  console=console) as bar:
+    with Progress(
+        TextColumn(f"[bold]training {args.kind} for {args.model} ({grid.name} grid)"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[last]}"),
+        TimeElapsedColumn(),
+        console=console,
+    ) as bar:
         task = bar.add_task("grid", total=grid.size, last="")
 
         def progress(done: int, total: int, record: Mapping[str, Any]) -> None:
             val = (record.get("metrics") or {}).get("validation") or {}
-            last = (f"filter {record['filter_percent']:g} % / {record['layers']} layer(s) / seed {record['seed']}: "
-                    + (f"skipped ({record['skipped']})" if "skipped" in record
-                       else f"val precision {_pct(val.get('precision'))} recall {_pct(val.get('recall'))}"))
+            last = f"filter {record['filter_percent']:g} % / {record['layers']} layer(s) / seed {record['seed']}: " + (
+                f"skipped ({record['skipped']})"
+                if "skipped" in record
+                else f"val precision {_pct(val.get('precision'))} recall {_pct(val.get('recall'))}"
+            )
             bar.update(task, completed=done, last=last)
 
         path = train_zoo_surrogate(args.model, kind=args.kind, grid=grid, out_dir=out, progress=progress)
@@ -81,8 +89,11 @@ def _print_summary(path: Path, meta: Mapping[str, Any] | None = None) -> None:
         ("created", meta["created_at"]),
         ("log", f"{log['path']} ({log['episodes']} episodes, {log['failures']} failures)"),
         ("log sha256", log["sha256"]),
-        ("selected", f"filter {meta['filter_percent']:g} %, {meta['layers']} hidden layer(s) of "
-                     f"{arch.get('hidden_units', 32)}, seed {meta['seed']}"),
+        (
+            "selected",
+            f"filter {meta['filter_percent']:g} %, {meta['layers']} hidden layer(s) of "
+            f"{arch.get('hidden_units', 32)}, seed {meta['seed']}",
+        ),
         ("selection", meta.get("selection", {}).get("rule", "-")),
         ("grid", _grid_text(meta)),
         ("format", str(meta["format_version"])),
@@ -100,8 +111,15 @@ def _print_summary(path: Path, meta: Mapping[str, Any] | None = None) -> None:
     for name in ("validation", "held_out"):
         m = meta["metrics"].get(name)
         if m:
-            row = [name.replace("_", "-"), str(m["rows"]), str(m["failures"]), _pct(m["precision"]),
-                   _pct(m["recall"]), _pct(m["f1"]), "-" if m.get("auc") is None else f"{m['auc']:.3f}"]
+            row = [
+                name.replace("_", "-"),
+                str(m["rows"]),
+                str(m["failures"]),
+                _pct(m["precision"]),
+                _pct(m["recall"]),
+                _pct(m["f1"]),
+                "-" if m.get("auc") is None else f"{m['auc']:.3f}",
+            ]
             if regressor:
                 row.append("-" if m.get("mse") is None else f"{m['mse']:.4f}")
             scores.add_row(*row)
@@ -113,6 +131,8 @@ def _grid_text(meta: Mapping[str, Any]) -> str:
     if not g:
         return "-"
     sel = meta.get("selection", {})
-    return (f"{g['name']}: filters {', '.join(f'{f:g}' for f in g['filters'])} % x layers "
-            f"{', '.join(map(str, g['layers']))} x {g['seeds']} seed(s); {sel.get('trained', '?')} trained, "
-            f"{len(sel.get('skipped', []))} skipped")
+    return (
+        f"{g['name']}: filters {', '.join(f'{f:g}' for f in g['filters'])} % x layers "
+        f"{', '.join(map(str, g['layers']))} x {g['seeds']} seed(s); {sel.get('trained', '?')} trained, "
+        f"{len(sel.get('skipped', []))} skipped"
+    )

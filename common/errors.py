@@ -5,7 +5,8 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import grpc
 
@@ -50,12 +51,15 @@ def _abort(context: grpc.ServicerContext, exc: BaseException, method: str) -> No
     if isinstance(exc, ValueError):
         context.abort(grpc.StatusCode.INVALID_ARGUMENT, _message(exc))
     log.exception("unexpected error in %s", method)
-    context.abort(grpc.StatusCode.INTERNAL, f"{method} failed: {type(exc).__name__}: {exc} (details in the service log)")
+    context.abort(
+        grpc.StatusCode.INTERNAL, f"{method} failed: {type(exc).__name__}: {exc} (details in the service log)"
+    )
 
 
 def grpc_method(func: F) -> F:
     """Turns exceptions raised by a servicer method (unary or streaming) into gRPC status codes."""
     if inspect.isgeneratorfunction(func):
+
         @functools.wraps(func)
         def stream(self: Any, request: Any, context: grpc.ServicerContext) -> Any:
             try:
@@ -64,6 +68,7 @@ def grpc_method(func: F) -> F:
                 if context.code() is None or not isinstance(exc, grpc.RpcError):
                     _abort(context, exc, func.__name__)
                 raise
+
         return stream  # type: ignore[return-value]
 
     @functools.wraps(func)
@@ -74,4 +79,5 @@ def grpc_method(func: F) -> F:
             if isinstance(exc, grpc.RpcError) and context.code() is not None:
                 raise
             _abort(context, exc, func.__name__)
+
     return unary  # type: ignore[return-value]

@@ -9,10 +9,10 @@ import logging
 import signal
 import sys
 import time
+from collections.abc import Callable, Sequence
 from concurrent import futures
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -20,8 +20,10 @@ from grpc_reflection.v1alpha import reflection
 from prometheus_client import start_http_server
 
 MAX_MESSAGE_BYTES = 256 * 1024 * 1024  # long traces and image batches
-GRPC_OPTIONS = [("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)]
+GRPC_OPTIONS = [
+    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+]
 TOKEN_HEADER = "authorization"
 
 
@@ -40,10 +42,16 @@ class ServiceOptions:
 
 def add_service_arguments(parser: argparse.ArgumentParser, port: int, metrics_port: int) -> None:
     g = parser.add_argument_group("server")
-    g.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only; 0.0.0.0 in containers)")
+    g.add_argument(
+        "--host", default="127.0.0.1", help="address to bind (default: loopback only; 0.0.0.0 in containers)"
+    )
     g.add_argument("--port", type=int, default=port, help=f"gRPC port, 0 = any free port (default {port})")
-    g.add_argument("--metrics-port", type=int, default=metrics_port,
-                   help=f"Prometheus /metrics port, 0 = any free port, -1 = off (default {metrics_port})")
+    g.add_argument(
+        "--metrics-port",
+        type=int,
+        default=metrics_port,
+        help=f"Prometheus /metrics port, 0 = any free port, -1 = off (default {metrics_port})",
+    )
     g.add_argument("--tls-cert", type=Path, help="PEM certificate: serve TLS instead of plaintext")
     g.add_argument("--tls-key", type=Path, help="PEM private key for --tls-cert")
     g.add_argument("--tls-client-ca", type=Path, help="PEM CA bundle: require client certificates (mTLS)")
@@ -55,8 +63,17 @@ def add_service_arguments(parser: argparse.ArgumentParser, port: int, metrics_po
 def options_from_args(args: argparse.Namespace) -> ServiceOptions:
     if bool(args.tls_cert) != bool(args.tls_key):
         raise SystemExit("error: --tls-cert and --tls-key go together")
-    return ServiceOptions(args.host, args.port, args.metrics_port, args.tls_cert, args.tls_key, args.tls_client_ca,
-                          args.token, args.workers, args.log_level)
+    return ServiceOptions(
+        args.host,
+        args.port,
+        args.metrics_port,
+        args.tls_cert,
+        args.tls_key,
+        args.tls_client_ca,
+        args.token,
+        args.workers,
+        args.log_level,
+    )
 
 
 class _JsonFormatter(logging.Formatter):
@@ -65,8 +82,13 @@ class _JsonFormatter(logging.Formatter):
         self.service = service
 
     def format(self, record: logging.LogRecord) -> str:
-        entry = {"ts": round(record.created, 3), "level": record.levelname, "service": self.service,
-                 "logger": record.name, "msg": record.getMessage()}
+        entry = {
+            "ts": round(record.created, 3),
+            "level": record.levelname,
+            "service": self.service,
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
         if record.exc_info:
             entry["exc"] = self.formatException(record.exc_info)
         return json.dumps(entry)
@@ -96,8 +118,12 @@ class _TokenInterceptor(grpc.ServerInterceptor):
         return continuation(handler_call_details)
 
 
-def serve(service: str, options: ServiceOptions, register: Callable[[grpc.Server], Sequence[str]],
-          on_stop: Callable[[], None] | None = None) -> None:
+def serve(
+    service: str,
+    options: ServiceOptions,
+    register: Callable[[grpc.Server], Sequence[str]],
+    on_stop: Callable[[], None] | None = None,
+) -> None:
     """Runs a service until SIGTERM/SIGINT. `register` adds servicers and returns their full service names.
 
     Once listening it prints one JSON line to stdout, {"service", "port", "metrics_port"},
@@ -106,8 +132,9 @@ def serve(service: str, options: ServiceOptions, register: Callable[[grpc.Server
     configure_logging(service, options.log_level)
     log = logging.getLogger(service)
     interceptors = [_TokenInterceptor(options.token)] if options.token else []
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=options.workers), options=GRPC_OPTIONS,
-                         interceptors=interceptors)
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=options.workers), options=GRPC_OPTIONS, interceptors=interceptors
+    )
     names = list(register(server))
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
@@ -117,7 +144,8 @@ def serve(service: str, options: ServiceOptions, register: Callable[[grpc.Server
         credentials = grpc.ssl_server_credentials(
             [(options.tls_key.read_bytes(), options.tls_cert.read_bytes())],  # type: ignore[union-attr]
             root_certificates=options.tls_client_ca.read_bytes() if options.tls_client_ca else None,
-            require_client_auth=options.tls_client_ca is not None)
+            require_client_auth=options.tls_client_ca is not None,
+        )
         port = server.add_secure_port(address, credentials)
     else:
         port = server.add_insecure_port(address)
@@ -160,8 +188,7 @@ def client_channel(endpoint: str, tls_ca: Path | None = None, token: str | None 
     if tls_ca is not None:
         credentials = grpc.ssl_channel_credentials(root_certificates=tls_ca.read_bytes())
         if token:
-            credentials = grpc.composite_channel_credentials(
-                credentials, grpc.access_token_call_credentials(token))
+            credentials = grpc.composite_channel_credentials(credentials, grpc.access_token_call_credentials(token))
         return grpc.secure_channel(endpoint, credentials, options=options)
     channel = grpc.insecure_channel(endpoint, options=options)
     if token:
@@ -169,21 +196,33 @@ def client_channel(endpoint: str, tls_ca: Path | None = None, token: str | None 
     return channel
 
 
-class _CallDetails(collections.namedtuple("_CallDetails", ("method", "timeout", "metadata", "credentials",
-                                                          "wait_for_ready", "compression")),
-                   grpc.ClientCallDetails):
+class _CallDetails(
+    collections.namedtuple(
+        "_CallDetails", ("method", "timeout", "metadata", "credentials", "wait_for_ready", "compression")
+    ),
+    grpc.ClientCallDetails,
+):
     pass
 
 
-class _TokenClientInterceptor(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor,
-                              grpc.StreamUnaryClientInterceptor, grpc.StreamStreamClientInterceptor):
+class _TokenClientInterceptor(
+    grpc.UnaryUnaryClientInterceptor,
+    grpc.UnaryStreamClientInterceptor,
+    grpc.StreamUnaryClientInterceptor,
+    grpc.StreamStreamClientInterceptor,
+):
     def __init__(self, token: str) -> None:
         self._metadata = ((TOKEN_HEADER, f"Bearer {token}"),)
 
     def _details(self, details):  # type: ignore[no-untyped-def]
-        return _CallDetails(details.method, details.timeout, tuple(details.metadata or ()) + self._metadata,
-                            details.credentials, getattr(details, "wait_for_ready", None),
-                            getattr(details, "compression", None))
+        return _CallDetails(
+            details.method,
+            details.timeout,
+            tuple(details.metadata or ()) + self._metadata,
+            details.credentials,
+            getattr(details, "wait_for_ready", None),
+            getattr(details, "compression", None),
+        )
 
     def intercept_unary_unary(self, continuation, details, request):  # type: ignore[no-untyped-def]
         return continuation(self._details(details), request)

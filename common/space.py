@@ -8,8 +8,9 @@ integer / integer_set, str for categorical, list of dicts for sequences.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Mapping, Sequence
+from typing import Any, Literal
 
 import numpy as np
 
@@ -48,7 +49,7 @@ class Parameter:
     high: float | None = None
     choices: tuple[str, ...] = ()
     values: tuple[int, ...] = ()
-    fields: tuple["Parameter", ...] = ()
+    fields: tuple[Parameter, ...] = ()
     min_length: int = 0
     max_length: int = 0
     description: str = ""
@@ -143,7 +144,7 @@ class Parameter:
         return msg
 
     @staticmethod
-    def from_proto(msg: common_pb2.Parameter) -> "Parameter":
+    def from_proto(msg: common_pb2.Parameter) -> Parameter:
         which = msg.WhichOneof("domain")
         common: dict[str, Any] = dict(
             name=msg.name,
@@ -257,7 +258,7 @@ class ParameterSpace:
         )
 
     @staticmethod
-    def from_proto(msg: common_pb2.ParameterSpace) -> "ParameterSpace":
+    def from_proto(msg: common_pb2.ParameterSpace) -> ParameterSpace:
         return ParameterSpace(tuple(Parameter.from_proto(p) for p in msg.parameters), tuple(msg.constraints))
 
     def test_case_to_proto(self, case_id: str, values: Mapping[str, ParamValue]) -> common_pb2.TestCase:
@@ -268,7 +269,7 @@ class ParameterSpace:
 
     # -- data --------------------------------------------------------------------------------
     @staticmethod
-    def from_config(entries: Sequence[Mapping[str, Any]], constraints: Sequence[str] = ()) -> "ParameterSpace":
+    def from_config(entries: Sequence[Mapping[str, Any]], constraints: Sequence[str] = ()) -> ParameterSpace:
         """Builds a space from YAML-style entries, e.g. {name: x, kind: real, low: -1, high: 1, hints: [boundary]}."""
         params: list[Parameter] = []
         for entry in entries:
@@ -287,8 +288,21 @@ def case_values(msg: common_pb2.TestCase) -> dict[str, ParamValue]:
 
 
 def _parameter_from_config(entry: Mapping[str, Any]) -> Parameter:
-    allowed = {"name", "kind", "low", "high", "choices", "values", "fields", "min_length", "max_length",
-               "description", "unit", "hints", "repeat"}
+    allowed = {
+        "name",
+        "kind",
+        "low",
+        "high",
+        "choices",
+        "values",
+        "fields",
+        "min_length",
+        "max_length",
+        "description",
+        "unit",
+        "hints",
+        "repeat",
+    }
     unknown = set(entry) - allowed
     name = entry.get("name", "?")
     if unknown:

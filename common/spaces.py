@@ -10,7 +10,8 @@ Box and Discrete observations pass through both unchanged.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -23,8 +24,12 @@ def space_to_proto(space: Any) -> common_pb2.SpaceSpec:
     if kind == "Discrete":
         return common_pb2.SpaceSpec(kind="discrete", n=int(space.n))
     if kind == "Box":
-        return common_pb2.SpaceSpec(kind="box", shape=list(space.shape), low=to_tensor(np.asarray(space.low)),
-                                    high=to_tensor(np.asarray(space.high)))
+        return common_pb2.SpaceSpec(
+            kind="box",
+            shape=list(space.shape),
+            low=to_tensor(np.asarray(space.low)),
+            high=to_tensor(np.asarray(space.high)),
+        )
     if kind == "MultiDiscrete":
         return common_pb2.SpaceSpec(kind="multi_discrete", shape=list(space.shape), high=to_tensor(space.nvec))
     if kind == "MultiBinary":
@@ -69,7 +74,7 @@ def unpack_observations(space: Any, batch: np.ndarray) -> dict[str, np.ndarray]:
     out: dict[str, np.ndarray] = {}
     start = 0
     for (key, sub), size in zip(parts, sizes):
-        out[key] = np.array(batch[:, start:start + size], dtype=np.float32).reshape((-1, *sub.shape))
+        out[key] = np.array(batch[:, start : start + size], dtype=np.float32).reshape((-1, *sub.shape))
         start += size
     return out
 

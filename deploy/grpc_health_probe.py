@@ -29,7 +29,8 @@ def main() -> int:
     try:
         with grpc.insecure_channel(args.address) as channel:
             reply = health_pb2_grpc.HealthStub(channel).Check(
-                health_pb2.HealthCheckRequest(service=args.service), timeout=args.timeout)
+                health_pb2.HealthCheckRequest(service=args.service), timeout=args.timeout
+            )
     except grpc.RpcError as exc:
         print(f"{args.address}: {exc.code().name}: {exc.details()}", file=sys.stderr)
         return 1

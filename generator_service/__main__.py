@@ -13,15 +13,26 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         prog="python -m generator_service",
         description="Runs testing campaigns (strategy -> simulator -> oracle -> store) and serves their progress "
-                    "(gauntlet.v1.GeneratorService). Campaigns left running by a previous process are resumed.")
-    parser.add_argument("--simulator-endpoint", required=True, help="host:port of the simulator service "
-                        "(dns:///name:port balances across replicas)")
+        "(gauntlet.v1.GeneratorService). Campaigns left running by a previous process are resumed.",
+    )
+    parser.add_argument(
+        "--simulator-endpoint",
+        required=True,
+        help="host:port of the simulator service (dns:///name:port balances across replicas)",
+    )
     parser.add_argument("--oracle-endpoint", required=True, help="host:port of the oracle service")
-    parser.add_argument("--store-url", default=None,
-                        help="SQLAlchemy URL of the campaign store (default sqlite:///runs/gauntlet.db; "
-                             "PostgreSQL: postgresql+psycopg://user:pass@host/db)")
-    parser.add_argument("--retry-seconds", type=float, default=60.0,
-                        help="how long to retry an unavailable simulator/oracle before interrupting (default 60)")
+    parser.add_argument(
+        "--store-url",
+        default=None,
+        help="SQLAlchemy URL of the campaign store (default sqlite:///runs/gauntlet.db; "
+        "PostgreSQL: postgresql+psycopg://user:pass@host/db)",
+    )
+    parser.add_argument(
+        "--retry-seconds",
+        type=float,
+        default=60.0,
+        help="how long to retry an unavailable simulator/oracle before interrupting (default 60)",
+    )
     parser.add_argument("--no-resume", action="store_true", help="do not resume campaigns left running")
     add_service_arguments(parser, port=50054, metrics_port=9104)
     args = parser.parse_args()

@@ -11,30 +11,39 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import grpc
 from prometheus_client import Counter
 
-from common.generated.gauntlet.v1 import (common_pb2, oracle_pb2, oracle_pb2_grpc, simulator_pb2,
-                                          simulator_pb2_grpc)
+from common.generated.gauntlet.v1 import common_pb2, oracle_pb2, oracle_pb2_grpc, simulator_pb2, simulator_pb2_grpc
 from common.seeding import derive_seed
-from common.tensor import from_tensor
 from common.space import ParameterSpace
+from common.tensor import from_tensor
 from generator_service.config import CampaignConfig
 from generator_service.store import CampaignStore, ExecutionRow
 from generator_service.strategies import Result, make_strategy
 
 log = logging.getLogger("generator")
 EXECUTIONS = Counter("gauntlet_generator_executions_total", "Executions stored, by verdict", ["verdict"])
-RETRYABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.RESOURCE_EXHAUSTED,
-             grpc.StatusCode.ABORTED, grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN}
+RETRYABLE = {
+    grpc.StatusCode.UNAVAILABLE,
+    grpc.StatusCode.DEADLINE_EXCEEDED,
+    grpc.StatusCode.RESOURCE_EXHAUSTED,
+    grpc.StatusCode.ABORTED,
+    grpc.StatusCode.INTERNAL,
+    grpc.StatusCode.UNKNOWN,
+}
 # A campaign stops once it has stored this many rejected inputs per run test (or per 100, early on):
 # a strategy that keeps proposing inputs the subject rejects would otherwise never end.
 INVALID_ALLOWANCE = 10
-_VERDICT = {oracle_pb2.VERDICT_KIND_PASS: "pass", oracle_pb2.VERDICT_KIND_FAIL: "fail",
-            oracle_pb2.VERDICT_KIND_INVALID: "invalid"}
+_VERDICT = {
+    oracle_pb2.VERDICT_KIND_PASS: "pass",
+    oracle_pb2.VERDICT_KIND_FAIL: "fail",
+    oracle_pb2.VERDICT_KIND_INVALID: "invalid",
+}
 
 
 class CampaignError(RuntimeError):
@@ -47,9 +56,16 @@ class Stop:
 
 
 class CampaignRunner:
-    def __init__(self, campaign_id: str, config: CampaignConfig, store: CampaignStore,
-                 simulator: simulator_pb2_grpc.SimulatorServiceStub, oracle: oracle_pb2_grpc.OracleServiceStub,
-                 publish: Callable[[str, str], None], retry_seconds: float = 60.0) -> None:
+    def __init__(
+        self,
+        campaign_id: str,
+        config: CampaignConfig,
+        store: CampaignStore,
+        simulator: simulator_pb2_grpc.SimulatorServiceStub,
+        oracle: oracle_pb2_grpc.OracleServiceStub,
+        publish: Callable[[str, str], None],
+        retry_seconds: float = 60.0,
+    ) -> None:
         self.id = campaign_id
         self.config = config
         self.store = store
@@ -125,8 +141,10 @@ class CampaignRunner:
         for number, stored in enumerate(batches, 1):  # replay what a previous session asked
             asked = strategy.ask(len(stored))
             if json.dumps(asked) != json.dumps([v for _, v in stored]):
-                raise CampaignError(f"cannot resume: strategy {cfg.strategy!r} asked other inputs than the stored "
-                                    f"batch {number} (is it deterministic given the seed?)")
+                raise CampaignError(
+                    f"cannot resume: strategy {cfg.strategy!r} asked other inputs than the stored "
+                    f"batch {number} (is it deterministic given the seed?)"
+                )
             stop = self._execute(number, stored, space, oracle_name, signals)
             strategy.tell(self._results(number, stored))
             if stop:
@@ -179,19 +197,30 @@ class CampaignRunner:
                 delay = min(delay * 2, 5.0)
 
     def _describe(self) -> simulator_pb2.DescribeEnvironmentResponse:
-        return self._with_retry("simulator DescribeEnvironment", lambda: self.simulator.DescribeEnvironment(
-            simulator_pb2.DescribeEnvironmentRequest(subject=self.config.subject), timeout=60))
+        return self._with_retry(
+            "simulator DescribeEnvironment",
+            lambda: self.simulator.DescribeEnvironment(
+                simulator_pb2.DescribeEnvironmentRequest(subject=self.config.subject), timeout=60
+            ),
+        )
 
     def _required_signals(self, oracle_name: str) -> list[str]:
-        listing = self._with_retry("oracle ListOracles",
-                                   lambda: self.oracle.ListOracles(oracle_pb2.ListOraclesRequest(), timeout=30))
+        listing = self._with_retry(
+            "oracle ListOracles", lambda: self.oracle.ListOracles(oracle_pb2.ListOraclesRequest(), timeout=30)
+        )
         for o in listing.oracles:
             if o.name == oracle_name:
                 return list(o.required_signals)
         raise CampaignError(f"unknown oracle {oracle_name!r}; known: {', '.join(o.name for o in listing.oracles)}")
 
-    def _execute(self, batch: int, cases: list[tuple[str, dict[str, Any]]], space: ParameterSpace,
-                 oracle_name: str, signals: list[str]) -> str:
+    def _execute(
+        self,
+        batch: int,
+        cases: list[tuple[str, dict[str, Any]]],
+        space: ParameterSpace,
+        oracle_name: str,
+        signals: list[str],
+    ) -> str:
         """Runs the cases of one batch that are not stored yet; returns a stop reason if one was reached."""
         cfg = self.config
         reps = cfg.repetitions
@@ -208,9 +237,14 @@ class CampaignRunner:
             if not pending:
                 continue
             request = simulator_pb2.RunEpisodesRequest(
-                request_id=f"{self.id}/batch/{batch}", subject=cfg.subject, seed=cfg.seed, repetitions=reps,
-                trace=common_pb2.TraceSpec(signals=signals), parallelism=cfg.parallelism,
-                test_cases=[space.test_case_to_proto(cid, v) for cid, v in pending])
+                request_id=f"{self.id}/batch/{batch}",
+                subject=cfg.subject,
+                seed=cfg.seed,
+                repetitions=reps,
+                trace=common_pb2.TraceSpec(signals=signals),
+                parallelism=cfg.parallelism,
+                test_cases=[space.test_case_to_proto(cid, v) for cid, v in pending],
+            )
             request.model.name = cfg.model
             values = dict(pending)
             episodes: dict[str, list[common_pb2.EpisodeResult]] = {}
@@ -243,25 +277,46 @@ class CampaignRunner:
             finally:
                 self._call = None
 
-    def _drop_invalid(self, batch: int, pending: list[tuple[str, dict[str, Any]]],
-                      space: ParameterSpace) -> list[tuple[str, dict[str, Any]]]:
+    def _drop_invalid(
+        self, batch: int, pending: list[tuple[str, dict[str, Any]]], space: ParameterSpace
+    ) -> list[tuple[str, dict[str, Any]]]:
         """Stores inputs the subject rejects (e.g. Taxi's passenger == destination) as invalid, unrun.
 
         A strategy may propose such inputs; the simulator would refuse the whole batch, so they
         are checked first (one ValidateConfigs call per batch) and the strategy is told they were invalid.
         """
-        reply = self._with_retry("simulator ValidateConfigs", lambda: self.simulator.ValidateConfigs(
-            simulator_pb2.ValidateConfigsRequest(subject=self.config.subject,
-                                                 test_cases=[space.test_case_to_proto(c, v) for c, v in pending]),
-            timeout=60))
+        reply = self._with_retry(
+            "simulator ValidateConfigs",
+            lambda: self.simulator.ValidateConfigs(
+                simulator_pb2.ValidateConfigsRequest(
+                    subject=self.config.subject, test_cases=[space.test_case_to_proto(c, v) for c, v in pending]
+                ),
+                timeout=60,
+            ),
+        )
         if reply is None:
             return pending
         problems = {r.test_case_id: "; ".join(r.violations) for r in reply.results if not r.valid}
         if problems:
-            rows = [ExecutionRow(test_case_id=cid, index=self._positions[cid], batch=batch, values=v,
-                                 verdict="invalid", margin=0.0, steps=0, total_reward=0.0, descriptors=(),
-                                 reason=f"invalid input: {problems[cid]}", repetitions=0, failed_repetitions=0,
-                                 elapsed_seconds=self.elapsed()) for cid, v in pending if cid in problems]
+            rows = [
+                ExecutionRow(
+                    test_case_id=cid,
+                    index=self._positions[cid],
+                    batch=batch,
+                    values=v,
+                    verdict="invalid",
+                    margin=0.0,
+                    steps=0,
+                    total_reward=0.0,
+                    descriptors=(),
+                    reason=f"invalid input: {problems[cid]}",
+                    repetitions=0,
+                    failed_repetitions=0,
+                    elapsed_seconds=self.elapsed(),
+                )
+                for cid, v in pending
+                if cid in problems
+            ]
             for row in self.store.add_executions(self.id, rows):
                 EXECUTIONS.labels(row.verdict).inc()
         return [(cid, v) for cid, v in pending if cid not in problems]
@@ -273,13 +328,21 @@ class CampaignRunner:
             return ()
         return tuple(float(x) for x in from_tensor(episode.signals["final_observation"]).reshape(-1))
 
-    def _judge(self, batch: int, ready: list[str], episodes: dict[str, list[common_pb2.EpisodeResult]],
-               values: dict[str, dict[str, Any]], oracle_name: str) -> None:
+    def _judge(
+        self,
+        batch: int,
+        ready: list[str],
+        episodes: dict[str, list[common_pb2.EpisodeResult]],
+        values: dict[str, dict[str, Any]],
+        oracle_name: str,
+    ) -> None:
         if not ready:
             return
         flat = [ep for cid in ready for ep in episodes[cid]]
-        response = self._with_retry("oracle Evaluate", lambda: self.oracle.Evaluate(
-            oracle_pb2.EvaluateRequest(oracle=oracle_name, episodes=flat), timeout=120))
+        response = self._with_retry(
+            "oracle Evaluate",
+            lambda: self.oracle.Evaluate(oracle_pb2.EvaluateRequest(oracle=oracle_name, episodes=flat), timeout=120),
+        )
         if response is None:
             return
         by_case: dict[str, list[oracle_pb2.Verdict]] = {}
@@ -295,12 +358,24 @@ class CampaignRunner:
             verdict = "invalid" if judged == 0 else ("fail" if failed * 2 > judged else "pass")
             first = next((v for v in verdicts if _VERDICT[v.verdict] == verdict), verdicts[0])
             n = len(eps)
-            rows.append(ExecutionRow(
-                test_case_id=cid, index=self._positions[cid], batch=batch, values=values[cid], verdict=verdict,
-                margin=sum(v.margin for v in verdicts) / n, steps=sum(e.steps for e in eps),
-                total_reward=sum(e.total_reward for e in eps) / n, descriptors=tuple(first.descriptors),
-                reason=first.reason, repetitions=n, failed_repetitions=failed, elapsed_seconds=self.elapsed(),
-                final_observation=self._final_observation(min(eps, key=lambda e: e.repetition))))
+            rows.append(
+                ExecutionRow(
+                    test_case_id=cid,
+                    index=self._positions[cid],
+                    batch=batch,
+                    values=values[cid],
+                    verdict=verdict,
+                    margin=sum(v.margin for v in verdicts) / n,
+                    steps=sum(e.steps for e in eps),
+                    total_reward=sum(e.total_reward for e in eps) / n,
+                    descriptors=tuple(first.descriptors),
+                    reason=first.reason,
+                    repetitions=n,
+                    failed_repetitions=failed,
+                    elapsed_seconds=self.elapsed(),
+                    final_observation=self._final_observation(min(eps, key=lambda e: e.repetition)),
+                )
+            )
         # `ready` holds only cases that were pending in the store, so none is skipped as already stored
         stored = self.store.add_executions(self.id, rows)
         for row in stored:

@@ -7,7 +7,7 @@ import logging
 import queue
 import threading
 import uuid
-from typing import Iterator
+from collections.abc import Iterator
 
 import grpc
 from google.protobuf import struct_pb2
@@ -15,24 +15,35 @@ from prometheus_client import Gauge
 from pydantic import ValidationError
 
 from common.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound, Unavailable, grpc_method
-from common.generated.gauntlet.v1 import (common_pb2, generator_pb2, generator_pb2_grpc, oracle_pb2_grpc,
-                                          simulator_pb2, simulator_pb2_grpc)
+from common.generated.gauntlet.v1 import (
+    common_pb2,
+    generator_pb2,
+    generator_pb2_grpc,
+    oracle_pb2_grpc,
+    simulator_pb2,
+    simulator_pb2_grpc,
+)
 from common.server import client_channel
+from common.space import ParameterSpace
 from generator_service.campaign import CampaignRunner
 from generator_service.config import CampaignConfig, explain
 from generator_service.store import CampaignRow, CampaignStore
 from generator_service.strategies import make_strategy, strategies
-from common.space import ParameterSpace
 
 log = logging.getLogger("generator")
 RUNNING = Gauge("gauntlet_generator_running_campaigns", "Campaigns running")
-_STATE = {"running": generator_pb2.CAMPAIGN_STATE_RUNNING, "completed": generator_pb2.CAMPAIGN_STATE_COMPLETED,
-          "cancelled": generator_pb2.CAMPAIGN_STATE_CANCELLED, "interrupted": generator_pb2.CAMPAIGN_STATE_INTERRUPTED}
+_STATE = {
+    "running": generator_pb2.CAMPAIGN_STATE_RUNNING,
+    "completed": generator_pb2.CAMPAIGN_STATE_COMPLETED,
+    "cancelled": generator_pb2.CAMPAIGN_STATE_CANCELLED,
+    "interrupted": generator_pb2.CAMPAIGN_STATE_INTERRUPTED,
+}
 
 
 class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
-    def __init__(self, store: CampaignStore, simulator_endpoint: str, oracle_endpoint: str,
-                 retry_seconds: float = 60.0) -> None:
+    def __init__(
+        self, store: CampaignStore, simulator_endpoint: str, oracle_endpoint: str, retry_seconds: float = 60.0
+    ) -> None:
         self.store = store
         self.simulator = simulator_pb2_grpc.SimulatorServiceStub(client_channel(simulator_endpoint))
         self.oracle = oracle_pb2_grpc.OracleServiceStub(client_channel(oracle_endpoint))
@@ -51,8 +62,15 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
                 q.put(event)
 
     def _launch(self, campaign_id: str, config: CampaignConfig) -> None:
-        runner = CampaignRunner(campaign_id, config, self.store, self.simulator, self.oracle,
-                                lambda kind, msg: self._publish(campaign_id, kind, msg), self.retry_seconds)
+        runner = CampaignRunner(
+            campaign_id,
+            config,
+            self.store,
+            self.simulator,
+            self.oracle,
+            lambda kind, msg: self._publish(campaign_id, kind, msg),
+            self.retry_seconds,
+        )
 
         def body() -> None:
             RUNNING.inc()
@@ -101,10 +119,19 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
         runner = self._runners.get(campaign_id)
         wall = runner.elapsed() if runner else row.wall_seconds
         return generator_pb2.CampaignStatus(
-            campaign_id=row.id, spec=CampaignConfig.model_validate(row.spec).to_proto(), state=_STATE[row.state],
-            executions=totals["executions"], failures=totals["failures"], steps=totals["steps"], wall_seconds=wall,
-            stop_reason=row.stop_reason, error=row.error, first_failure_index=totals["first_failure_index"],
-            first_failure_seconds=totals["first_failure_seconds"], created_at=row.created_at)
+            campaign_id=row.id,
+            spec=CampaignConfig.model_validate(row.spec).to_proto(),
+            state=_STATE[row.state],
+            executions=totals["executions"],
+            failures=totals["failures"],
+            steps=totals["steps"],
+            wall_seconds=wall,
+            stop_reason=row.stop_reason,
+            error=row.error,
+            first_failure_index=totals["first_failure_index"],
+            first_failure_seconds=totals["first_failure_seconds"],
+            created_at=row.created_at,
+        )
 
     # -- RPCs --------------------------------------------------------------------------------------
     @grpc_method
@@ -113,26 +140,37 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
         for info in strategies().values():
             defaults = struct_pb2.Struct()
             defaults.update(dict(info.defaults))
-            out.append(generator_pb2.StrategyInfo(name=info.name, description=info.description, source=info.source,
-                                                  default_params=defaults))
+            out.append(
+                generator_pb2.StrategyInfo(
+                    name=info.name, description=info.description, source=info.source, default_params=defaults
+                )
+            )
         return generator_pb2.ListStrategiesResponse(strategies=out)
 
     def _preflight(self, config: CampaignConfig) -> None:
         """Fails fast on an unknown subject/model/strategy or a model that does not fit the subject."""
         try:
-            info = self.simulator.DescribeEnvironment(simulator_pb2.DescribeEnvironmentRequest(subject=config.subject),
-                                                      timeout=60)
-            make_strategy(config.strategy, ParameterSpace.from_proto(info.parameter_space), config.seed,
-                          config.strategy_params)
+            info = self.simulator.DescribeEnvironment(
+                simulator_pb2.DescribeEnvironmentRequest(subject=config.subject), timeout=60
+            )
+            make_strategy(
+                config.strategy, ParameterSpace.from_proto(info.parameter_space), config.seed, config.strategy_params
+            )
             request = simulator_pb2.RunEpisodesRequest(subject=config.subject, trace=common_pb2.TraceSpec())
             request.model.name = config.model
             list(self.simulator.RunEpisodes(request, timeout=120))  # no test cases: checks model and fit only
         except grpc.RpcError as exc:
             code = exc.code()  # type: ignore[attr-defined]
-            mapped = {grpc.StatusCode.NOT_FOUND: NotFound, grpc.StatusCode.INVALID_ARGUMENT: InvalidArgument,
-                      grpc.StatusCode.FAILED_PRECONDITION: FailedPrecondition}.get(code, Unavailable)
-            raise mapped(exc.details() if mapped is not Unavailable
-                         else f"simulator service unavailable ({code.name}: {exc.details()})") from None  # type: ignore[attr-defined]
+            mapped = {
+                grpc.StatusCode.NOT_FOUND: NotFound,
+                grpc.StatusCode.INVALID_ARGUMENT: InvalidArgument,
+                grpc.StatusCode.FAILED_PRECONDITION: FailedPrecondition,
+            }.get(code, Unavailable)
+            raise mapped(
+                exc.details()
+                if mapped is not Unavailable
+                else f"simulator service unavailable ({code.name}: {exc.details()})"
+            ) from None  # type: ignore[attr-defined]
 
     @grpc_method
     def StartCampaign(self, request, context):  # type: ignore[no-untyped-def]
@@ -170,8 +208,9 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
                     break
                 yield event
             final = self._status(request.campaign_id)
-            yield generator_pb2.WatchCampaignResponse(kind="finished", status=final,
-                                                      message=f"stopped: {final.stop_reason}" if final.stop_reason else "")
+            yield generator_pb2.WatchCampaignResponse(
+                kind="finished", status=final, message=f"stopped: {final.stop_reason}" if final.stop_reason else ""
+            )
         finally:
             with self._lock:
                 watchers = self._watchers.get(request.campaign_id, [])
@@ -194,11 +233,23 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
             case = common_pb2.TestCase(id=e.test_case_id)
             for name, value in e.values.items():
                 case.values[name].CopyFrom(_value(value))
-            yield generator_pb2.ListExecutionsResponse(execution=generator_pb2.Execution(
-                index=e.index, test_case=case, verdict=verdicts[e.verdict], margin=e.margin, steps=e.steps,
-                total_reward=e.total_reward, descriptors=e.descriptors, reason=e.reason, repetitions=e.repetitions,
-                failed_repetitions=e.failed_repetitions, elapsed_seconds=e.elapsed_seconds, batch=e.batch,
-                final_observation=e.final_observation))
+            yield generator_pb2.ListExecutionsResponse(
+                execution=generator_pb2.Execution(
+                    index=e.index,
+                    test_case=case,
+                    verdict=verdicts[e.verdict],
+                    margin=e.margin,
+                    steps=e.steps,
+                    total_reward=e.total_reward,
+                    descriptors=e.descriptors,
+                    reason=e.reason,
+                    repetitions=e.repetitions,
+                    failed_repetitions=e.failed_repetitions,
+                    elapsed_seconds=e.elapsed_seconds,
+                    batch=e.batch,
+                    final_observation=e.final_observation,
+                )
+            )
 
     @grpc_method
     def CancelCampaign(self, request, context):  # type: ignore[no-untyped-def]

@@ -7,10 +7,11 @@ progress). (campaign_id, test_case_id) is unique, so a retried batch never doubl
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
@@ -18,7 +19,8 @@ from sqlalchemy.engine import Engine
 metadata = sa.MetaData()
 
 campaigns = sa.Table(
-    "campaigns", metadata,
+    "campaigns",
+    metadata,
     sa.Column("id", sa.String(64), primary_key=True),
     sa.Column("name", sa.String(200), nullable=False),
     sa.Column("spec", sa.Text, nullable=False),  # JSON of the CampaignConfig
@@ -30,7 +32,8 @@ campaigns = sa.Table(
 )
 
 test_cases = sa.Table(
-    "test_cases", metadata,
+    "test_cases",
+    metadata,
     sa.Column("campaign_id", sa.String(64), sa.ForeignKey("campaigns.id"), primary_key=True),
     sa.Column("position", sa.Integer, primary_key=True),  # 1-based order in which the strategy asked
     sa.Column("batch", sa.Integer, nullable=False),
@@ -39,7 +42,8 @@ test_cases = sa.Table(
 )
 
 executions = sa.Table(
-    "executions", metadata,
+    "executions",
+    metadata,
     sa.Column("campaign_id", sa.String(64), sa.ForeignKey("campaigns.id"), primary_key=True),
     sa.Column("test_case_id", sa.String(64), primary_key=True),
     # 1-based position in the order the strategy asked (not completion order: short, failing
@@ -115,9 +119,18 @@ class CampaignStore:
     # -- campaigns --------------------------------------------------------------------------------
     def create_campaign(self, campaign_id: str, name: str, spec: dict[str, Any]) -> None:
         with self.engine.begin() as conn:
-            conn.execute(campaigns.insert().values(
-                id=campaign_id, name=name, spec=json.dumps(spec, sort_keys=True), state="running", stop_reason="",
-                error="", wall_seconds=0.0, created_at=datetime.now(timezone.utc).isoformat(timespec="seconds")))
+            conn.execute(
+                campaigns.insert().values(
+                    id=campaign_id,
+                    name=name,
+                    spec=json.dumps(spec, sort_keys=True),
+                    state="running",
+                    stop_reason="",
+                    error="",
+                    wall_seconds=0.0,
+                    created_at=datetime.now(UTC).isoformat(timespec="seconds"),
+                )
+            )
 
     def campaign(self, campaign_id: str) -> CampaignRow | None:
         with self.engine.connect() as conn:
@@ -129,26 +142,50 @@ class CampaignStore:
             rows = conn.execute(campaigns.select().order_by(campaigns.c.created_at)).mappings().all()
         return [_campaign_row(r) for r in rows]
 
-    def set_state(self, campaign_id: str, state: str, stop_reason: str = "", error: str = "",
-                  add_wall_seconds: float = 0.0) -> None:
+    def set_state(
+        self, campaign_id: str, state: str, stop_reason: str = "", error: str = "", add_wall_seconds: float = 0.0
+    ) -> None:
         with self.engine.begin() as conn:
-            conn.execute(campaigns.update().where(campaigns.c.id == campaign_id).values(
-                state=state, stop_reason=stop_reason, error=error,
-                wall_seconds=campaigns.c.wall_seconds + add_wall_seconds))
+            conn.execute(
+                campaigns.update()
+                .where(campaigns.c.id == campaign_id)
+                .values(
+                    state=state,
+                    stop_reason=stop_reason,
+                    error=error,
+                    wall_seconds=campaigns.c.wall_seconds + add_wall_seconds,
+                )
+            )
 
     # -- test cases -------------------------------------------------------------------------------
-    def add_test_cases(self, campaign_id: str, batch: int, first_position: int,
-                       cases: list[tuple[str, dict[str, Any]]]) -> None:
+    def add_test_cases(
+        self, campaign_id: str, batch: int, first_position: int, cases: list[tuple[str, dict[str, Any]]]
+    ) -> None:
         with self.engine.begin() as conn:
-            conn.execute(test_cases.insert(), [
-                dict(campaign_id=campaign_id, position=first_position + i, batch=batch, test_case_id=cid,
-                     values=json.dumps(values)) for i, (cid, values) in enumerate(cases)])
+            conn.execute(
+                test_cases.insert(),
+                [
+                    dict(
+                        campaign_id=campaign_id,
+                        position=first_position + i,
+                        batch=batch,
+                        test_case_id=cid,
+                        values=json.dumps(values),
+                    )
+                    for i, (cid, values) in enumerate(cases)
+                ],
+            )
 
     def asked_batches(self, campaign_id: str) -> list[list[tuple[str, dict[str, Any]]]]:
         """Test cases in asking order, grouped by batch."""
         with self.engine.connect() as conn:
-            rows = conn.execute(test_cases.select().where(test_cases.c.campaign_id == campaign_id)
-                                .order_by(test_cases.c.position)).mappings().all()
+            rows = (
+                conn.execute(
+                    test_cases.select().where(test_cases.c.campaign_id == campaign_id).order_by(test_cases.c.position)
+                )
+                .mappings()
+                .all()
+            )
         batches: dict[int, list[tuple[str, dict[str, Any]]]] = {}
         for r in rows:
             batches.setdefault(r["batch"], []).append((r["test_case_id"], json.loads(r["values"])))
@@ -182,33 +219,66 @@ class CampaignStore:
             query = query.where(executions.c.batch == batch)
         with self.engine.connect() as conn:
             for r in conn.execute(query.order_by(executions.c.idx)).mappings():
-                yield ExecutionRow(r["test_case_id"], r["idx"], r["batch"], json.loads(r["values"]), r["verdict"],
-                                   r["margin"], r["steps"], r["total_reward"], tuple(json.loads(r["descriptors"])),
-                                   r["reason"], r["repetitions"], r["failed_repetitions"], r["elapsed_seconds"],
-                                   tuple(json.loads(r["final_observation"])))
+                yield ExecutionRow(
+                    r["test_case_id"],
+                    r["idx"],
+                    r["batch"],
+                    json.loads(r["values"]),
+                    r["verdict"],
+                    r["margin"],
+                    r["steps"],
+                    r["total_reward"],
+                    tuple(json.loads(r["descriptors"])),
+                    r["reason"],
+                    r["repetitions"],
+                    r["failed_repetitions"],
+                    r["elapsed_seconds"],
+                    tuple(json.loads(r["final_observation"])),
+                )
 
     def totals(self, campaign_id: str) -> dict[str, Any]:
         with self.engine.connect() as conn:
             failing = executions.c.verdict == "fail"
-            row = conn.execute(sa.select(
-                sa.func.count(), sa.func.coalesce(sa.func.sum(executions.c.steps), 0),
-                sa.func.coalesce(sa.func.sum(sa.case((failing, 1), else_=0)), 0),
-                sa.func.coalesce(sa.func.sum(sa.case((executions.c.verdict == "invalid", 1), else_=0)), 0),
-                sa.func.min(sa.case((failing, executions.c.idx), else_=None)),
-                sa.func.min(sa.case((failing, executions.c.elapsed_seconds), else_=None)),
-            ).where(executions.c.campaign_id == campaign_id)).one()
+            row = conn.execute(
+                sa.select(
+                    sa.func.count(),
+                    sa.func.coalesce(sa.func.sum(executions.c.steps), 0),
+                    sa.func.coalesce(sa.func.sum(sa.case((failing, 1), else_=0)), 0),
+                    sa.func.coalesce(sa.func.sum(sa.case((executions.c.verdict == "invalid", 1), else_=0)), 0),
+                    sa.func.min(sa.case((failing, executions.c.idx), else_=None)),
+                    sa.func.min(sa.case((failing, executions.c.elapsed_seconds), else_=None)),
+                ).where(executions.c.campaign_id == campaign_id)
+            ).one()
         # tests to first failure: the earliest-asked failing test; seconds: when a failure was first seen
         # executions: every stored row; invalid: inputs the subject rejected (stored unrun)
-        return {"executions": int(row[0]), "steps": int(row[1]), "failures": int(row[2]), "invalid": int(row[3]),
-                "first_failure_index": int(row[4] or 0), "first_failure_seconds": float(row[5] or 0.0)}
+        return {
+            "executions": int(row[0]),
+            "steps": int(row[1]),
+            "failures": int(row[2]),
+            "invalid": int(row[3]),
+            "first_failure_index": int(row[4] or 0),
+            "first_failure_seconds": float(row[5] or 0.0),
+        }
 
 
 def _execution_values(campaign_id: str, row: ExecutionRow) -> dict[str, Any]:
-    return dict(campaign_id=campaign_id, test_case_id=row.test_case_id, idx=row.index, batch=row.batch,
-                values=json.dumps(row.values), verdict=row.verdict, margin=row.margin, steps=row.steps,
-                total_reward=row.total_reward, descriptors=json.dumps(list(row.descriptors)), reason=row.reason,
-                repetitions=row.repetitions, failed_repetitions=row.failed_repetitions,
-                elapsed_seconds=row.elapsed_seconds, final_observation=json.dumps(list(row.final_observation)))
+    return dict(
+        campaign_id=campaign_id,
+        test_case_id=row.test_case_id,
+        idx=row.index,
+        batch=row.batch,
+        values=json.dumps(row.values),
+        verdict=row.verdict,
+        margin=row.margin,
+        steps=row.steps,
+        total_reward=row.total_reward,
+        descriptors=json.dumps(list(row.descriptors)),
+        reason=row.reason,
+        repetitions=row.repetitions,
+        failed_repetitions=row.failed_repetitions,
+        elapsed_seconds=row.elapsed_seconds,
+        final_observation=json.dumps(list(row.final_observation)),
+    )
 
 
 def _migrate(engine: Engine) -> None:
@@ -220,5 +290,13 @@ def _migrate(engine: Engine) -> None:
 
 
 def _campaign_row(r: Any) -> CampaignRow:
-    return CampaignRow(r["id"], r["name"], json.loads(r["spec"]), r["state"], r["stop_reason"], r["error"],
-                       r["wall_seconds"], r["created_at"])
+    return CampaignRow(
+        r["id"],
+        r["name"],
+        json.loads(r["spec"]),
+        r["state"],
+        r["stop_reason"],
+        r["error"],
+        r["wall_seconds"],
+        r["created_at"],
+    )

@@ -11,7 +11,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         prog="python -m oracle_service",
         description="Turns recorded episodes into pass/fail verdicts, margins and behaviour descriptors "
-                    "(gauntlet.v1.OracleService).")
+        "(gauntlet.v1.OracleService).",
+    )
     add_service_arguments(parser, port=50053, metrics_port=9103)
     options = options_from_args(parser.parse_args())
     from oracle_service.server import register

@@ -7,8 +7,8 @@ margin is a continuous distance to failure: lower is closer to failing.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
 
 import numpy as np
 
@@ -123,12 +123,17 @@ def _taxi(ep: Episode) -> Judgement:
     # QD fault-diversity paper: a fault is an illegal pick-up/drop-off or a collision with a wall (the
     # simulator ends test episodes at the first one). A timeout without a fault passes.
     # Margin (ours; the paper has none): 1.0 delivered, 0.0 timed out without a fault, -1.0 a fault.
-    descriptors = (float(np.asarray(ep.signals["moves_before_pickup"]).item()),
-                   float(np.asarray(ep.signals["moves_after_pickup"]).item()))
+    descriptors = (
+        float(np.asarray(ep.signals["moves_before_pickup"]).item()),
+        float(np.asarray(ep.signals["moves_after_pickup"]).item()),
+    )
     crash, illegal = _flag(ep, "crash"), _flag(ep, "illegal_action")
     if crash or illegal:
-        what = " and ".join(w for w, f in (("moved into a wall or off the grid", crash),
-                                             ("made an illegal pick-up or drop-off", illegal)) if f)
+        what = " and ".join(
+            w
+            for w, f in (("moved into a wall or off the grid", crash), ("made an illegal pick-up or drop-off", illegal))
+            if f
+        )
         return Judgement(True, -1.0, descriptors, f"the taxi {what} (episode ended after {ep.steps} steps)")
     if _flag(ep, "delivered"):
         return Judgement(False, 1.0, descriptors, f"delivered the passenger after {ep.steps} steps")
@@ -151,13 +156,28 @@ def _donkey(ep: Episode) -> Judgement:
 
 # BipedalWalker (QD fault-diversity paper, Gupta et al. 2020 descriptors as the authors' bw_common.py computes
 # them): 12 per-step features, each averaged over the episode (summed, divided by the step count).
-BIPEDAL_FEATURES = ("distance", "hull_angle", "torque", "jump",
-                    "leg0_hip_angle", "leg0_hip_speed", "leg0_knee_angle", "leg0_knee_speed",
-                    "leg1_hip_angle", "leg1_hip_speed", "leg1_knee_angle", "leg1_knee_speed")
+BIPEDAL_FEATURES = (
+    "distance",
+    "hull_angle",
+    "torque",
+    "jump",
+    "leg0_hip_angle",
+    "leg0_hip_speed",
+    "leg0_knee_angle",
+    "leg0_knee_speed",
+    "leg1_hip_angle",
+    "leg1_hip_speed",
+    "leg1_knee_angle",
+    "leg1_knee_speed",
+)
 # The authors' descriptor pairs (their EXPERT_INDICES, RQ3); the first is the paper's main space. Their fourth
 # pair reads feature 11 (leg1 knee speed) beside leg0 hip speed; we pair the two hip speeds, as the paper names.
-BIPEDAL_PAIRS = {"": ("distance", "hull_angle"), "torque_jump": ("torque", "jump"),
-                 "hip_angles": ("leg0_hip_angle", "leg1_hip_angle"), "hip_speeds": ("leg0_hip_speed", "leg1_hip_speed")}
+BIPEDAL_PAIRS = {
+    "": ("distance", "hull_angle"),
+    "torque_jump": ("torque", "jump"),
+    "hip_angles": ("leg0_hip_angle", "leg1_hip_angle"),
+    "hip_speeds": ("leg0_hip_speed", "leg1_hip_speed"),
+}
 
 
 def bipedal_features(observations: np.ndarray, actions: np.ndarray, hull_x: np.ndarray) -> dict[str, float]:
@@ -170,9 +190,13 @@ def bipedal_features(observations: np.ndarray, actions: np.ndarray, hull_x: np.n
         return {name: 0.0 for name in BIPEDAL_FEATURES}
     act = np.asarray(actions, dtype=float).reshape(len(obs), -1)
     joints = obs[:, [4, 5, 6, 7, 9, 10, 11, 12]].mean(axis=0)
-    values = [float(np.mean(np.abs(np.asarray(hull_x, dtype=float).reshape(-1)))), float(np.mean(np.abs(obs[:, 0]))),
-              float(np.mean(np.clip(np.abs(act), 0.0, 1.0).sum(axis=1))),
-              float(np.mean((obs[:, 8] == 0) & (obs[:, 13] == 0))), *map(float, joints)]
+    values = [
+        float(np.mean(np.abs(np.asarray(hull_x, dtype=float).reshape(-1)))),
+        float(np.mean(np.abs(obs[:, 0]))),
+        float(np.mean(np.clip(np.abs(act), 0.0, 1.0).sum(axis=1))),
+        float(np.mean((obs[:, 8] == 0) & (obs[:, 13] == 0))),
+        *map(float, joints),
+    ]
     return dict(zip(BIPEDAL_FEATURES, values))
 
 
@@ -183,9 +207,15 @@ def _bipedal(pair: tuple[str, str]) -> Callable[[Episode], Judgement]:
     def judge(ep: Episode) -> Judgement:
         feats = bipedal_features(ep.signals["observations"], ep.signals["actions"], ep.signals["hull_x"])
         descriptors = (feats[pair[0]], feats[pair[1]])
-        if _flag(ep, "game_over") or (ep.terminated and float(np.asarray(ep.signals["hull_x"]).reshape(-1)[-1:].sum()) < 0):
-            return Judgement(True, float(ep.total_reward), descriptors,
-                             f"the walker's hull hit the ground at step {ep.steps} (x={feats['distance']:.1f} mean)")
+        if _flag(ep, "game_over") or (
+            ep.terminated and float(np.asarray(ep.signals["hull_x"]).reshape(-1)[-1:].sum()) < 0
+        ):
+            return Judgement(
+                True,
+                float(ep.total_reward),
+                descriptors,
+                f"the walker's hull hit the ground at step {ep.steps} (x={feats['distance']:.1f} mean)",
+            )
         how = "reached the end of the terrain" if ep.terminated else "kept walking to the step limit"
         return Judgement(False, float(ep.total_reward), descriptors, f"the walker {how} ({ep.steps} steps)")
 
@@ -196,9 +226,17 @@ def _bipedal_oracles() -> list[Oracle]:
     out = []
     for suffix, pair in BIPEDAL_PAIRS.items():
         name = "bipedal_fall" + (f"_{suffix}" if suffix else "")
-        out.append(Oracle(name, "BipedalWalker fails when its hull touches the ground (reward -100; QD fault-diversity "
-                                f"paper); descriptors: episode means of {pair[0]} and {pair[1]}.",
-                          ("observations", "actions", "hull_x", "game_over"), pair, "episode return", _bipedal(pair)))
+        out.append(
+            Oracle(
+                name,
+                "BipedalWalker fails when its hull touches the ground (reward -100; QD fault-diversity "
+                f"paper); descriptors: episode means of {pair[0]} and {pair[1]}.",
+                ("observations", "actions", "hull_x", "game_over"),
+                pair,
+                "episode return",
+                _bipedal(pair),
+            )
+        )
     return out
 
 
@@ -222,9 +260,12 @@ def _parking(ep: Episode) -> Judgement:
     error = np.asarray(ep.signals["goal_error"], dtype=float).reshape(-1)
     best = float(error.min()) if len(error) else float("inf")
     margin = -(1.0 - PARKING_SUCCESS_ERROR / best) if best > PARKING_SUCCESS_ERROR else 0.0
-    return Judgement(True, float(margin), descriptors,
-                     f"not parked after {ep.steps} steps (closest goal error {best:.4f}, parked below "
-                     f"{PARKING_SUCCESS_ERROR})")
+    return Judgement(
+        True,
+        float(margin),
+        descriptors,
+        f"not parked after {ep.steps} steps (closest goal error {best:.4f}, parked below {PARKING_SUCCESS_ERROR})",
+    )
 
 
 def _early_termination(ep: Episode) -> Judgement:
@@ -242,37 +283,82 @@ def _goal_not_reached(ep: Episode) -> Judgement:
 ORACLES: dict[str, Oracle] = {
     o.name: o
     for o in (
-        Oracle("cartpole_balance", "CartPole fails when |theta| > 12 deg or |x| > 2.4 before the step limit (500).",
-               ("observations", "actions", "final_observation"), ("action0_count", "action1_count"),
-               "smallest normalised slack to the angle/position limits over the episode", _cartpole),
-        Oracle("lunar_crash", "LunarLander fails when the lander body touches the ground or |x| >= 1 (PRT authors' rule).",
-               ("observations", "final_observation", "game_over"), ("x_at_contact", "vy_at_contact"),
-               "episode return", _lunar),
-        Oracle("mountaincar_goal", "MountainCar fails when the car does not reach the goal before the step limit.",
-               ("observations", "actions", "final_observation", "goal_position"), ("negative_actions", "positive_actions"),
-               "best position reached minus the goal position", _mountaincar),
-        Oracle("humanoid_fall", "Humanoid fails when its torso drops below 1.0 m before the horizon (Gymnasium's healthy range).",
-               ("torso_z", "actions"), ("negative_torques", "positive_torques"),
-               "lowest torso height minus 1.0 m", _humanoid),
-        Oracle("taxi_fault", "Taxi fails on an illegal pick-up/drop-off or a move into a wall (QD fault-diversity paper); "
-               "a timeout without a fault passes.",
-               ("crash", "illegal_action", "delivered", "moves_before_pickup", "moves_after_pickup"),
-               ("moves_before_pickup", "moves_after_pickup"),
-               "1.0 delivered, 0.0 timed out without a fault, -1.0 a fault (illegal action or crash)", _taxi),
-        Oracle("donkey_off_road", "Donkey fails when the car leaves the road (cross-track error beyond the "
-               "subject's max_cte around the lane centre; Indago Driving); the end line or the step limit pass.",
-               ("off_road", "reached_end", "max_abs_deviation", "cte_limit"), ("max_abs_deviation", "steps"),
-               "max_cte minus the largest |cte - lane centre| of the episode (m)", _donkey),
+        Oracle(
+            "cartpole_balance",
+            "CartPole fails when |theta| > 12 deg or |x| > 2.4 before the step limit (500).",
+            ("observations", "actions", "final_observation"),
+            ("action0_count", "action1_count"),
+            "smallest normalised slack to the angle/position limits over the episode",
+            _cartpole,
+        ),
+        Oracle(
+            "lunar_crash",
+            "LunarLander fails when the lander body touches the ground or |x| >= 1 (PRT authors' rule).",
+            ("observations", "final_observation", "game_over"),
+            ("x_at_contact", "vy_at_contact"),
+            "episode return",
+            _lunar,
+        ),
+        Oracle(
+            "mountaincar_goal",
+            "MountainCar fails when the car does not reach the goal before the step limit.",
+            ("observations", "actions", "final_observation", "goal_position"),
+            ("negative_actions", "positive_actions"),
+            "best position reached minus the goal position",
+            _mountaincar,
+        ),
+        Oracle(
+            "humanoid_fall",
+            "Humanoid fails when its torso drops below 1.0 m before the horizon (Gymnasium's healthy range).",
+            ("torso_z", "actions"),
+            ("negative_torques", "positive_torques"),
+            "lowest torso height minus 1.0 m",
+            _humanoid,
+        ),
+        Oracle(
+            "taxi_fault",
+            "Taxi fails on an illegal pick-up/drop-off or a move into a wall (QD fault-diversity paper); "
+            "a timeout without a fault passes.",
+            ("crash", "illegal_action", "delivered", "moves_before_pickup", "moves_after_pickup"),
+            ("moves_before_pickup", "moves_after_pickup"),
+            "1.0 delivered, 0.0 timed out without a fault, -1.0 a fault (illegal action or crash)",
+            _taxi,
+        ),
+        Oracle(
+            "donkey_off_road",
+            "Donkey fails when the car leaves the road (cross-track error beyond the "
+            "subject's max_cte around the lane centre; Indago Driving); the end line or the step limit pass.",
+            ("off_road", "reached_end", "max_abs_deviation", "cte_limit"),
+            ("max_abs_deviation", "steps"),
+            "max_cte minus the largest |cte - lane centre| of the episode (m)",
+            _donkey,
+        ),
         *_bipedal_oracles(),
-        Oracle("parking_fail", "Parking fails on a crash (a parked car or a wall) or when the ego is not parked "
-               "(highway-env's success criterion) before the step limit (Indago).",
-               ("crashed", "parked", "goal_error", "ego_xy"), ("final_x", "final_y"),
-               "parked: fraction of the step limit left; timeout: -(1 - 0.12 / closest goal error); crash: -1",
-               _parking),
-        Oracle("early_termination", "Generic: fails when the episode terminates before its step limit.",
-               (), (), "episode return", _early_termination),
-        Oracle("goal_not_reached", "Generic: fails when the episode does not terminate before its step limit.",
-               (), (), "episode return", _goal_not_reached),
+        Oracle(
+            "parking_fail",
+            "Parking fails on a crash (a parked car or a wall) or when the ego is not parked "
+            "(highway-env's success criterion) before the step limit (Indago).",
+            ("crashed", "parked", "goal_error", "ego_xy"),
+            ("final_x", "final_y"),
+            "parked: fraction of the step limit left; timeout: -(1 - 0.12 / closest goal error); crash: -1",
+            _parking,
+        ),
+        Oracle(
+            "early_termination",
+            "Generic: fails when the episode terminates before its step limit.",
+            (),
+            (),
+            "episode return",
+            _early_termination,
+        ),
+        Oracle(
+            "goal_not_reached",
+            "Generic: fails when the episode does not terminate before its step limit.",
+            (),
+            (),
+            "episode return",
+            _goal_not_reached,
+        ),
     )
 }
 

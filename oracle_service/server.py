@@ -16,19 +16,35 @@ VERDICTS = Counter("gauntlet_oracle_verdicts_total", "Verdicts given", ["oracle"
 class OracleServicer(oracle_pb2_grpc.OracleServiceServicer):
     @grpc_method
     def ListOracles(self, request, context):  # type: ignore[no-untyped-def]
-        return oracle_pb2.ListOraclesResponse(oracles=[
-            oracle_pb2.OracleInfo(name=o.name, description=o.description, required_signals=o.required_signals,
-                                  descriptor_names=o.descriptor_names, margin_description=o.margin_description)
-            for o in ORACLES.values()])
+        return oracle_pb2.ListOraclesResponse(
+            oracles=[
+                oracle_pb2.OracleInfo(
+                    name=o.name,
+                    description=o.description,
+                    required_signals=o.required_signals,
+                    descriptor_names=o.descriptor_names,
+                    margin_description=o.margin_description,
+                )
+                for o in ORACLES.values()
+            ]
+        )
 
     @grpc_method
-    def Evaluate(self, request: oracle_pb2.EvaluateRequest, context: grpc.ServicerContext) -> oracle_pb2.EvaluateResponse:
+    def Evaluate(
+        self, request: oracle_pb2.EvaluateRequest, context: grpc.ServicerContext
+    ) -> oracle_pb2.EvaluateResponse:
         oracle = get_oracle(request.oracle)
         verdicts = []
         for ep in request.episodes:
             if ep.error:
-                verdicts.append(oracle_pb2.Verdict(test_case_id=ep.test_case_id, repetition=ep.repetition,
-                                                   verdict=oracle_pb2.VERDICT_KIND_INVALID, reason=ep.error))
+                verdicts.append(
+                    oracle_pb2.Verdict(
+                        test_case_id=ep.test_case_id,
+                        repetition=ep.repetition,
+                        verdict=oracle_pb2.VERDICT_KIND_INVALID,
+                        reason=ep.error,
+                    )
+                )
                 VERDICTS.labels(oracle.name, "invalid").inc()
                 continue
             try:
@@ -38,9 +54,16 @@ class OracleServicer(oracle_pb2_grpc.OracleServiceServicer):
                 raise InvalidArgument(f"episode {ep.test_case_id!r}: {exc.args[0] if exc.args else exc}") from None
             kind = oracle_pb2.VERDICT_KIND_FAIL if judgement.failed else oracle_pb2.VERDICT_KIND_PASS
             VERDICTS.labels(oracle.name, "fail" if judgement.failed else "pass").inc()
-            verdicts.append(oracle_pb2.Verdict(test_case_id=ep.test_case_id, repetition=ep.repetition, verdict=kind,
-                                               margin=judgement.margin, descriptors=judgement.descriptors,
-                                               reason=judgement.reason))
+            verdicts.append(
+                oracle_pb2.Verdict(
+                    test_case_id=ep.test_case_id,
+                    repetition=ep.repetition,
+                    verdict=kind,
+                    margin=judgement.margin,
+                    descriptors=judgement.descriptors,
+                    reason=judgement.reason,
+                )
+            )
         return oracle_pb2.EvaluateResponse(verdicts=verdicts)
 
 

@@ -12,13 +12,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         prog="python -m simulator_service",
         description="Runs test cases of the declared subjects in lock-step batches (gauntlet.v1.SimulatorService). "
-                    f"Subjects are YAML files: the built-in ones plus folders listed in ${SUBJECT_PATH_ENV}.")
+        f"Subjects are YAML files: the built-in ones plus folders listed in ${SUBJECT_PATH_ENV}.",
+    )
     parser.add_argument("--agent-endpoint", default="", help="host:port of the agent service to act with")
     parser.add_argument("--parallelism", type=int, default=64, help="default environments in lock-step (default 64)")
-    parser.add_argument("--pipeline", type=int, default=2,
-                        help="lock-step groups per batch (default 2: the agent answers one group while the simulator "
-                             "steps the other; each group still makes one batched call per step; 1 = one call per "
-                             "step for all environments)")
+    parser.add_argument(
+        "--pipeline",
+        type=int,
+        default=2,
+        help="lock-step groups per batch (default 2: the agent answers one group while the simulator "
+        "steps the other; each group still makes one batched call per step; 1 = one call per "
+        "step for all environments)",
+    )
     add_service_arguments(parser, port=50051, metrics_port=9101)
     args = parser.parse_args()
     options = options_from_args(args)
@@ -28,7 +33,11 @@ def main() -> None:
         raise SystemExit(f"error: {exc}") from None
     from simulator_service.server import register
 
-    serve("simulator", options, lambda server: register(server, subjects, args.agent_endpoint, args.parallelism, args.pipeline))
+    serve(
+        "simulator",
+        options,
+        lambda server: register(server, subjects, args.agent_endpoint, args.parallelism, args.pipeline),
+    )
 
 
 if __name__ == "__main__":

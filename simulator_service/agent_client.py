@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import queue
-from typing import Iterator
+from collections.abc import Iterator
 
 import grpc
 import numpy as np
@@ -14,15 +14,22 @@ from common.spaces import compatible, describe, space_to_proto
 from common.tensor import from_tensor, to_tensor
 from simulator_service.runner import AgentError
 
-_PASS_THROUGH = {grpc.StatusCode.NOT_FOUND: NotFound, grpc.StatusCode.INVALID_ARGUMENT: InvalidArgument,
-                 grpc.StatusCode.FAILED_PRECONDITION: FailedPrecondition}
+_PASS_THROUGH = {
+    grpc.StatusCode.NOT_FOUND: NotFound,
+    grpc.StatusCode.INVALID_ARGUMENT: InvalidArgument,
+    grpc.StatusCode.FAILED_PRECONDITION: FailedPrecondition,
+}
 
 
 def translate_rpc_error(exc: grpc.RpcError, what: str) -> ServiceError:
     """Keeps the agent's own status for caller mistakes; everything else is retryable UNAVAILABLE."""
     code, details = exc.code(), exc.details()  # type: ignore[attr-defined]
     cls = _PASS_THROUGH.get(code, Unavailable)
-    return cls(f"{what}: {details}" if cls is not Unavailable else f"{what}: agent service unavailable ({code.name}: {details})")
+    return cls(
+        f"{what}: {details}"
+        if cls is not Unavailable
+        else f"{what}: agent service unavailable ({code.name}: {details})"
+    )
 
 
 class AgentStream:
@@ -31,8 +38,9 @@ class AgentStream:
     def __init__(self, stub: agent_pb2_grpc.AgentServiceStub, model: str, timeout: float | None = None) -> None:
         self._model = model
         self._requests: queue.Queue[agent_pb2.ActStreamRequest | None] = queue.Queue()
-        self._responses: Iterator[agent_pb2.ActStreamResponse] = stub.ActStream(iter(self._requests.get, None),
-                                                                                  timeout=timeout)
+        self._responses: Iterator[agent_pb2.ActStreamResponse] = stub.ActStream(
+            iter(self._requests.get, None), timeout=timeout
+        )
         self._first = True
 
     def act(self, observations: np.ndarray) -> np.ndarray:
@@ -62,8 +70,9 @@ class AgentStream:
             cancel()
 
 
-def check_model_fits(stub: agent_pb2_grpc.AgentServiceStub, model: str, subject: str,
-                     observation_space: object, action_space: object) -> None:
+def check_model_fits(
+    stub: agent_pb2_grpc.AgentServiceStub, model: str, subject: str, observation_space: object, action_space: object
+) -> None:
     """Refuses a model whose observation/action spaces differ from the subject's (FAILED_PRECONDITION)."""
     try:
         info = stub.DescribeModel(agent_pb2.DescribeModelRequest(name=model), timeout=60)
@@ -77,4 +86,5 @@ def check_model_fits(stub: agent_pb2_grpc.AgentServiceStub, model: str, subject:
         if not compatible(theirs, ours):
             raise FailedPrecondition(
                 f"model {model!r} ({info.summary.subject}) does not fit subject {subject!r}: its {what} space is "
-                f"{describe(theirs)} but the subject's is {describe(ours)}")
+                f"{describe(theirs)} but the subject's is {describe(ours)}"
+            )

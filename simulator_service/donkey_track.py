@@ -38,8 +38,9 @@ Rules 3-5 are checked only once rules 0-2 hold (the geometry of an ill-formed sc
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -85,14 +86,18 @@ class TrackRules:
                 raise ValueError(f"track rules: {text}, got {self}")
 
     @staticmethod
-    def from_options(options: Mapping[str, Any]) -> "TrackRules":
+    def from_options(options: Mapping[str, Any]) -> TrackRules:
         """Rules from a YAML mapping (unknown keys are refused, naming the allowed ones)."""
         allowed = set(TrackRules.__dataclass_fields__)
         unknown = sorted(set(options) - allowed)
         if unknown:
             raise ValueError(f"unknown track rule option(s) {unknown}; allowed: {sorted(allowed)}")
-        return TrackRules(**{k: (int(v) if k in ("n_pairs", "min_units", "max_units", "min_curves") else float(v))
-                             for k, v in options.items()})
+        return TrackRules(
+            **{
+                k: (int(v) if k in ("n_pairs", "min_units", "max_units", "min_curves") else float(v))
+                for k, v in options.items()
+            }
+        )
 
 
 # -- reading ------------------------------------------------------------------------------------------------
@@ -112,8 +117,11 @@ def as_pairs(track: Any) -> list[Pair]:
             raise TrackError(f"track[{i}] must be a (command, value) pair, got {item!r}")
         if command not in COMMANDS:
             raise TrackError(f"track[{i}]: command {command!r} is not one of {', '.join(COMMANDS)}")
-        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
-                or not math.isfinite(float(value)):
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float, np.integer, np.floating))
+            or not math.isfinite(float(value))
+        ):
             raise TrackError(f"track[{i}]: value {value!r} of {command} is not a finite number")
         pairs.append((str(command), float(value)))
     return pairs
@@ -138,8 +146,9 @@ def parse_track_string(text: str) -> list[Pair]:
     for i, piece in enumerate(text.split(TRACK_SEPARATOR)):
         words = piece.split()
         if len(words) != 2 or words[0] not in COMMANDS:
-            raise TrackError(f"track string piece {i} ({piece!r}) is not '<command> <value>' with a command in "
-                             f"{', '.join(COMMANDS)}")
+            raise TrackError(
+                f"track string piece {i} ({piece!r}) is not '<command> <value>' with a command in {', '.join(COMMANDS)}"
+            )
         try:
             value = float(words[1])
         except ValueError:
@@ -200,7 +209,7 @@ def _orient(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
 
 def _point_segment_distance(p: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     ab = b - a
-    denom = np.maximum((ab ** 2).sum(-1), 1e-12)
+    denom = np.maximum((ab**2).sum(-1), 1e-12)
     t = np.clip(((p - a) * ab).sum(-1) / denom, 0.0, 1.0)
     return np.linalg.norm(p - (a + t[..., None] * ab), axis=-1)
 
@@ -223,10 +232,11 @@ def segment_conflicts(geometry: Geometry, road_width: float) -> tuple[np.ndarray
     side = _orient(a[None, :, :], b[None, :, :], nodes)  # side[k, j]: node k relative to segment j
     dist = _point_segment_distance(nodes, a[None, :, :], b[None, :, :])  # (n+1, n)
     eps = 1e-9
-    d1, d2 = side[:-1, :], side[1:, :]        # nodes i, i+1 against segment j
-    d3, d4 = side[:-1, :].T, side[1:, :].T    # nodes j, j+1 against segment i
-    crosses = (((d1 > eps) & (d2 < -eps)) | ((d1 < -eps) & (d2 > eps))) & \
-              (((d3 > eps) & (d4 < -eps)) | ((d3 < -eps) & (d4 > eps)))
+    d1, d2 = side[:-1, :], side[1:, :]  # nodes i, i+1 against segment j
+    d3, d4 = side[:-1, :].T, side[1:, :].T  # nodes j, j+1 against segment i
+    crosses = (((d1 > eps) & (d2 < -eps)) | ((d1 < -eps) & (d2 > eps))) & (
+        ((d3 > eps) & (d4 < -eps)) | ((d3 < -eps) & (d4 > eps))
+    )
     distance = np.minimum.reduce([dist[:-1, :], dist[1:, :], dist[:-1, :].T, dist[1:, :].T])
     idx = np.arange(n)
     gap = idx[None, :] - idx[:, None]  # j - i
@@ -256,8 +266,9 @@ def is_valid(track: Any, rules: TrackRules = TrackRules()) -> bool:
         pairs = as_pairs(track)
     except TrackError:
         return False
-    return not (_grammar_violations(pairs, rules) or _curve_violations(pairs, rules)
-                or _crossing_violations(pairs, rules))
+    return not (
+        _grammar_violations(pairs, rules) or _curve_violations(pairs, rules) or _crossing_violations(pairs, rules)
+    )
 
 
 def _grammar_violations(pairs: Sequence[Pair], rules: TrackRules) -> list[str]:
@@ -268,11 +279,15 @@ def _grammar_violations(pairs: Sequence[Pair], rules: TrackRules) -> list[str]:
     for i, (c, v) in enumerate(pairs):
         if c == "DY":
             if not rules.min_dy <= v <= rules.max_dy:
-                out.append(f"track[{i}] (DY {v:g}): rule 0 (values): a DY rate lies in "
-                           f"[{rules.min_dy:g}, {rules.max_dy:g}] degrees per unit")
+                out.append(
+                    f"track[{i}] (DY {v:g}): rule 0 (values): a DY rate lies in "
+                    f"[{rules.min_dy:g}, {rules.max_dy:g}] degrees per unit"
+                )
         elif v != int(v) or not rules.min_units <= v <= rules.max_units:
-            out.append(f"track[{i}] ({c} {v:g}): rule 0 (values): {c} takes a whole number of road units in "
-                       f"[{rules.min_units}, {rules.max_units}]")
+            out.append(
+                f"track[{i}] ({c} {v:g}): rule 0 (values): {c} takes a whole number of road units in "
+                f"[{rules.min_units}, {rules.max_units}]"
+            )
     for i in (0, len(pairs) - 1):
         if pairs[i][0] != "S":
             where = "starts" if i == 0 else "ends"
@@ -291,13 +306,17 @@ def _crossing_violations(pairs: Sequence[Pair], rules: TrackRules) -> list[str]:
     """Rule 3, reported once (the first conflicting pair of segments)."""
     geometry = centre_line(pairs)
     meets, too_close = segment_conflicts(geometry, rules.road_width)
-    for matrix, text in ((meets, "the centre line crosses itself"),
-                         (too_close, f"the road passes within {rules.road_width:g} m (one road width) of itself")):
+    for matrix, text in (
+        (meets, "the centre line crosses itself"),
+        (too_close, f"the road passes within {rules.road_width:g} m (one road width) of itself"),
+    ):
         hits = np.argwhere(matrix)
         if len(hits):
             a, b = (int(geometry.segment_pair[k]) for k in hits[0])
-            return [f"track[{b}] ({pairs[b][0]} {pairs[b][1]:g}): {text} near track[{a}] "
-                    f"({pairs[a][0]} {pairs[a][1]:g}): rule 3 (no self-intersection)"]
+            return [
+                f"track[{b}] ({pairs[b][0]} {pairs[b][1]:g}): {text} near track[{a}] "
+                f"({pairs[a][0]} {pairs[a][1]:g}): rule 3 (no self-intersection)"
+            ]
     return []
 
 
@@ -307,15 +326,19 @@ def _curve_violations(pairs: Sequence[Pair], rules: TrackRules) -> list[str]:
     found = curves(pairs)
     for i, turn in found:
         if abs(turn) > rules.max_turn_deg:
-            out.append(f"track[{i - 1}]..track[{i}] (DY {pairs[i - 1][1]:g}, {pairs[i][0]} {pairs[i][1]:g}): the "
-                       f"curve turns {abs(turn):.1f} deg: rule 4 (no turn over {rules.max_turn_deg:g} deg)")
+            out.append(
+                f"track[{i - 1}]..track[{i}] (DY {pairs[i - 1][1]:g}, {pairs[i][0]} {pairs[i][1]:g}): the "
+                f"curve turns {abs(turn):.1f} deg: rule 4 (no turn over {rules.max_turn_deg:g} deg)"
+            )
     if len(found) < rules.min_curves:
         out.append(f"the track has {len(found)} curve(s): rule 5 (at least {rules.min_curves} curves)")
     hardest = max((abs(t) for _, t in found), default=0.0)
     if hardest < rules.min_hardest_deg:
         at = next((f" (track[{i}])" for i, t in found if abs(t) == hardest), "")
-        out.append(f"the hardest curve{at} turns {hardest:.1f} deg: rule 5 (at least one curve of "
-                   f">= {rules.min_hardest_deg:g} deg)")
+        out.append(
+            f"the hardest curve{at} turns {hardest:.1f} deg: rule 5 (at least one curve of "
+            f">= {rules.min_hardest_deg:g} deg)"
+        )
     return out
 
 
@@ -350,8 +373,9 @@ def draw_candidate(rng: np.random.Generator, rules: TrackRules = TrackRules()) -
     return pairs
 
 
-def random_track(rng: np.random.Generator, rules: TrackRules = TrackRules(),
-                 max_tries: int = 100_000) -> list[dict[str, Any]]:
+def random_track(
+    rng: np.random.Generator, rules: TrackRules = TrackRules(), max_tries: int = 100_000
+) -> list[dict[str, Any]]:
     """A uniformly drawn valid track (``draw_candidate`` redrawn until every rule holds), as records."""
     for _ in range(max_tries):
         pairs = draw_candidate(rng, rules)
@@ -414,7 +438,9 @@ class TrackOperators:
         step = int(rng.integers(1, self.units_delta + 1))
         return float(min(max(int(value) + sign * step, r.min_units), r.max_units))
 
-    def directed(self, track: Any, gradient: Any, rng: np.random.Generator, tries: int = 20) -> Iterator[list[dict[str, Any]]]:
+    def directed(
+        self, track: Any, gradient: Any, rng: np.random.Generator, tries: int = 20
+    ) -> Iterator[list[dict[str, Any]]]:
         """Candidate mutants along the gradient (class docstring), best feature first; ``tries`` draws per value
         feature. Callers keep the first valid one."""
         pairs = as_pairs(track)
@@ -430,13 +456,13 @@ class TrackOperators:
             if k < n:
                 target = {"R": "L", "L": "R"}.get(command)
                 if target is not None and (COMMANDS.index(target) - COMMANDS.index(command)) * sign > 0:
-                    yield as_records([*pairs[:i], (target, value), *pairs[i + 1:]])
+                    yield as_records([*pairs[:i], (target, value), *pairs[i + 1 :]])
                 continue
             for _ in range(tries):
                 moved = self._shifted(command, value, sign, rng)
                 if moved == value:
                     break  # at the bound in this direction
-                yield as_records([*pairs[:i], (command, moved), *pairs[i + 1:]])
+                yield as_records([*pairs[:i], (command, moved), *pairs[i + 1 :]])
 
     def mutate_valid(self, track: Any, rng: np.random.Generator, tries: int = 20) -> list[dict[str, Any]] | None:
         """The first valid mutant in ``tries`` attempts, or None."""
@@ -446,7 +472,9 @@ class TrackOperators:
                 return child
         return None
 
-    def crossover(self, a: Any, b: Any, rng: np.random.Generator) -> tuple[list[dict[str, Any]], list[dict[str, Any]]] | None:
+    def crossover(
+        self, a: Any, b: Any, rng: np.random.Generator
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]] | None:
         pa, pb = as_pairs(a), as_pairs(b)
         if len(pa) != len(pb) or len(pa) < 2:
             raise TrackError(f"crossover needs two tracks of the same length >= 2, got {len(pa)} and {len(pb)}")

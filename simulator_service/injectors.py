@@ -8,7 +8,8 @@ attributes, and returns the observation the agent sees first.
 from __future__ import annotations
 
 import sys
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -119,7 +120,6 @@ def _terrain_obstacles(subject: Subject, options: Mapping[str, Any]) -> Injector
         return obs
 
     return inject
-
 
 
 def _donkey_track(subject: Subject, options: Mapping[str, Any]) -> Injector:

@@ -7,9 +7,10 @@ all active environments, and a slot whose episode ends is refilled with the next
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from collections import deque
-from typing import Callable, Iterable, Iterator, Mapping, Protocol
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
 
 import gymnasium as gym
 import numpy as np

@@ -7,7 +7,7 @@ import threading
 import time
 import uuid
 from collections import defaultdict
-from typing import Iterator
+from collections.abc import Iterator
 
 import grpc
 import gymnasium as gym
@@ -24,7 +24,7 @@ from common.tensor import TensorError, from_tensor, to_tensor
 from simulator_service.agent_client import AgentStream, check_model_fits
 from simulator_service.backends import make_env
 from simulator_service.runner import AgentError, Job, run_lockstep
-from simulator_service.subject import STANDARD_SIGNALS, Subject, load_subjects
+from simulator_service.subject import STANDARD_SIGNALS, Subject
 from simulator_service.trace import TraceRecorder
 
 EPISODES = Counter("gauntlet_simulator_episodes_total", "Episodes finished", ["subject", "outcome"])
@@ -54,8 +54,9 @@ class EnvPool:
 
 
 class SimulatorServicer(simulator_pb2_grpc.SimulatorServiceServicer):
-    def __init__(self, subjects: dict[str, Subject], agent_endpoint: str, default_parallelism: int = 64,
-                 pipeline: int = 2) -> None:
+    def __init__(
+        self, subjects: dict[str, Subject], agent_endpoint: str, default_parallelism: int = 64, pipeline: int = 2
+    ) -> None:
         self.subjects = subjects
         self.pipeline = max(1, pipeline)
         self.agent_endpoint = agent_endpoint
@@ -81,38 +82,55 @@ class SimulatorServicer(simulator_pb2_grpc.SimulatorServiceServicer):
 
     def _agent_stub(self, endpoint: str) -> agent_pb2_grpc.AgentServiceStub:
         if not endpoint:
-            raise FailedPrecondition("no agent endpoint: start the simulator with --agent-endpoint or set "
-                                     "RunEpisodesRequest.agent_endpoint")
+            raise FailedPrecondition(
+                "no agent endpoint: start the simulator with --agent-endpoint or set RunEpisodesRequest.agent_endpoint"
+            )
         with self._lock:
             if endpoint not in self._channels:
                 self._channels[endpoint] = client_channel(endpoint)
             return agent_pb2_grpc.AgentServiceStub(self._channels[endpoint])
 
     def _summary(self, s: Subject) -> simulator_pb2.EnvironmentSummary:
-        return simulator_pb2.EnvironmentSummary(subject=s.name, backend=s.backend, env_id=s.env_id,
-                                                description=s.description)
+        return simulator_pb2.EnvironmentSummary(
+            subject=s.name, backend=s.backend, env_id=s.env_id, description=s.description
+        )
 
     def _validate(self, subject: Subject, cases: list[common_pb2.TestCase]) -> list[simulator_pb2.ConfigValidity]:
-        return [simulator_pb2.ConfigValidity(test_case_id=c.id, valid=not (v := subject.violations(case_values(c))),
-                                             violations=v) for c in cases]
+        return [
+            simulator_pb2.ConfigValidity(
+                test_case_id=c.id, valid=not (v := subject.violations(case_values(c))), violations=v
+            )
+            for c in cases
+        ]
 
     # -- RPCs ----------------------------------------------------------------------------------
     @grpc_method
     def ListEnvironments(self, request, context):  # type: ignore[no-untyped-def]
         return simulator_pb2.ListEnvironmentsResponse(
-            environments=[self._summary(self.subjects[n]) for n in sorted(self.subjects)])
+            environments=[self._summary(self.subjects[n]) for n in sorted(self.subjects)]
+        )
 
     @grpc_method
     def DescribeEnvironment(self, request, context):  # type: ignore[no-untyped-def]
         s = self._subject(request.subject)
         obs_space, act_space = self._spaces_of(s)
-        signals = [simulator_pb2.SignalInfo(name=n, granularity=g, description=d) for n, (g, d) in STANDARD_SIGNALS.items()]
-        signals += [simulator_pb2.SignalInfo(name=d.name, granularity=d.granularity, description=d.description)
-                    for d in s.signals]
+        signals = [
+            simulator_pb2.SignalInfo(name=n, granularity=g, description=d) for n, (g, d) in STANDARD_SIGNALS.items()
+        ]
+        signals += [
+            simulator_pb2.SignalInfo(name=d.name, granularity=d.granularity, description=d.description)
+            for d in s.signals
+        ]
         return simulator_pb2.DescribeEnvironmentResponse(
-            summary=self._summary(s), parameter_space=s.space.to_proto(), observation_space=space_to_proto(obs_space),
-            action_space=space_to_proto(act_space), default_oracle=s.oracle, max_steps=s.max_steps, signals=signals,
-            deterministic=s.deterministic)
+            summary=self._summary(s),
+            parameter_space=s.space.to_proto(),
+            observation_space=space_to_proto(obs_space),
+            action_space=space_to_proto(act_space),
+            default_oracle=s.oracle,
+            max_steps=s.max_steps,
+            signals=signals,
+            deterministic=s.deterministic,
+        )
 
     @grpc_method
     def ValidateConfigs(self, request, context):  # type: ignore[no-untyped-def]
@@ -120,8 +138,9 @@ class SimulatorServicer(simulator_pb2_grpc.SimulatorServiceServicer):
         return simulator_pb2.ValidateConfigsResponse(results=self._validate(s, list(request.test_cases)))
 
     @grpc_method
-    def RunEpisodes(self, request: simulator_pb2.RunEpisodesRequest,
-                    context: grpc.ServicerContext) -> Iterator[simulator_pb2.RunEpisodesResponse]:
+    def RunEpisodes(
+        self, request: simulator_pb2.RunEpisodesRequest, context: grpc.ServicerContext
+    ) -> Iterator[simulator_pb2.RunEpisodesResponse]:
         subject = self._subject(request.subject)
         if not request.model.name:
             raise InvalidArgument("RunEpisodesRequest.model.name is required")
@@ -142,8 +161,11 @@ class SimulatorServicer(simulator_pb2_grpc.SimulatorServiceServicer):
             self._fits.add(key)
 
         repetitions = max(request.repetitions, 1)
-        jobs = [Job(c.id, case_values(c), derive_seed(request.seed, c.id, r), r)
-                for c in request.test_cases for r in range(repetitions)]
+        jobs = [
+            Job(c.id, case_values(c), derive_seed(request.seed, c.id, r), r)
+            for c in request.test_cases
+            for r in range(repetitions)
+        ]
         QUEUE.inc(len(jobs))
         envs = self.pool.take(subject, min(parallelism, len(jobs)))
         agent = AgentStream(stub, request.model.name)
@@ -168,15 +190,28 @@ class SimulatorServicer(simulator_pb2_grpc.SimulatorServiceServicer):
         try:
             # with 2 groups the agent answers one half while this thread steps the other (>= 8 envs a group)
             groups = max(1, min(self.pipeline, len(envs) // 8))
-            for out in run_lockstep(lambda: make_env(subject), envs, jobs, act,
-                                    lambda: TraceRecorder(subject, list(request.trace.signals)),
-                                    max_steps=request.max_steps or None, groups=groups):
+            for out in run_lockstep(
+                lambda: make_env(subject),
+                envs,
+                jobs,
+                act,
+                lambda: TraceRecorder(subject, list(request.trace.signals)),
+                max_steps=request.max_steps or None,
+                groups=groups,
+            ):
                 QUEUE.dec()
                 EPISODES.labels(subject.name, "error" if out.error else "ok").inc()
                 result = common_pb2.EpisodeResult(
-                    test_case_id=out.job.test_case_id, seed=out.job.seed, repetition=out.job.repetition,
-                    steps=out.steps, total_reward=out.total_reward, terminated=out.terminated,
-                    truncated=out.truncated, wall_seconds=out.wall_seconds, error=out.error)
+                    test_case_id=out.job.test_case_id,
+                    seed=out.job.seed,
+                    repetition=out.job.repetition,
+                    steps=out.steps,
+                    total_reward=out.total_reward,
+                    terminated=out.terminated,
+                    truncated=out.truncated,
+                    wall_seconds=out.wall_seconds,
+                    error=out.error,
+                )
                 for name, value in out.signals.items():
                     result.signals[name].CopyFrom(to_tensor(value))
                 yield simulator_pb2.RunEpisodesResponse(result=result)
@@ -217,14 +252,21 @@ class SimulatorServicer(simulator_pb2_grpc.SimulatorServiceServicer):
                         raise InvalidArgument(f"step.action: {exc}") from None
                     obs, reward, terminated, truncated, _ = env.step(action.item() if action.shape == () else action)
                     step += 1
-                    yield simulator_pb2.OpenSessionResponse(observation=to_tensor(pack_observation(obs)), reward=float(reward),
-                                                            terminated=terminated, truncated=truncated, step=step)
+                    yield simulator_pb2.OpenSessionResponse(
+                        observation=to_tensor(pack_observation(obs)),
+                        reward=float(reward),
+                        terminated=terminated,
+                        truncated=truncated,
+                        step=step,
+                    )
                 elif which == "snapshot":
                     snapshot_id = uuid.uuid4().hex
                     try:
                         snapshots[snapshot_id] = (copy.deepcopy(env), step)
                     except Exception as exc:  # noqa: BLE001 - e.g. Box2D worlds cannot be copied
-                        raise FailedPrecondition(f"this environment cannot be snapshotted ({type(exc).__name__})") from None
+                        raise FailedPrecondition(
+                            f"this environment cannot be snapshotted ({type(exc).__name__})"
+                        ) from None
                     yield simulator_pb2.OpenSessionResponse(snapshot_id=snapshot_id, step=step)
                 elif which == "restore":
                     if request.restore.snapshot_id not in snapshots:
@@ -257,8 +299,10 @@ class SimulatorServicer(simulator_pb2_grpc.SimulatorServiceServicer):
         return simulator_pb2.RenderResponse(image=to_tensor(frame))
 
 
-def register(server: grpc.Server, subjects: dict[str, Subject], agent_endpoint: str, parallelism: int,
-             pipeline: int = 2) -> list[str]:
+def register(
+    server: grpc.Server, subjects: dict[str, Subject], agent_endpoint: str, parallelism: int, pipeline: int = 2
+) -> list[str]:
     simulator_pb2_grpc.add_SimulatorServiceServicer_to_server(
-        SimulatorServicer(subjects, agent_endpoint, parallelism, pipeline), server)
+        SimulatorServicer(subjects, agent_endpoint, parallelism, pipeline), server
+    )
     return [simulator_pb2.DESCRIPTOR.services_by_name["SimulatorService"].full_name]

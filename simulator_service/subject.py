@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 import yaml
@@ -73,8 +74,10 @@ class Subject:
                     values[v.operators.parameter] = v.operators.sample(rng)
             if not self.validators or not self.violations(values):
                 return values
-        raise SubjectError(f"subject {self.name}: no valid test case in {max_tries} uniform draws; "
-                           f"check its validators ({'; '.join(v.text for v in self.validators)})")
+        raise SubjectError(
+            f"subject {self.name}: no valid test case in {max_tries} uniform draws; "
+            f"check its validators ({'; '.join(v.text for v in self.validators)})"
+        )
 
 
 def load_subject_file(path: Path) -> Subject:
@@ -143,7 +146,9 @@ def load_subjects(dirs: list[Path] | None = None) -> dict[str, Subject]:
         for path in sorted(folder.glob("*.yaml")):
             subject = load_subject_file(path)
             if subject.name in subjects:
-                raise SubjectError(f"{path}: subject {subject.name!r} is already declared in {subjects[subject.name].source}")
+                raise SubjectError(
+                    f"{path}: subject {subject.name!r} is already declared in {subjects[subject.name].source}"
+                )
             subjects[subject.name] = subject
     return subjects
 

@@ -23,8 +23,11 @@ class TraceRecorder:
         self._steps: dict[str, list[np.ndarray]] = {}
 
     def start(self) -> None:
-        self._steps = {name: [] for name in self._want if name != "final_observation" and
-                       (name in STANDARD_SIGNALS or self._granularity(name) == "step")}
+        self._steps = {
+            name: []
+            for name in self._want
+            if name != "final_observation" and (name in STANDARD_SIGNALS or self._granularity(name) == "step")
+        }
 
     def _granularity(self, name: str) -> str:
         return next(s.granularity for s in self._custom if s.name == name)

@@ -16,9 +16,10 @@ subject's sampling and the search strategies use those instead of the generic pe
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import combinations
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -39,7 +40,7 @@ class ParameterOperators:
     parameter: str
     sample: Callable[[np.random.Generator], ParamValue]
     mutate: Callable[[ParamValue, np.random.Generator], ParamValue]
-    crossover: Callable[[ParamValue, ParamValue, np.random.Generator], "tuple[ParamValue, ParamValue] | None"]
+    crossover: Callable[[ParamValue, ParamValue, np.random.Generator], tuple[ParamValue, ParamValue] | None]
     directed: Callable[[ParamValue, np.ndarray, np.random.Generator], Iterator[ParamValue]] | None = None
 
 
@@ -64,11 +65,15 @@ def _distinct(options: Mapping[str, Any], names: Sequence[str]) -> Validator:
         raise ValueError(f"'distinct' names unknown parameter(s) {', '.join(unknown)} (known: {', '.join(names)})")
 
     def check(values: Mapping[str, ParamValue]) -> list[str]:
-        return [f"{a}={values[a]!r} and {b}={values[b]!r} must differ ({a} != {b})"
-                for a, b in combinations(params, 2) if a in values and b in values and values[a] == values[b]]
+        return [
+            f"{a}={values[a]!r} and {b}={values[b]!r} must differ ({a} != {b})"
+            for a, b in combinations(params, 2)
+            if a in values and b in values and values[a] == values[b]
+        ]
 
-    return Validator("distinct", " != ".join(params) if len(params) == 2 else f"all different: {', '.join(params)}",
-                     check)
+    return Validator(
+        "distinct", " != ".join(params) if len(params) == 2 else f"all different: {', '.join(params)}", check
+    )
 
 
 def _donkey_track(options: Mapping[str, Any], names: Sequence[str]) -> Validator:
@@ -82,25 +87,37 @@ def _donkey_track(options: Mapping[str, Any], names: Sequence[str]) -> Validator
     param = options.get("parameter", "track")
     if param not in names:
         raise ValueError(f"'donkey_track' names unknown parameter {param!r} (known: {', '.join(names)})")
-    op_keys = {"mutation_pairs": "pairs", "dy_delta": "dy_delta", "units_delta": "units_delta",
-               "crossover_tries": "crossover_tries"}
+    op_keys = {
+        "mutation_pairs": "pairs",
+        "dy_delta": "dy_delta",
+        "units_delta": "units_delta",
+        "crossover_tries": "crossover_tries",
+    }
     rule_options = {k: v for k, v in options.items() if k not in ("kind", "parameter", *op_keys)}
     try:
         rules = TrackRules.from_options(rule_options)
-        ops = TrackOperators(rules, **{op_keys[k]: (str(v) if k == "mutation_pairs" else float(v)
-                                                    if k == "dy_delta" else int(v))
-                                       for k, v in options.items() if k in op_keys})
+        ops = TrackOperators(
+            rules,
+            **{
+                op_keys[k]: (str(v) if k == "mutation_pairs" else float(v) if k == "dy_delta" else int(v))
+                for k, v in options.items()
+                if k in op_keys
+            },
+        )
     except (TypeError, ValueError) as exc:
         raise ValueError(f"'donkey_track': {exc}") from None
 
     def check(values: Mapping[str, ParamValue]) -> list[str]:
         return [f"{param}: {v}" for v in violations(values[param], rules)] if param in values else []
 
-    text = (f"{param}: starts and ends with S; DY followed by L or R; no self-intersection (road width "
-            f"{rules.road_width:g} m); no turn over {rules.max_turn_deg:g} deg; at least {rules.min_curves} curves, "
-            f"one of at least {rules.min_hardest_deg:g} deg")
-    return Validator("donkey_track", text, check,
-                     ParameterOperators(param, ops.sample, ops.mutate, ops.crossover, ops.directed))
+    text = (
+        f"{param}: starts and ends with S; DY followed by L or R; no self-intersection (road width "
+        f"{rules.road_width:g} m); no turn over {rules.max_turn_deg:g} deg; at least {rules.min_curves} curves, "
+        f"one of at least {rules.min_hardest_deg:g} deg"
+    )
+    return Validator(
+        "donkey_track", text, check, ParameterOperators(param, ops.sample, ops.mutate, ops.crossover, ops.directed)
+    )
 
 
 def flag_names(prefix: str, names: Sequence[str]) -> list[str]:
@@ -118,12 +135,14 @@ def _spot_free(options: Mapping[str, Any], names: Sequence[str]) -> Validator:
     """
     spot, prefix = options.get("spot"), options.get("flags")
     if not isinstance(spot, str) or spot not in names:
-        raise ValueError(f"'spot_free' needs 'spot': the name of an integer parameter, got {spot!r} "
-                         f"(known: {', '.join(names)})")
+        raise ValueError(
+            f"'spot_free' needs 'spot': the name of an integer parameter, got {spot!r} (known: {', '.join(names)})"
+        )
     flags = flag_names(prefix, names) if isinstance(prefix, str) else []
     if not flags:
-        raise ValueError(f"'spot_free' needs 'flags': the prefix of flag parameters <prefix>_0, <prefix>_1, ..., "
-                         f"got {prefix!r}")
+        raise ValueError(
+            f"'spot_free' needs 'flags': the prefix of flag parameters <prefix>_0, <prefix>_1, ..., got {prefix!r}"
+        )
 
     def check(values: Mapping[str, ParamValue]) -> list[str]:
         chosen = values.get(spot)
@@ -131,8 +150,10 @@ def _spot_free(options: Mapping[str, Any], names: Sequence[str]) -> Validator:
             return []  # the domain check names a bad spot
         flag = flags[chosen - 1]
         if values.get(flag):
-            return [f"{spot}={chosen} names an occupied spot ({flag}={values[flag]!r}); "
-                    f"the spot {spot} names must be free ({flag} = 0)"]
+            return [
+                f"{spot}={chosen} names an occupied spot ({flag}={values[flag]!r}); "
+                f"the spot {spot} names must be free ({flag} = 0)"
+            ]
         return []
 
     return Validator("spot_free", f"{prefix}_{{{spot}-1}} = 0 (the spot {spot} names is free)", check)

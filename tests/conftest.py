@@ -8,9 +8,9 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from glob import glob
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -23,8 +23,13 @@ MODEL_ROOT = Path(os.environ["GAUNTLET_TEST_MODEL_ROOT"]) if os.environ.get("GAU
 def suite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalSuite]:
     """Every service as a separate process on loopback, with the bundled zoo and a fresh SQLite store."""
     root = tmp_path_factory.mktemp("suite")
-    local = LocalSuite(store_url=f"sqlite:///{root / 'store.db'}", log_dir=root / "logs", model_root=MODEL_ROOT,
-                       report_root=root / "reports", generator_retry_seconds=60.0)
+    local = LocalSuite(
+        store_url=f"sqlite:///{root / 'store.db'}",
+        log_dir=root / "logs",
+        model_root=MODEL_ROOT,
+        report_root=root / "reports",
+        generator_retry_seconds=60.0,
+    )
     local.start()
     yield local
     local.stop()
@@ -63,12 +68,25 @@ def postgres_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             pytest.fail(f"{' '.join(cmd)} failed: {done.stdout}{done.stderr}")
 
     run(str(bindir / "initdb"), "-D", str(data), "-U", "gauntlet", "--auth=trust", "-E", "UTF8")
-    run(str(bindir / "pg_ctl"), "-D", str(data), "-w", "-l", str(data.parent / "log"),
-        "-o", f"-p {port} -k {data.parent} -c listen_addresses=127.0.0.1", "start")
+    run(
+        str(bindir / "pg_ctl"),
+        "-D",
+        str(data),
+        "-w",
+        "-l",
+        str(data.parent / "log"),
+        "-o",
+        f"-p {port} -k {data.parent} -c listen_addresses=127.0.0.1",
+        "start",
+    )
     try:
         for _ in range(50):
-            if subprocess.run([str(bindir / "pg_isready"), "-h", "127.0.0.1", "-p", str(port)],
-                              capture_output=True).returncode == 0:
+            if (
+                subprocess.run(
+                    [str(bindir / "pg_isready"), "-h", "127.0.0.1", "-p", str(port)], capture_output=True
+                ).returncode
+                == 0
+            ):
                 break
             time.sleep(0.2)
         yield f"postgresql+psycopg://gauntlet@127.0.0.1:{port}/postgres"

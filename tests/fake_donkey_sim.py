@@ -37,9 +37,9 @@ class FakeDonkeySim:
     echo_track: bool = True
     omit_field: str | None = None
     split_frames: bool = False
-    top_speed: float = 20.0          # m/s at throttle 1
-    dt: float = 0.05                 # s per control step
-    car_max_curvature: float = 0.2   # 1/m: curves with a radius under 5 m make the car slide
+    top_speed: float = 20.0  # m/s at throttle 1
+    dt: float = 0.05  # s per control step
+    car_max_curvature: float = 0.2  # 1/m: curves with a radius under 5 m make the car slide
     slide_gain: float = 1.0
     steer_gain: float = 0.5
     received: list[dict[str, Any]] = field(default_factory=list)
@@ -64,7 +64,7 @@ class FakeDonkeySim:
         self._thread.join(timeout=5)
         self._server.close()
 
-    def __enter__(self) -> "FakeDonkeySim":
+    def __enter__(self) -> FakeDonkeySim:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -75,7 +75,7 @@ class FakeDonkeySim:
         while not self._stop.is_set():
             try:
                 conn, _ = self._server.accept()
-            except socket.timeout:
+            except TimeoutError:
                 continue
             except OSError:
                 return
@@ -102,7 +102,7 @@ class FakeDonkeySim:
         while not self._stop.is_set():
             try:
                 chunk = conn.recv(65536)
-            except socket.timeout:
+            except TimeoutError:
                 continue
             except OSError:
                 return
@@ -181,9 +181,19 @@ class FakeDonkeySim:
         if k > self._node:
             self._node = k
             hit = f"waypointline_{k}"
-        message = {"msg_type": "telemetry", "image": self._image(), "cte": self._d, "pos_x": float(x), "pos_y": 0.5,
-                   "pos_z": float(z), "speed": self._speed, "hit": hit, "totalNodes": len(self._path),
-                   "material": "end_line" if ended else "road", "steering_angle": 0.0}
+        message = {
+            "msg_type": "telemetry",
+            "image": self._image(),
+            "cte": self._d,
+            "pos_x": float(x),
+            "pos_y": 0.5,
+            "pos_z": float(z),
+            "speed": self._speed,
+            "hit": hit,
+            "totalNodes": len(self._path),
+            "material": "end_line" if ended else "road",
+            "steering_angle": 0.0,
+        }
         if self.omit_field:
             message.pop(self.omit_field, None)
         return message

@@ -30,8 +30,14 @@ def wilson_reference(k: int, n: int, z: float = Z95) -> tuple[float, float]:
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
-def rec(index: int, verdict: str = "pass", values: dict | None = None, margin: float = 1.0,
-        steps: int = 10, elapsed: float | None = None) -> ExecutionRecord:
+def rec(
+    index: int,
+    verdict: str = "pass",
+    values: dict | None = None,
+    margin: float = 1.0,
+    steps: int = 10,
+    elapsed: float | None = None,
+) -> ExecutionRecord:
     return ExecutionRecord(
         index=index,
         values=values if values is not None else {"x": float(index), "y": 0.5 * index},
@@ -169,8 +175,14 @@ EVIL_NAME = "<script>alert('x')</script> & co"
 
 def _info(cid: str, name: str) -> dict:
     return {
-        "campaign_id": cid, "name": name, "subject": "CartPole-v1", "model": "ppo-cartpole",
-        "strategy": "random", "seed": 3, "state": "finished", "stop_reason": "budget",
+        "campaign_id": cid,
+        "name": name,
+        "subject": "CartPole-v1",
+        "model": "ppo-cartpole",
+        "strategy": "random",
+        "seed": 3,
+        "state": "finished",
+        "stop_reason": "budget",
         "budget": {"executions": 100},
     }
 

@@ -7,8 +7,14 @@ import math
 import numpy as np
 import pytest
 
-from analysis_service.statistics import (behaviour_coverage, compare, effect_band, kl_entropy, sparsity,
-                                         vargha_delaney_a12)
+from analysis_service.statistics import (
+    behaviour_coverage,
+    compare,
+    effect_band,
+    kl_entropy,
+    sparsity,
+    vargha_delaney_a12,
+)
 
 
 def test_a12_counts_ties_as_half() -> None:
@@ -49,7 +55,9 @@ def test_clustered_inputs_have_lower_entropy_and_sparsity() -> None:
     rng = np.random.default_rng(3)
     spread = rng.uniform(size=(1000, 2))
     clustered = rng.uniform(0.4, 0.5, size=(1000, 2))
-    assert kl_entropy(clustered, low=np.zeros(2), high=np.ones(2)) < kl_entropy(spread, low=np.zeros(2), high=np.ones(2))
+    assert kl_entropy(clustered, low=np.zeros(2), high=np.ones(2)) < kl_entropy(
+        spread, low=np.zeros(2), high=np.ones(2)
+    )
     assert sparsity(clustered) < sparsity(spread)
     assert math.isnan(sparsity(np.zeros((3, 2))))
 
@@ -65,10 +73,19 @@ def test_report_carries_diversity_measures() -> None:
     from analysis_service.report import build_report, render_html
 
     rng = np.random.default_rng(4)
-    records = [ExecutionRecord(index=i + 1, values={"x": float(rng.uniform()), "y": float(rng.uniform())},
-                               verdict="fail" if i % 10 == 0 else "pass", margin=0.0, steps=10, total_reward=0.0,
-                               elapsed_seconds=float(i), descriptors=(float(i % 7), float(i % 5)))
-               for i in range(200)]
+    records = [
+        ExecutionRecord(
+            index=i + 1,
+            values={"x": float(rng.uniform()), "y": float(rng.uniform())},
+            verdict="fail" if i % 10 == 0 else "pass",
+            margin=0.0,
+            steps=10,
+            total_reward=0.0,
+            elapsed_seconds=float(i),
+            descriptors=(float(i % 7), float(i % 5)),
+        )
+        for i in range(200)
+    ]
     report = build_report([({"campaign_id": "c1", "name": "d"}, records)])
     d = report["campaigns"][0]["diversity"]
     assert abs(d["input_entropy"]) < 0.5 and d["failure_sparsity"] > 0
@@ -81,16 +98,27 @@ def test_report_gives_final_state_sparsity_only_for_campaigns_that_kept_final_st
     from analysis_service.report import build_report, render_html
 
     def record(i: int, final: tuple[float, ...]) -> ExecutionRecord:
-        return ExecutionRecord(index=i + 1, values={"x": i / 200}, verdict="fail" if i % 10 == 0 else "pass",
-                               margin=0.0, steps=10, total_reward=0.0, elapsed_seconds=float(i),
-                               final_observation=final)
+        return ExecutionRecord(
+            index=i + 1,
+            values={"x": i / 200},
+            verdict="fail" if i % 10 == 0 else "pass",
+            margin=0.0,
+            steps=10,
+            total_reward=0.0,
+            elapsed_seconds=float(i),
+            final_observation=final,
+        )
 
     # final states 0, 1, ..., 199 on a line: an inner point's 3 nearest are at 1, 1, 2 (mean 4/3); the failing
     # ones (every 10th) at 10, 10, 20 (mean 40/3); medians over points
     kept = [record(i, (float(i), 0.0)) for i in range(200)]
-    report = build_report([({"campaign_id": "kept"}, kept), ({"campaign_id": "plain"}, [record(i, ()) for i in range(200)])])
+    report = build_report(
+        [({"campaign_id": "kept"}, kept), ({"campaign_id": "plain"}, [record(i, ()) for i in range(200)])]
+    )
     d_kept, d_plain = (c["diversity"] for c in report["campaigns"])
-    assert d_kept["final_state_sparsity"] == pytest.approx(4 / 3) and d_kept["failure_state_sparsity"] == pytest.approx(40 / 3)
+    assert d_kept["final_state_sparsity"] == pytest.approx(4 / 3) and d_kept["failure_state_sparsity"] == pytest.approx(
+        40 / 3
+    )
     assert d_plain["final_state_sparsity"] is None and d_plain["failure_state_sparsity"] is None
     html = render_html(report, {"kept": kept, "plain": []})
     assert "1.333 / 13.333" in html and "final-state sparsity" in html

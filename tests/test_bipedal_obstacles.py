@@ -75,8 +75,11 @@ def test_obstacle_kinds_land_in_the_terrain_in_slot_order() -> None:
     assert [c for _, c, _ in slots] == [codes[i % 15] for i in range(len(slots))]
     y = np.asarray(base.terrain_y)
     # bodies above the ground line (stumps, stair blocks, pit walls) by their left x
-    blocks = [min(v[0] for v in body.fixtures[0].shape.vertices) for body in base.terrain
-              if len(body.fixtures[0].shape.vertices) == 4]
+    blocks = [
+        min(v[0] for v in body.fixtures[0].shape.vertices)
+        for body in base.terrain
+        if len(body.fixtures[0].shape.vertices) == 4
+    ]
     for _, code, start in slots:
         if start + 6 >= len(y):
             break
@@ -84,7 +87,7 @@ def test_obstacle_kinds_land_in_the_terrain_in_slot_order() -> None:
         if code == PIT:
             assert y[start + 1] == pytest.approx(y[start] - 4 * STEP)  # the ground drops into the pit
         elif code == STAIRS:
-            rise = np.abs(np.diff(y[start:start + 13])).max()
+            rise = np.abs(np.diff(y[start : start + 13])).max()
             assert 0.1 * STEP < rise < 2 * STEP  # steps, no pit drop
         else:  # stump: the ground stays put, a block stands at the slot
             assert abs(y[start + 1] - y[start]) < STEP
@@ -126,8 +129,10 @@ def test_oracle_descriptors_and_fall_on_a_scripted_episode() -> None:
     assert verdict.descriptors == (feats["distance"], feats["hull_angle"])
     for suffix, pair in BIPEDAL_PAIRS.items():
         other = get_oracle("bipedal_fall" + (f"_{suffix}" if suffix else ""))
-        assert other.evaluate(Episode(steps, total, terminated, truncated, signals)).descriptors == \
-            (feats[pair[0]], feats[pair[1]])
+        assert other.evaluate(Episode(steps, total, terminated, truncated, signals)).descriptors == (
+            feats[pair[0]],
+            feats[pair[1]],
+        )
 
 
 def test_bundled_walker_loads_and_walks_the_subject() -> None:

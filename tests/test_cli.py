@@ -10,8 +10,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def gauntlet(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "cli.main", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "cli.main", *args], cwd=cwd, capture_output=True, text=True, timeout=300
+    )
 
 
 def test_help_lists_commands_and_examples() -> None:
@@ -23,7 +24,9 @@ def test_help_lists_commands_and_examples() -> None:
 
 def test_bad_campaign_field_is_named_without_traceback(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
-    bad.write_text("campaign:\n  subject: cartpole\n  model: cartpole-ppo\n  batch_size: 0\n  budget: {max_executions: 10}\n")
+    bad.write_text(
+        "campaign:\n  subject: cartpole\n  model: cartpole-ppo\n  batch_size: 0\n  budget: {max_executions: 10}\n"
+    )
     out = gauntlet("run", str(bad))
     assert out.returncode == 2
     assert "campaign.batch_size: Input should be greater than or equal to 1" in out.stderr
@@ -50,10 +53,19 @@ def test_unknown_subject_is_reported_by_the_suite(tmp_path: Path) -> None:
 
 def test_a_campaign_that_keeps_final_observations_reports_their_sparsity(tmp_path: Path) -> None:
     spec = tmp_path / "keep.yaml"
-    spec.write_text("campaign:\n  subject: cartpole\n  model: cartpole-ppo\n  strategy: prt\n  seed: 3\n"
-                    "  budget: {max_executions: 64}\n  batch_size: 32\n  keep_final_observations: true\n")
-    out = gauntlet("run", str(spec), "--store-url", f"sqlite:///{tmp_path / 's.db'}", "--report-dir",
-                   str(tmp_path / "reports"), cwd=tmp_path)
+    spec.write_text(
+        "campaign:\n  subject: cartpole\n  model: cartpole-ppo\n  strategy: prt\n  seed: 3\n"
+        "  budget: {max_executions: 64}\n  batch_size: 32\n  keep_final_observations: true\n"
+    )
+    out = gauntlet(
+        "run",
+        str(spec),
+        "--store-url",
+        f"sqlite:///{tmp_path / 's.db'}",
+        "--report-dir",
+        str(tmp_path / "reports"),
+        cwd=tmp_path,
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     row = next(line for line in out.stdout.splitlines() if "final-state sparsity" in line)
     fs, ffs = (float(v) for v in row.split("│")[2].split("/"))  # numbers on both sides: both verdicts occurred
@@ -78,8 +90,12 @@ def test_every_example_campaign_is_valid() -> None:
     for path in examples:
         config, _ = load_campaign_file(path)
         assert config.subject in subjects, path
-        strategy = make_strategy(config.strategy, subjects[config.subject].space, derive_seed(config.seed, "strategy"),
-                                 config.strategy_params)
+        strategy = make_strategy(
+            config.strategy,
+            subjects[config.subject].space,
+            derive_seed(config.seed, "strategy"),
+            config.strategy_params,
+        )
         asked = strategy.ask(4)
         assert asked and all(subjects[config.subject].space.violations(v) == [] for v in asked), path
 
@@ -89,7 +105,7 @@ def test_evaluate_measures_a_zoo_model_and_names_bad_input() -> None:
 
     out = gauntlet("evaluate", "cartpole-ppo", "--tests", "6", "--parallelism", "3", "--seed", "7")
     assert out.returncode == 0, out.stderr
-    summary = json.loads(out.stdout[out.stdout.index("{"):])
+    summary = json.loads(out.stdout[out.stdout.index("{") :])
     assert summary["eval_tests"] == 6 and summary["eval_errors"] == 0 and 0 <= summary["eval_failures"] <= 6
     low, high = summary["failure_rate_ci95"]
     assert 0.0 <= low <= summary["eval_failures"] / 6 <= high <= 1.0

@@ -17,7 +17,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_generated_stubs_are_fresh() -> None:
-    result = subprocess.run([sys.executable, "tools/gen_protos.py", "--check"], cwd=ROOT, capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "tools/gen_protos.py", "--check"], cwd=ROOT, capture_output=True, text=True
+    )
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -31,13 +33,16 @@ def test_buf_lint_is_clean() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-@pytest.mark.parametrize("array", [
-    np.arange(12, dtype=np.float32).reshape(3, 4),
-    np.array([1, -2, 3], dtype=np.int64),
-    np.zeros((2, 5, 5, 3), dtype=np.uint8),
-    np.array(3.5),
-    np.array([True, False]),
-])
+@pytest.mark.parametrize(
+    "array",
+    [
+        np.arange(12, dtype=np.float32).reshape(3, 4),
+        np.array([1, -2, 3], dtype=np.int64),
+        np.zeros((2, 5, 5, 3), dtype=np.uint8),
+        np.array(3.5),
+        np.array([True, False]),
+    ],
+)
 def test_tensor_round_trip(array: np.ndarray) -> None:
     back = from_tensor(to_tensor(array))
     assert back.dtype == array.dtype and back.shape == array.shape

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import dataclasses
 import socket
-from typing import Iterator
+from collections.abc import Iterator
 
 import grpc
 import numpy as np
 import pytest
 
+from cli.launcher import LocalSuite
 from oracle_service.oracles import Episode, get_oracle
 from simulator_service.backends import backends, make_env
 from simulator_service.backends.donkey import ENDPOINT_ENV, DonkeyEnv
@@ -22,15 +23,42 @@ from simulator_service.donkey_track import as_records, track_string
 from simulator_service.runner import Job, run_lockstep
 from simulator_service.subject import Subject, load_subjects
 from simulator_service.trace import TraceRecorder
-from cli.launcher import LocalSuite
 from tests.fake_donkey_sim import FakeDonkeySim
 
 # valid under the paper's rules; the toy car takes every curve (radius >= 11 m), so it reaches the end line
-GENTLE = as_records([("S", 5), ("DY", 10), ("L", 12), ("S", 5), ("DY", 10), ("R", 6), ("S", 3), ("DY", 10),
-                     ("L", 6), ("S", 5), ("S", 5), ("S", 5)])
+GENTLE = as_records(
+    [
+        ("S", 5),
+        ("DY", 10),
+        ("L", 12),
+        ("S", 5),
+        ("DY", 10),
+        ("R", 6),
+        ("S", 3),
+        ("DY", 10),
+        ("L", 6),
+        ("S", 5),
+        ("S", 5),
+        ("S", 5),
+    ]
+)
 # also valid: its first curve (DY 42, L 3: 126 deg on a 2.7 m radius) is too sharp for the toy car
-SHARP = as_records([("S", 5), ("DY", 42), ("L", 3), ("S", 5), ("DY", 10), ("R", 6), ("S", 3), ("DY", 10),
-                    ("L", 6), ("S", 5), ("S", 5), ("S", 5)])
+SHARP = as_records(
+    [
+        ("S", 5),
+        ("DY", 42),
+        ("L", 3),
+        ("S", 5),
+        ("DY", 10),
+        ("R", 6),
+        ("S", 3),
+        ("DY", 10),
+        ("L", 6),
+        ("S", 5),
+        ("S", 5),
+        ("S", 5),
+    ]
+)
 DRIVE = np.array([0.0, 0.5], dtype=np.float32)
 
 
@@ -42,8 +70,16 @@ def sim() -> Iterator[FakeDonkeySim]:
 
 def donkey_subject(endpoint: str, **overrides: object) -> Subject:
     subject = load_subjects()["donkey"]
-    kwargs = {**subject.env_kwargs, "endpoint": endpoint, "cte_centre": 0.0, "max_cte": 2.0, "min_throttle": 0.0,
-              "io_timeout_s": 3.0, "track_confirm_timeout_s": 1.0, **overrides}
+    kwargs = {
+        **subject.env_kwargs,
+        "endpoint": endpoint,
+        "cte_centre": 0.0,
+        "max_cte": 2.0,
+        "min_throttle": 0.0,
+        "io_timeout_s": 3.0,
+        "track_confirm_timeout_s": 1.0,
+        **overrides,
+    }
     return dataclasses.replace(subject, env_kwargs=kwargs, max_steps=600)
 
 
@@ -57,8 +93,9 @@ def drive(env: object, steps: int = 600) -> tuple[int, float, bool]:
     return steps, total, False
 
 
-def test_backend_is_registered_and_the_endpoint_comes_from_env_or_subject(monkeypatch: pytest.MonkeyPatch,
-                                                                         sim: FakeDonkeySim) -> None:
+def test_backend_is_registered_and_the_endpoint_comes_from_env_or_subject(
+    monkeypatch: pytest.MonkeyPatch, sim: FakeDonkeySim
+) -> None:
     assert "donkey" in backends()
     subject = donkey_subject("127.0.0.1:1")  # nothing listens on port 1: the env var must win
     monkeypatch.setenv(ENDPOINT_ENV, sim.endpoint)
@@ -100,14 +137,23 @@ def test_off_road_on_a_sharp_curve_is_a_failure_through_the_runner_and_oracle(si
     oracle = get_oracle(subject.oracle)
     signals = list(oracle.required_signals) + ["cte"]
     jobs = [Job("sharp", {"track": SHARP}, seed=0), Job("gentle", {"track": GENTLE}, seed=0)]
-    outcomes = {o.job.test_case_id: o for o in run_lockstep(
-        lambda: make_env(subject), [make_env(subject)], jobs, lambda obs: np.tile(DRIVE, (len(obs), 1)),
-        lambda: TraceRecorder(subject, signals), max_steps=subject.max_steps)}
+    outcomes = {
+        o.job.test_case_id: o
+        for o in run_lockstep(
+            lambda: make_env(subject),
+            [make_env(subject)],
+            jobs,
+            lambda obs: np.tile(DRIVE, (len(obs), 1)),
+            lambda: TraceRecorder(subject, signals),
+            max_steps=subject.max_steps,
+        )
+    }
     verdicts = {}
     for case, out in outcomes.items():
         assert out.error == "", out.error
-        verdicts[case] = oracle.evaluate(Episode(out.steps, out.total_reward, out.terminated, out.truncated,
-                                                 out.signals))
+        verdicts[case] = oracle.evaluate(
+            Episode(out.steps, out.total_reward, out.terminated, out.truncated, out.signals)
+        )
     sharp, gentle = verdicts["sharp"], verdicts["gentle"]
     assert sharp.failed and sharp.margin < 0 and "left the road" in sharp.reason
     assert not gentle.failed and gentle.margin > 0 and "end line" in gentle.reason
@@ -133,9 +179,16 @@ def test_a_dropped_connection_mid_episode_is_unavailable() -> None:
 def test_the_runner_turns_a_dropped_simulator_into_an_error_outcome() -> None:
     with FakeDonkeySim(drop_after=3) as sim:
         subject = donkey_subject(sim.endpoint)
-        out = next(run_lockstep(lambda: make_env(subject), [make_env(subject)], [Job("t", {"track": GENTLE}, 0)],
-                                lambda obs: np.tile(DRIVE, (len(obs), 1)), lambda: TraceRecorder(subject, []),
-                                max_steps=50))
+        out = next(
+            run_lockstep(
+                lambda: make_env(subject),
+                [make_env(subject)],
+                [Job("t", {"track": GENTLE}, 0)],
+                lambda obs: np.tile(DRIVE, (len(obs), 1)),
+                lambda: TraceRecorder(subject, []),
+                max_steps=50,
+            )
+        )
     assert out.error.startswith("environment error: SimUnavailable") and "closed the connection" in out.error
 
 

@@ -9,13 +9,35 @@ import pytest
 
 from generator_service.surrogates.encoding import Encoder
 from generator_service.surrogates.search import Budget, Mutator, crossover, genetic, hill_climb, subject_validity
-from simulator_service.donkey_track import (UNIT_LENGTH, TrackOperators, TrackRules, as_records, centre_line,
-                                            is_valid, parse_track_string, random_track, track_string, violations)
+from simulator_service.donkey_track import (
+    UNIT_LENGTH,
+    TrackOperators,
+    TrackRules,
+    as_records,
+    centre_line,
+    is_valid,
+    parse_track_string,
+    random_track,
+    track_string,
+    violations,
+)
 from simulator_service.subject import load_subjects
 
 # 3 curves: 120 deg left, 60 deg right, 60 deg left; 30 + 12 + ... units, no self-approach
-VALID = [("S", 5), ("DY", 10), ("L", 12), ("S", 5), ("DY", 10), ("R", 6), ("S", 3), ("DY", 10), ("L", 6),
-         ("S", 5), ("S", 5), ("S", 5)]
+VALID = [
+    ("S", 5),
+    ("DY", 10),
+    ("L", 12),
+    ("S", 5),
+    ("DY", 10),
+    ("R", 6),
+    ("S", 3),
+    ("DY", 10),
+    ("L", 6),
+    ("S", 5),
+    ("S", 5),
+    ("S", 5),
+]
 RQ4 = TrackRules(min_curves=2, max_turn_deg=130, min_hardest_deg=0)
 
 
@@ -47,14 +69,17 @@ def test_the_valid_track_passes_every_rule_and_round_trips_as_a_string() -> None
     assert parse_track_string(text) == [(c, float(v)) for c, v in VALID]
 
 
-@pytest.mark.parametrize("track, rule, where", [
-    (with_pair(VALID, 4, ("DY", 60.5)), "0", "track[4] (DY 60.5)"),                 # DY rate beyond 50
-    (with_pair(VALID, 3, ("S", 2.5)), "0", "track[3] (S 2.5)"),                     # units must be whole
-    (with_pair(VALID, 0, ("DY", 10)), "1", "track[0] is DY"),                       # must start with S
-    (with_pair(VALID, 11, ("L", 3)), "1", "track[11] is L"),                        # must end with S
-    (with_pair(VALID, 5, ("S", 6)), "2", "track[4] is DY followed by S"),           # DY then S
-    (with_pair(VALID, 4, ("S", 6)), "2", "track[5] is R without a DY"),             # curve without DY
-])
+@pytest.mark.parametrize(
+    "track, rule, where",
+    [
+        (with_pair(VALID, 4, ("DY", 60.5)), "0", "track[4] (DY 60.5)"),  # DY rate beyond 50
+        (with_pair(VALID, 3, ("S", 2.5)), "0", "track[3] (S 2.5)"),  # units must be whole
+        (with_pair(VALID, 0, ("DY", 10)), "1", "track[0] is DY"),  # must start with S
+        (with_pair(VALID, 11, ("L", 3)), "1", "track[11] is L"),  # must end with S
+        (with_pair(VALID, 5, ("S", 6)), "2", "track[4] is DY followed by S"),  # DY then S
+        (with_pair(VALID, 4, ("S", 6)), "2", "track[5] is R without a DY"),  # curve without DY
+    ],
+)
 def test_grammar_rules_name_the_pair_and_the_rule(track: list, rule: str, where: str) -> None:
     problems = violations(track)
     assert rule in rules_named(problems), problems
@@ -63,14 +88,38 @@ def test_grammar_rules_name_the_pair_and_the_rule(track: list, rule: str, where:
 
 def test_rule_3_self_intersection_crossing_and_near_miss() -> None:
     # two 150-deg left turns (270 deg together) send the road back across its first straight
-    crossing = [("S", 10), ("DY", 30), ("L", 5), ("DY", 30), ("L", 5), ("S", 20), ("DY", 10), ("R", 12),
-                ("S", 1), ("S", 1), ("S", 1), ("S", 1)]
+    crossing = [
+        ("S", 10),
+        ("DY", 30),
+        ("L", 5),
+        ("DY", 30),
+        ("L", 5),
+        ("S", 20),
+        ("DY", 10),
+        ("R", 12),
+        ("S", 1),
+        ("S", 1),
+        ("S", 1),
+        ("S", 1),
+    ]
     problems = violations(crossing)
     assert rules_named(problems) == {"3"} and "crosses itself" in problems[0], problems
     # a hairpin (two 90-deg curves) whose return leg runs 4.8 m beside the outbound one: no crossing, but two
     # roads 5 m wide would overlap
-    beside = [("S", 10), ("DY", 45), ("L", 2), ("DY", 45), ("L", 2), ("S", 10), ("DY", 10), ("R", 12),
-              ("S", 1), ("S", 1), ("S", 1), ("S", 1)]
+    beside = [
+        ("S", 10),
+        ("DY", 45),
+        ("L", 2),
+        ("DY", 45),
+        ("L", 2),
+        ("S", 10),
+        ("DY", 10),
+        ("R", 12),
+        ("S", 1),
+        ("S", 1),
+        ("S", 1),
+        ("S", 1),
+    ]
     g = centre_line(beside)
     assert abs(g.points[15][0] - g.points[5][0]) == pytest.approx(2 + 2 * math.sqrt(2), abs=1e-6)  # 4.83 m apart
     assert violations(beside, TrackRules(road_width=4.5)) == []  # a narrower road fits
@@ -86,7 +135,8 @@ def test_rule_4_no_turn_over_the_limit_and_the_rq4_limit() -> None:
     assert is_valid(VALID, RQ4)
     wide = with_pair(VALID, 2, ("L", 14))  # 140 deg: fine in the main setting, too sharp for RQ4
     assert is_valid(wide) and violations(wide, RQ4) == [
-        "track[1]..track[2] (DY 10, L 14): the curve turns 140.0 deg: rule 4 (no turn over 130 deg)"]
+        "track[1]..track[2] (DY 10, L 14): the curve turns 140.0 deg: rule 4 (no turn over 130 deg)"
+    ]
 
 
 def test_rule_5_curve_count_and_hardest_curve() -> None:
@@ -181,7 +231,9 @@ def test_encoding_is_24_dims_and_round_trips() -> None:
     space = load_subjects()["donkey"].space
     enc = Encoder(space)
     assert enc.n_features == 24
-    assert enc.feature_names[:2] == ["track[0].command", "track[1].command"] and enc.feature_names[12] == "track[0].value"
+    assert (
+        enc.feature_names[:2] == ["track[0].command", "track[1].command"] and enc.feature_names[12] == "track[0].value"
+    )
     case = {"track": as_records(VALID)}
     x = enc.encode(case)
     ids = np.round(x[:12] * 3).astype(int)  # S, DY, R, L = 0..3
@@ -206,13 +258,21 @@ def test_indago_search_uses_the_track_operators_and_keeps_every_candidate_valid(
 
     def hardest(inputs: list) -> np.ndarray:  # a stand-in surrogate: prefers sharp curves
         from simulator_service.donkey_track import as_pairs, curves
+
         return np.array([max(abs(t) for _, t in curves(as_pairs(c["track"]))) / 170 for c in inputs])
 
     found = hill_climb(seed, hardest, mutator, neighbourhood=8, budget=Budget(max_iterations=5, time_budget_s=None))
     assert validity.ok(found.values) and found.score >= hardest([seed])[0]
     pop = [validity.sample(rng) for _ in range(6)]
-    ga = genetic(pop, hardest, mutator, crossover_rate=0.75, elitism=0.2,
-                 budget=Budget(max_iterations=3, time_budget_s=None), reseed=lambda k: [validity.sample(rng)] * k)
+    ga = genetic(
+        pop,
+        hardest,
+        mutator,
+        crossover_rate=0.75,
+        elitism=0.2,
+        budget=Budget(max_iterations=3, time_budget_s=None),
+        reseed=lambda k: [validity.sample(rng)] * k,
+    )
     assert validity.ok(ga.values)
     c1, c2 = crossover(pop[0], pop[1], space.names, rng, validity)
     assert validity.ok(c1) and validity.ok(c2)
@@ -244,7 +304,7 @@ def test_saliency_mutation_moves_the_pair_and_direction_the_gradient_names() -> 
 
     g = np.zeros(24)
     g[12 + 6] = -0.9  # the largest: value of pair 6 (S 3) down
-    g[12 + 9] = 0.5   # value of pair 9 (S 5) up, used only if no move of pair 6 is valid
+    g[12 + 9] = 0.5  # value of pair 9 (S 5) up, used only if no move of pair 6 is valid
     changed, track = mutant(g)
     assert changed == [6] and 1 <= track[6]["value"] < 3
     g = np.zeros(24)
@@ -280,16 +340,34 @@ def test_indago_end_to_end_on_tracks_log_surrogate_and_all_searches(tmp_path) ->
         for i in range(160):
             values = subject.sample(rng)
             bad = hardest(values) >= 150
-            stream.write(json.dumps({"episode": i + 1, "timestep": 10 * i, "config": values, "reward": 0.0,
-                                     "verdict": "fail" if bad else "pass", "margin": -0.5 if bad else 0.5,
-                                     "steps": 10}) + "\n")
-    artifact = train_surrogate(log, subject.space, subject="donkey", kind="classifier", out_dir=tmp_path / "art",
-                               grid=TuningGrid("one", (5.0,), (1,), 1),
-                               settings=TrainSettings(learning_rate=3e-3, max_epochs=20))
+            stream.write(
+                json.dumps(
+                    {
+                        "episode": i + 1,
+                        "timestep": 10 * i,
+                        "config": values,
+                        "reward": 0.0,
+                        "verdict": "fail" if bad else "pass",
+                        "margin": -0.5 if bad else 0.5,
+                        "steps": 10,
+                    }
+                )
+                + "\n"
+            )
+    artifact = train_surrogate(
+        log,
+        subject.space,
+        subject="donkey",
+        kind="classifier",
+        out_dir=tmp_path / "art",
+        grid=TuningGrid("one", (5.0,), (1,), 1),
+        settings=TrainSettings(learning_rate=3e-3, max_epochs=20),
+    )
     fast = {"time_budget_s": 0, "max_iterations": 4, "neighbourhood": 8, "population": 8}
     for setting in ("hc_sal+rnd", "ga_sal+fail"):  # saliency + HC; GA with crossover, failure seeds, reseeding
-        asked = make_strategy("indago", subject.space, 1, {"surrogate": str(artifact), "setting": setting,
-                                                           **fast}).ask(2)
+        asked = make_strategy("indago", subject.space, 1, {"surrogate": str(artifact), "setting": setting, **fast}).ask(
+            2
+        )
         assert all(subject.violations(a) == [] for a in asked), setting
     sampled = make_strategy("indago_sampling", subject.space, 1, {"surrogate": str(artifact), "candidates": 20}).ask(2)
     assert all(subject.violations(a) == [] for a in sampled)

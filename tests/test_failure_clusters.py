@@ -7,9 +7,17 @@ import math
 import numpy as np
 import pytest
 
-from analysis_service.failure_clusters import (cluster_diversity, coverage_entropy, gini_purity, kmeans,
-                                               mean_trajectory, pad_trajectories, refill_empty_clusters,
-                                               select_clustering, silhouette)
+from analysis_service.failure_clusters import (
+    cluster_diversity,
+    coverage_entropy,
+    gini_purity,
+    kmeans,
+    mean_trajectory,
+    pad_trajectories,
+    refill_empty_clusters,
+    select_clustering,
+    silhouette,
+)
 
 
 def blob(centre: tuple[float, float], n: int, seed: int, spread: float = 0.2) -> np.ndarray:
@@ -90,8 +98,9 @@ def test_silhouette_and_kmeans_agree_with_scikit_learn() -> None:
 
 
 def test_padded_trajectories_keep_distances_and_zero_fill() -> None:
-    rows = pad_trajectories({"a": [np.array([[1.0, 2.0], [3.0, 4.0]])], "b": [np.array([1.0, 2.0, 3.0])[:, None]
-                                                                                * np.ones((1, 2))]})
+    rows = pad_trajectories(
+        {"a": [np.array([[1.0, 2.0], [3.0, 4.0]])], "b": [np.array([1.0, 2.0, 3.0])[:, None] * np.ones((1, 2))]}
+    )
     assert rows["a"].tolist() == [[1.0, 2.0, 3.0, 4.0, 0.0, 0.0]]
     assert rows["b"].tolist() == [[1.0, 1.0, 2.0, 2.0, 3.0, 3.0]]
     assert mean_trajectory([np.array([1.0, 3.0]), np.array([3.0])]).ravel().tolist() == [2.0, 1.5]
@@ -115,8 +124,11 @@ def test_wide_points_cluster_like_their_low_dimensional_span() -> None:
 def test_inputs_without_a_space_are_encoded_like_the_surrogate_does() -> None:
     from analysis_service.failure_clusters import encode_inputs
 
-    rows = [{"x": 0.0, "mode": "a", "on": True, "n": 2}, {"x": 5.0, "mode": "b", "on": False, "n": 2},
-            {"x": 10.0, "mode": "a", "on": True, "n": 2, "extra": 1.0}]
+    rows = [
+        {"x": 0.0, "mode": "a", "on": True, "n": 2},
+        {"x": 5.0, "mode": "b", "on": False, "n": 2},
+        {"x": 10.0, "mode": "a", "on": True, "n": 2, "extra": 1.0},
+    ]
     # sorted names: mode (one-hot a, b), n (constant -> 0), on (0/1), x (scaled); "extra" is not in every row
     assert encode_inputs(rows).tolist() == [[1, 0, 0, 1, 0.0], [0, 1, 0, 0, 0.5], [1, 0, 0, 1, 1.0]]
 
@@ -127,8 +139,10 @@ def test_comparison_scores_each_campaign_within_its_run() -> None:
 
     def campaign(strategy: str, seed: int, centre: float) -> tuple[dict, list[ExecutionRecord]]:
         pts = blob((centre, centre), 6, seed)
-        records = [ExecutionRecord(i + 1, {"x": float(p[0]), "y": float(p[1])}, "fail", -1.0, 5, 0.0, 0.1)
-                   for i, p in enumerate(pts)]
+        records = [
+            ExecutionRecord(i + 1, {"x": float(p[0]), "y": float(p[1])}, "fail", -1.0, 5, 0.0, 0.1)
+            for i, p in enumerate(pts)
+        ]
         return {"campaign_id": f"{strategy}-{seed}", "strategy": strategy, "seed": seed}, records
 
     runs = [campaign("left", s, 0.0) for s in (1, 2)] + [campaign("right", s, 5.0) for s in (1, 2)]
@@ -136,7 +150,6 @@ def test_comparison_scores_each_campaign_within_its_run() -> None:
     assert [c["cluster_coverage"] for c in report["campaigns"]] == pytest.approx([50.0] * 4)
     assert [c["cluster_entropy"] for c in report["campaigns"]] == pytest.approx([0.0] * 4)
     assert {m["key"] for m in report["metrics"]} >= {"cluster_coverage", "cluster_entropy"}
-
 
 
 def test_an_emptied_cluster_takes_a_point_that_shares_its_cluster() -> None:

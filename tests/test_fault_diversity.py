@@ -8,7 +8,13 @@ import numpy as np
 import pytest
 
 from analysis_service.fault_diversity import (
-    Grid, checkpoints_for, improvement, quartiles, relative_to_baseline, run_curves)
+    Grid,
+    checkpoints_for,
+    improvement,
+    quartiles,
+    relative_to_baseline,
+    run_curves,
+)
 from common.space import ParameterSpace
 from generator_service.strategies.mutation import mutate
 
@@ -26,13 +32,20 @@ def test_curves_count_distinct_faults_cells_and_sparsity() -> None:
     assert curves.bs == [2, 3, 4]
     assert curves.fbs == [1, 2, 3]  # (0,0), (0,1), then (1,1) from e and f
     # FS at 8 tests: distinct states {0, 1, 3, 4, 6, 10}; mean distance to the 3 nearest, median over points
-    per_point = {0: (1 + 3 + 4) / 3, 1: (1 + 2 + 3) / 3, 3: (1 + 2 + 3) / 3, 4: (1 + 2 + 3) / 3, 6: (2 + 3 + 4) / 3,
-                 10: (4 + 6 + 7) / 3}
+    per_point = {
+        0: (1 + 3 + 4) / 3,
+        1: (1 + 2 + 3) / 3,
+        3: (1 + 2 + 3) / 3,
+        4: (1 + 2 + 3) / 3,
+        6: (2 + 3 + 4) / 3,
+        10: (4 + 6 + 7) / 3,
+    }
     assert curves.fs[-1] == pytest.approx(float(np.median(list(per_point.values()))))
     assert math.isnan(curves.fs[0]) and math.isnan(curves.ffs[1])  # <= 3 distinct points: undefined
     # failing states at the end: {0, 3, 6, 10}
-    assert curves.ffs[-1] == pytest.approx(float(np.median([(3 + 6 + 10) / 3, (3 + 3 + 7) / 3, (3 + 4 + 6) / 3,
-                                                             (4 + 7 + 10) / 3])))
+    assert curves.ffs[-1] == pytest.approx(
+        float(np.median([(3 + 6 + 10) / 3, (3 + 3 + 7) / 3, (3 + 4 + 6) / 3, (4 + 7 + 10) / 3]))
+    )
 
 
 def test_helpers_and_bad_input() -> None:
@@ -47,11 +60,13 @@ def test_helpers_and_bad_input() -> None:
         Grid((1.0,), (0.0,), (5,))
 
 
-INTS = ParameterSpace.from_config([
-    {"name": "row", "kind": "integer", "low": 0, "high": 10},
-    {"name": "col", "kind": "integer", "low": 0, "high": 10},
-    {"name": "x", "low": 0.0, "high": 1.0},
-])
+INTS = ParameterSpace.from_config(
+    [
+        {"name": "row", "kind": "integer", "low": 0, "high": 10},
+        {"name": "col", "kind": "integer", "low": 0, "high": 10},
+        {"name": "x", "low": 0.0, "high": 1.0},
+    ]
+)
 
 
 def test_nearby_integer_mutation_moves_one_coordinate_towards_near_values() -> None:

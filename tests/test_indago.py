@@ -16,17 +16,24 @@ from common.space import ParameterSpace
 from generator_service.strategies import make_strategy
 from generator_service.strategies.base import StrategyParamError
 from generator_service.surrogates.dataset import (
-    filtered_count, held_out_indices, kept_indices, load_interaction_log, progress_filter)
+    filtered_count,
+    held_out_indices,
+    kept_indices,
+    load_interaction_log,
+    progress_filter,
+)
 from generator_service.surrogates.encoding import Encoder
 from generator_service.surrogates.training import TuningGrid, roc_auc, train_surrogate, train_zoo_surrogate
 
 ROOT = Path(__file__).resolve().parent.parent
-SPACE = ParameterSpace.from_config([
-    {"name": "x", "low": 0.0, "high": 1.0},
-    {"name": "y", "low": -2.0, "high": 2.0},
-    {"name": "k", "kind": "integer", "low": 0, "high": 5},
-    {"name": "c", "kind": "categorical", "choices": ["a", "b", "c"]},
-])
+SPACE = ParameterSpace.from_config(
+    [
+        {"name": "x", "low": 0.0, "high": 1.0},
+        {"name": "y", "low": -2.0, "high": 2.0},
+        {"name": "k", "kind": "integer", "low": 0, "high": 5},
+        {"name": "c", "kind": "categorical", "choices": ["a", "b", "c"]},
+    ]
+)
 ONE_RUN = TuningGrid("one", (5.0,), (1,), 1)
 FAST = {"time_budget_s": 0, "max_iterations": 8, "neighbourhood": 12, "population": 12}
 SETTINGS = ["hc_rnd", "hc_fail", "hc_sal+rnd", "hc_sal+fail", "ga_rnd", "ga_fail", "ga_sal+rnd", "ga_sal+fail"]
@@ -43,15 +50,25 @@ def write_log(path: Path, rows: list[dict[str, Any]]) -> Path:
     return path
 
 
-def synthetic_rows(n: int = 600, seed: int = 0, space: ParameterSpace = SPACE, sample: Any = None,
-                   failed: Any = fails) -> list[dict[str, Any]]:
+def synthetic_rows(
+    n: int = 600, seed: int = 0, space: ParameterSpace = SPACE, sample: Any = None, failed: Any = fails
+) -> list[dict[str, Any]]:
     rng = np.random.default_rng(seed)
     rows = []
     for i in range(n):
         values = sample(rng) if sample else space.sample(rng)
         bad = failed(values)
-        rows.append({"episode": i + 1, "timestep": 10 * i, "config": values, "verdict": "fail" if bad else "pass",
-                     "margin": -0.5 if bad else 0.5, "reward": 0.0, "steps": 10})
+        rows.append(
+            {
+                "episode": i + 1,
+                "timestep": 10 * i,
+                "config": values,
+                "verdict": "fail" if bad else "pass",
+                "margin": -0.5 if bad else 0.5,
+                "reward": 0.0,
+                "steps": 10,
+            }
+        )
     return rows
 
 
@@ -65,8 +82,14 @@ def synthetic_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def classifier(synthetic_log: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return train_surrogate(synthetic_log, SPACE, subject="synthetic", kind="classifier", grid=ONE_RUN,
-                           out_dir=tmp_path_factory.mktemp("art") / "classifier")
+    return train_surrogate(
+        synthetic_log,
+        SPACE,
+        subject="synthetic",
+        kind="classifier",
+        grid=ONE_RUN,
+        out_dir=tmp_path_factory.mktemp("art") / "classifier",
+    )
 
 
 @pytest.fixture(scope="module")
@@ -77,16 +100,23 @@ def taxi_artifact(tmp_path_factory: pytest.TempPathFactory) -> Path:
     subject = get_subject("taxi_large")
     rows = synthetic_rows(300, seed=3, sample=subject.sample, failed=lambda v: v["taxi_row"] >= 12)
     log = write_log(tmp_path_factory.mktemp("taxi") / "training_log.jsonl.gz", rows)
-    return train_surrogate(log, subject.space, subject="taxi_large", grid=ONE_RUN,
-                           out_dir=tmp_path_factory.mktemp("art") / "taxi")
+    return train_surrogate(
+        log, subject.space, subject="taxi_large", grid=ONE_RUN, out_dir=tmp_path_factory.mktemp("art") / "taxi"
+    )
 
 
 # -- encoding -----------------------------------------------------------------------------------------------
 def test_encoding_round_trip_and_attribution_mapping() -> None:
-    space = ParameterSpace.from_config([*[{"name": p.name, "kind": p.kind, "low": p.low, "high": p.high,
-                                           "choices": list(p.choices)} for p in SPACE.parameters],
-                                        {"name": "slot", "kind": "integer_set", "values": [1, 4, 9]},
-                                        {"name": "fixed", "low": 2.0, "high": 2.0}])
+    space = ParameterSpace.from_config(
+        [
+            *[
+                {"name": p.name, "kind": p.kind, "low": p.low, "high": p.high, "choices": list(p.choices)}
+                for p in SPACE.parameters
+            ],
+            {"name": "slot", "kind": "integer_set", "values": [1, 4, 9]},
+            {"name": "fixed", "low": 2.0, "high": 2.0},
+        ]
+    )
     enc = Encoder(space)
     assert enc.n_features == 1 + 1 + 1 + 3 + 3 + 1
     assert enc.feature_names[3:6] == ["c=a", "c=b", "c=c"]
@@ -109,8 +139,11 @@ def test_encoding_round_trip_and_attribution_mapping() -> None:
     assert [(m.name, m.direction, m.target) for m in moves] == [("c", 0, "c"), ("x", -1, None), ("k", 1, None)]
     assert moves[0].score == pytest.approx(0.9)
     with pytest.raises(ValueError, match="kind 'sequence'"):
-        Encoder(ParameterSpace.from_config([{"name": "road", "kind": "sequence", "max_length": 2,
-                                             "fields": [{"name": "a", "low": 0, "high": 1}]}]))
+        Encoder(
+            ParameterSpace.from_config(
+                [{"name": "road", "kind": "sequence", "max_length": 2, "fields": [{"name": "a", "low": 0, "high": 1}]}]
+            )
+        )
     with pytest.raises(ValueError, match="not one of"):
         enc.encode({**values, "c": "z"})
 
@@ -144,8 +177,7 @@ def test_failure_seeds_skip_the_filtered_episodes(classifier: Path) -> None:
 
 
 # -- surrogate training and artifact ------------------------------------------------------------------------
-def test_classifier_ranks_failing_inputs_first_and_records_its_metrics(classifier: Path,
-                                                                       synthetic_log: Path) -> None:
+def test_classifier_ranks_failing_inputs_first_and_records_its_metrics(classifier: Path, synthetic_log: Path) -> None:
     from generator_service.surrogates.artifact import load_surrogate
 
     surrogate = load_surrogate(classifier, subject="synthetic")
@@ -174,8 +206,9 @@ def test_regressor_with_lds_learns_from_margins(synthetic_log: Path, tmp_path: P
     labels = np.array([0.1] * 90 + [0.9] * 10)
     w = LdsDensity(labels).weights(labels)
     assert w.mean() == pytest.approx(1.0) and w[-1] > 5 * w[0]
-    path = train_surrogate(synthetic_log, SPACE, subject="synthetic", kind="regressor", grid=ONE_RUN,
-                           out_dir=tmp_path / "reg")
+    path = train_surrogate(
+        synthetic_log, SPACE, subject="synthetic", kind="regressor", grid=ONE_RUN, out_dir=tmp_path / "reg"
+    )
     surrogate = load_surrogate(path)
     assert surrogate.meta["kind"] == "regressor" and surrogate.meta["training"]["lds"]["bins"] == 50
     rng = np.random.default_rng(5)
@@ -230,7 +263,9 @@ def test_wrong_subject_or_missing_artifact_is_refused(classifier: Path, tmp_path
     with pytest.raises(ValueError, match="no surrogate.json"):
         load_surrogate(tmp_path / "empty")
     with pytest.raises(StrategyParamError, match="contradicts setting"):
-        make_strategy("indago", SPACE, 0, {"surrogate": str(classifier), "setting": "ga_rnd", "search": "hill_climbing"})
+        make_strategy(
+            "indago", SPACE, 0, {"surrogate": str(classifier), "setting": "ga_rnd", "search": "hill_climbing"}
+        )
     with pytest.raises(StrategyParamError, match="setting must be one of"):
         make_strategy("indago", SPACE, 0, {"surrogate": str(classifier), "setting": "hc_random"})
 
@@ -279,8 +314,9 @@ def test_a_neighbourhood_is_what_as_many_single_mutations_give(classifier: Path)
     surrogate = load_surrogate(classifier)
     parent = SPACE.sample(np.random.default_rng(7))
     for mode in ("saliency", "random"):
-        one, many = (Mutator(surrogate, Validity(SPACE), np.random.default_rng(9), mode=mode, scale=0.2)
-                     for _ in range(2))
+        one, many = (
+            Mutator(surrogate, Validity(SPACE), np.random.default_rng(9), mode=mode, scale=0.2) for _ in range(2)
+        )
         grad = one.attributions([parent])
         row = None if grad is None else grad[0]
         assert many.neighbours(parent, row, 30) == [one.mutate(parent, row) for _ in range(30)]
@@ -292,10 +328,11 @@ def test_every_strategy_asks_only_valid_inputs_and_is_deterministic(taxi_artifac
     subject = get_subject("taxi_large")
     art = str(taxi_artifact)
     cases: list[tuple[str, dict[str, Any]]] = [("indago", {"setting": s, **FAST}) for s in SETTINGS]
-    cases += [("indago", {"search": "genetic", "seeds": "random", "mutation": "saliency", "crossover": 1.0,
-                          **FAST}),
-              ("indago_sampling", {"candidates": 100, "time_budget_s": 0}),
-              ("train_fail_replay", {})]
+    cases += [
+        ("indago", {"search": "genetic", "seeds": "random", "mutation": "saliency", "crossover": 1.0, **FAST}),
+        ("indago_sampling", {"candidates": 100, "time_budget_s": 0}),
+        ("train_fail_replay", {}),
+    ]
     for name, params in cases:
         first = make_strategy(name, subject.space, 5, {"surrogate": art, **params}).ask(4)
         again = make_strategy(name, subject.space, 5, {"surrogate": art, **params}).ask(4)
@@ -338,19 +375,31 @@ def test_cartpole_log_trains_and_searches_end_to_end(tmp_path: Path) -> None:
     space = get_subject("cartpole").space
     asked = make_strategy("indago", space, 3, {"surrogate": str(out), "setting": "hc_sal+fail", **FAST}).ask(2)
     assert len(asked) == 2 and all(space.violations(v) == [] for v in asked)
-    shown = subprocess.run([sys.executable, "-m", "cli.main", "surrogate", "show", str(out)], cwd=ROOT,
-                           capture_output=True, text=True, timeout=120)
+    shown = subprocess.run(
+        [sys.executable, "-m", "cli.main", "surrogate", "show", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert shown.returncode == 0 and "cartpole-ppo" in shown.stdout and "held-out" in shown.stdout
-    missing = subprocess.run([sys.executable, "-m", "cli.main", "surrogate", "show", str(tmp_path / "none")],
-                             cwd=ROOT, capture_output=True, text=True, timeout=120)
+    missing = subprocess.run(
+        [sys.executable, "-m", "cli.main", "surrogate", "show", str(tmp_path / "none")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert missing.returncode == 2 and "does not exist" in missing.stderr and "Traceback" not in missing.stderr
 
 
 def test_listing_strategies_does_not_import_torch() -> None:
-    code = ("import sys; from generator_service.strategies.base import _REGISTRY; "
-            "import generator_service.strategies.indago; "
-            "from generator_service.surrogates import artifact, dataset, encoding, model, search, training; "
-            "assert {'indago', 'indago_sampling', 'train_fail_replay'} <= set(_REGISTRY); "
-            "assert 'torch' not in sys.modules and 'captum' not in sys.modules, 'torch imported'")
+    code = (
+        "import sys; from generator_service.strategies.base import _REGISTRY; "
+        "import generator_service.strategies.indago; "
+        "from generator_service.surrogates import artifact, dataset, encoding, model, search, training; "
+        "assert {'indago', 'indago_sampling', 'train_fail_replay'} <= set(_REGISTRY); "
+        "assert 'torch' not in sys.modules and 'captum' not in sys.modules, 'torch imported'"
+    )
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr

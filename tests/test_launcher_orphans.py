@@ -39,8 +39,9 @@ def _alive(pid: int) -> bool:
 
 @pytest.mark.skipif(sys.platform != "linux", reason="parent-death signal is Linux's prctl")
 def test_services_exit_when_their_launcher_is_killed(tmp_path: Path) -> None:
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(tmp_path)], cwd=ROOT, stdout=subprocess.PIPE,
-                              text=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(tmp_path)], cwd=ROOT, stdout=subprocess.PIPE, text=True
+    )
     pids: list[int] = []
     try:
         pids = json.loads(holder.stdout.readline())  # type: ignore[union-attr]
@@ -63,8 +64,13 @@ def test_a_service_drains_once_however_many_signals_arrive(tmp_path: Path) -> No
     # A launcher's death (parent-death SIGTERM) and a user's Ctrl-C can land together; handling each signal by
     # draining inside the handler deadlocked on re-entry and left the process running.
     with (tmp_path / "oracle.log").open("w") as log:
-        service = subprocess.Popen([sys.executable, "-m", "oracle_service", "--port", "0", "--metrics-port", "0"],
-                                   cwd=ROOT, stdout=subprocess.PIPE, stderr=log, text=True)
+        service = subprocess.Popen(
+            [sys.executable, "-m", "oracle_service", "--port", "0", "--metrics-port", "0"],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            text=True,
+        )
         try:
             assert json.loads(service.stdout.readline())["service"]  # type: ignore[union-attr]
             # A burst of signals, so that some land while the first one's drain is under way.

@@ -10,12 +10,14 @@ from hypothesis import strategies as st
 from common.space import ParameterSpace
 from generator_service.strategies.mutation import mutate
 
-SPACE = ParameterSpace.from_config([
-    {"name": "x", "low": -0.9, "high": 0.9},
-    {"name": "lane", "kind": "integer", "low": 0, "high": 40},
-    {"name": "weather", "kind": "categorical", "choices": ["sun", "rain", "fog"]},
-    {"name": "slot", "kind": "integer_set", "values": [1, 4, 9]},
-])
+SPACE = ParameterSpace.from_config(
+    [
+        {"name": "x", "low": -0.9, "high": 0.9},
+        {"name": "lane", "kind": "integer", "low": 0, "high": 40},
+        {"name": "weather", "kind": "categorical", "choices": ["sun", "rain", "fog"]},
+        {"name": "slot", "kind": "integer_set", "values": [1, 4, 9]},
+    ]
+)
 
 
 @settings(max_examples=80, deadline=None)
@@ -56,8 +58,17 @@ def test_input_is_left_untouched() -> None:
 
 
 def test_sequences_are_not_implemented_yet_and_say_which_parameter() -> None:
-    space = ParameterSpace.from_config([{"name": "track", "kind": "sequence", "min_length": 1, "max_length": 3,
-                                         "fields": [{"name": "v", "low": 0, "high": 1}]}])
+    space = ParameterSpace.from_config(
+        [
+            {
+                "name": "track",
+                "kind": "sequence",
+                "min_length": 1,
+                "max_length": 3,
+                "fields": [{"name": "v", "low": 0, "high": 1}],
+            }
+        ]
+    )
     with pytest.raises(NotImplementedError, match="'track'"):
         mutate(space, space.sample(np.random.default_rng(0)), np.random.default_rng(0))
 

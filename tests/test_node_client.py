@@ -35,9 +35,20 @@ def node() -> str:
 
 
 def test_node_client_drives_suite(node: str, suite: LocalSuite) -> None:
-    done = subprocess.run([node, str(CLIENT_DIR / "client.js"), "--simulator", suite.endpoint("simulator"),
-                           "--generator", suite.endpoint("generator")],
-                          capture_output=True, text=True, timeout=120, cwd=REPO)
+    done = subprocess.run(
+        [
+            node,
+            str(CLIENT_DIR / "client.js"),
+            "--simulator",
+            suite.endpoint("simulator"),
+            "--generator",
+            suite.endpoint("generator"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
     output = f"stdout:\n{done.stdout}\nstderr:\n{done.stderr}"
     assert done.returncode == 0, output
     lines = done.stdout.strip().splitlines()

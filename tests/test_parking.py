@@ -7,7 +7,6 @@ from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
-import pytest
 from highway_env.envs.common.observation import KinematicsGoalObservation
 
 from common.generated.gauntlet.v1 import common_pb2
@@ -21,8 +20,7 @@ from simulator_service.trace import TraceRecorder
 SUBJECT = get_subject("parking")
 
 
-def _values(goal: int = 3, parked: tuple[int, ...] = (), head: float = 0.0, x: float = 0.0,
-            y: float = 0.0) -> dict:
+def _values(goal: int = 3, parked: tuple[int, ...] = (), head: float = 0.0, x: float = 0.0, y: float = 0.0) -> dict:
     values = {"goal_lane": goal, "head_ego": head, "x": x, "y": y}
     values.update({f"parked_{i}": int(i + 1 in parked) for i in range(20)})
     return values
@@ -32,8 +30,9 @@ def test_space_is_indagos_and_the_goal_spot_must_be_free() -> None:
     assert SUBJECT.space.names == ["goal_lane", "head_ego", *[f"parked_{i}" for i in range(20)], "x", "y"]
     assert SUBJECT.violations(_values(goal=5, parked=(4, 6))) == []
     problems = SUBJECT.violations(_values(goal=5, parked=(5,)))
-    assert problems == ["goal_lane=5 names an occupied spot (parked_4=1); the spot goal_lane names must be free "
-                        "(parked_4 = 0)"]
+    assert problems == [
+        "goal_lane=5 names an occupied spot (parked_4=1); the spot goal_lane names must be free (parked_4 = 0)"
+    ]
     assert "x=11 is outside its domain [-10, 10]" in SUBJECT.violations(_values(x=11))[0]
     rng = np.random.default_rng(0)
     for _ in range(200):  # uniform draws are redrawn until the rule holds
@@ -43,8 +42,7 @@ def test_space_is_indagos_and_the_goal_spot_must_be_free() -> None:
 
 def test_injector_places_goal_parked_cars_and_ego() -> None:
     env = make_env(SUBJECT)
-    obs, _ = env.reset(seed=0, options={"values": _values(goal=14, parked=(1, 10, 13, 15), head=0.25, x=-7.5,
-                                                             y=3.0)})
+    obs, _ = env.reset(seed=0, options={"values": _values(goal=14, parked=(1, 10, 13, 15), head=0.25, x=-7.5, y=3.0)})
     base = env.unwrapped
     ego = base.vehicle
     assert np.allclose(ego.position, [-7.5, 3.0]) and np.isclose(ego.heading, 0.5 * np.pi) and ego.speed == 0
@@ -54,7 +52,8 @@ def test_injector_places_goal_parked_cars_and_ego() -> None:
     cars = [o for o in base.road.objects if o.LENGTH == 5.0]
     expected = {spot: base.road.network.get_lane(spot_lane(spot)).position(4.0, 0) for spot in (1, 10, 13, 15)}
     assert sorted(map(tuple, (np.round(c.position, 6) for c in cars))) == sorted(
-        tuple(np.round(p, 6)) for p in expected.values())
+        tuple(np.round(p, 6)) for p in expected.values()
+    )
     assert [tuple(expected[1]), tuple(expected[10])] == [(-18.0, 14.0), (18.0, 14.0)]  # row 1, left to right
     assert len(base.road.vehicles) == 1 and len(base.road.objects) == 1 + 4 + 4  # goal, cars, walls
     assert np.allclose(obs["observation"], [-0.075, 0.03, 0, 0, np.cos(0.5 * np.pi), 1.0])
@@ -89,8 +88,10 @@ def test_dict_observations_travel_flat_in_sorted_key_order() -> None:
     spec = space_to_proto(space)
     assert spec.kind == "dict" and list(spec.shape) == [18] and compatible(spec, space_to_proto(space))
     assert not compatible(spec, common_pb2.SpaceSpec(kind="box", shape=[18]))
-    batch = [{"observation": np.full(6, i), "desired_goal": np.full(6, 10 + i), "achieved_goal": np.full(6, 20 + i)}
-             for i in range(3)]
+    batch = [
+        {"observation": np.full(6, i), "desired_goal": np.full(6, 10 + i), "achieved_goal": np.full(6, 20 + i)}
+        for i in range(3)
+    ]
     packed = pack_observations(batch)
     assert packed.shape == (3, 18) and packed[1, 0] == 21 and packed[1, 6] == 11 and packed[1, 12] == 1
     restored = unpack_observations(space, packed)
@@ -125,7 +126,12 @@ def test_oracle_fails_a_crash_and_a_timeout_and_records_the_trajectory() -> None
     # standing still: never parked, the timeout (100 steps) is a failure with a margin in (-1, 0]
     idle, steps = _episode(_values(goal=1), np.array([[0.0, 0.0]]))
     verdict = oracle.evaluate(idle)
-    assert steps == SUBJECT.max_steps and verdict.failed and -1.0 < verdict.margin <= 0.0 and "not parked" in verdict.reason
+    assert (
+        steps == SUBJECT.max_steps
+        and verdict.failed
+        and -1.0 < verdict.margin <= 0.0
+        and "not parked" in verdict.reason
+    )
 
 
 def test_a_her_recipe_trains_and_logs_every_episode(tmp_path: Path) -> None:
@@ -165,9 +171,9 @@ def test_indago_encoding_is_24_features_and_saliency_maps_back_to_parameters() -
     assert np.allclose(vector, [1.0, 0.25, *bits, 0.75, 0.25])  # goal, heading, one bit per spot, x, y (min-max)
     assert encoder.decode(vector) == values
     gradient = np.zeros(24)
-    gradient[2 + 19] = 0.9   # "park a car in spot 20" scores highest, but spot 20 is the goal ...
-    gradient[2 + 3] = 0.5    # ... next: park a car in spot 4
-    gradient[1] = -0.2       # turn the heading down
+    gradient[2 + 19] = 0.9  # "park a car in spot 20" scores highest, but spot 20 is the goal ...
+    gradient[2 + 3] = 0.5  # ... next: park a car in spot 4
+    gradient[1] = -0.2  # turn the heading down
     moves = encoder.parameter_moves(gradient, values)
     assert [(m.name, m.direction) for m in moves] == [("parked_19", 1), ("parked_3", 1), ("head_ego", -1)]
 

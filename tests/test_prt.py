@@ -102,9 +102,16 @@ def literal_prt(n: int, dims: int, seed: int, lam: float, variant: str) -> np.nd
 
 
 @settings(max_examples=30, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1), dims=st.integers(1, 5), n=st.integers(2, 40),
-       variant=st.sampled_from(["paper", "authors_code"]), lam=st.sampled_from([1.0, 3.0, DEFAULT_LAMBDA]))
-def test_fast_realization_matches_a_literal_transcription(seed: int, dims: int, n: int, variant: str, lam: float) -> None:
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    dims=st.integers(1, 5),
+    n=st.integers(2, 40),
+    variant=st.sampled_from(["paper", "authors_code"]),
+    lam=st.sampled_from([1.0, 3.0, DEFAULT_LAMBDA]),
+)
+def test_fast_realization_matches_a_literal_transcription(
+    seed: int, dims: int, n: int, variant: str, lam: float
+) -> None:
     g = PRTGenerator(dims, np.random.default_rng(seed), lam=lam, variant=variant)
     fast = np.array([g.next() for _ in range(n)])
     np.testing.assert_allclose(fast, literal_prt(n, dims, seed, lam, variant), rtol=0, atol=1e-12)
@@ -282,11 +289,13 @@ def test_authors_code_variant_places_on_quarter_points() -> None:
 
 
 def test_integer_parameters_are_rounded_and_clipped() -> None:
-    space = ParameterSpace.from_config([
-        {"name": "lane", "kind": "integer", "low": 0, "high": 5},
-        {"name": "x", "low": -1.0, "high": 1.0},
-        {"name": "fixed", "kind": "integer", "low": 3, "high": 3},
-    ])
+    space = ParameterSpace.from_config(
+        [
+            {"name": "lane", "kind": "integer", "low": 0, "high": 5},
+            {"name": "x", "low": -1.0, "high": 1.0},
+            {"name": "fixed", "kind": "integer", "low": 3, "high": 3},
+        ]
+    )
     cases = make_strategy("prt", space, 0).ask(200)
     for case in cases:
         assert space.violations(case) == []
@@ -297,18 +306,28 @@ def test_integer_parameters_are_rounded_and_clipped() -> None:
 
 
 def test_non_box_spaces_are_refused_naming_the_parameter() -> None:
-    space = ParameterSpace.from_config([
-        {"name": "x", "low": 0, "high": 1},
-        {"name": "weather", "kind": "categorical", "choices": ["sun", "rain"]},
-        {"name": "slot", "kind": "integer_set", "values": [1, 4]},
-    ])
+    space = ParameterSpace.from_config(
+        [
+            {"name": "x", "low": 0, "high": 1},
+            {"name": "weather", "kind": "categorical", "choices": ["sun", "rain"]},
+            {"name": "slot", "kind": "integer_set", "values": [1, 4]},
+        ]
+    )
     with pytest.raises(ValueError, match="'weather'"):
         make_strategy("prt", space, 0)
 
 
-@pytest.mark.parametrize("params,word", [({"lam": 0.5}, "lam"), ({"lam": float("nan")}, "lam"), ({"lam": True}, "lam"),
-                                         ({"variant": "code"}, "variant"), ({"mapping": "middle"}, "mapping"),
-                                         ({"tau": 0.3}, "tau")])
+@pytest.mark.parametrize(
+    "params,word",
+    [
+        ({"lam": 0.5}, "lam"),
+        ({"lam": float("nan")}, "lam"),
+        ({"lam": True}, "lam"),
+        ({"variant": "code"}, "variant"),
+        ({"mapping": "middle"}, "mapping"),
+        ({"tau": 0.3}, "tau"),
+    ],
+)
 def test_bad_parameters_are_refused(params: dict, word: str) -> None:
     with pytest.raises(StrategyParamError, match=word):
         make_strategy("prt", SUBJECTS["cartpole"].space, 0, params)

@@ -4,7 +4,7 @@ objectives on which each mechanism must beat random testing at the same budget (
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -18,13 +18,18 @@ SUBJECTS = load_subjects()
 QD = ["map_elites", "novelty_search", "fuzzer", "mdpfuzz"]
 UNIT_SQUARE = ParameterSpace.from_config([{"name": "x", "low": 0, "high": 1}, {"name": "y", "low": 0, "high": 1}])
 # small phases so that a few hundred asks reach the search proper
-SMALL = {"map_elites": {"initial_tests": 30}, "novelty_search": {"initial_tests": 30, "population": 20},
-         "fuzzer": {"initial_tests": 15}, "mdpfuzz": {"initial_tests": 15}}
+SMALL = {
+    "map_elites": {"initial_tests": 30},
+    "novelty_search": {"initial_tests": 30, "population": 20},
+    "fuzzer": {"initial_tests": 15},
+    "mdpfuzz": {"initial_tests": 15},
+}
 Evaluator = Callable[[TestInput], Result]
 
 
-def drive(strategy, evaluate: Evaluator, budget: int, batch: int = 10, keep: Callable[[int], list[int]] | None = None
-          ) -> tuple[list[TestInput], list[Result]]:
+def drive(
+    strategy, evaluate: Evaluator, budget: int, batch: int = 10, keep: Callable[[int], list[int]] | None = None
+) -> tuple[list[TestInput], list[Result]]:
     """Asks until `budget` inputs were asked; tells the results (only the positions `keep(len)` chooses)."""
     asked: list[TestInput] = []
     told: list[Result] = []
@@ -62,9 +67,14 @@ def cells_covered(results: list[Result], cells: int = 50) -> int:
 def test_listed_with_their_defaults_and_unknown_parameters_are_named() -> None:
     known = strategies()
     assert set(QD) <= set(known)
-    assert dict(known["map_elites"].defaults) == {"initial_tests": 1000, "cells": 50, "descriptor_bounds": None,
-                                                  "mutation_scale": 0.05, "integer_mutation": "shift",
-                                                  "mutation_p": 0.1}
+    assert dict(known["map_elites"].defaults) == {
+        "initial_tests": 1000,
+        "cells": 50,
+        "descriptor_bounds": None,
+        "mutation_scale": 0.05,
+        "integer_mutation": "shift",
+        "mutation_p": 0.1,
+    }
     assert dict(known["novelty_search"].defaults)["archive_threshold"] == 0.005
     assert dict(known["novelty_search"].defaults)["neighbours"] == 3
     gmm = {"gmm_components": 10, "density_threshold": 0.01, "update_rate": 0.01}
@@ -76,15 +86,18 @@ def test_listed_with_their_defaults_and_unknown_parameters_are_named() -> None:
             make_strategy(name, UNIT_SQUARE, 0, {"bogus": 1})
 
 
-@pytest.mark.parametrize("name,params,named", [
-    ("map_elites", {"cells": 0}, "cells"),
-    ("map_elites", {"descriptor_bounds": [[1, 0], [0, 1]]}, "descriptor_bounds"),
-    ("novelty_search", {"archive_threshold": -1}, "archive_threshold"),
-    ("novelty_search", {"population": 2.5}, "population"),
-    ("fuzzer", {"seed_energy": 0}, "seed_energy"),
-    ("mdpfuzz", {"update_rate": 0.0}, "update_rate"),
-    ("mdpfuzz", {"mutation_scale": float("nan")}, "mutation_scale"),
-])
+@pytest.mark.parametrize(
+    "name,params,named",
+    [
+        ("map_elites", {"cells": 0}, "cells"),
+        ("map_elites", {"descriptor_bounds": [[1, 0], [0, 1]]}, "descriptor_bounds"),
+        ("novelty_search", {"archive_threshold": -1}, "archive_threshold"),
+        ("novelty_search", {"population": 2.5}, "population"),
+        ("fuzzer", {"seed_energy": 0}, "seed_energy"),
+        ("mdpfuzz", {"update_rate": 0.0}, "update_rate"),
+        ("mdpfuzz", {"mutation_scale": float("nan")}, "mutation_scale"),
+    ],
+)
 def test_bad_values_are_refused_naming_the_parameter(name: str, params: dict, named: str) -> None:
     with pytest.raises(StrategyParamError, match=named):
         make_strategy(name, UNIT_SQUARE, 0, params)
@@ -144,7 +157,7 @@ def test_lost_results_and_odd_batches_are_handled(name: str) -> None:
 def skewed(values: TestInput, power: float = 5.0) -> Result:
     """Descriptors x^5, y^5: random inputs crowd into the low corner of the behaviour space."""
     x, y = values["x"], values["y"]
-    return Result(values, x + y > 1.9, 1.9 - x - y, (x ** power, y ** power))
+    return Result(values, x + y > 1.9, 1.9 - x - y, (x**power, y**power))
 
 
 def test_map_elites_fills_more_cells_than_random() -> None:
@@ -188,8 +201,9 @@ def test_novelty_search_archive_grows_and_covers_more_than_random() -> None:
     bounds = [[0, 1], [0, 1]]
     for seed in (0, 1):
         _, rt = drive(make_strategy("random", UNIT_SQUARE, seed), skewed, 500)
-        ns = make_strategy("novelty_search", UNIT_SQUARE, seed,
-                           {"initial_tests": 50, "population": 25, "descriptor_bounds": bounds})
+        ns = make_strategy(
+            "novelty_search", UNIT_SQUARE, seed, {"initial_tests": 50, "population": 25, "descriptor_bounds": bounds}
+        )
         _, found = drive(ns, skewed, 500, batch=8)
         assert ns.generation >= 18 and len(ns.population) == 25
         assert ns.archive_size >= 50 + 150  # the 50 initial behaviours plus most of the 450 offspring

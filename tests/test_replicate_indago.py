@@ -8,18 +8,41 @@ from typing import Any
 import numpy as np
 import pytest
 
-from bench.replicate_indago import (APPROACHES, BenchSpec, failure_ratios, output_signal, parse_args, render,
-                                    replicate, summarise)
+from bench.replicate_indago import (
+    APPROACHES,
+    BenchSpec,
+    failure_ratios,
+    output_signal,
+    parse_args,
+    render,
+    replicate,
+    summarise,
+)
 from common.generated.gauntlet.v1 import simulator_pb2
 
 
 def fake_runs(failures: dict[str, list[int]]) -> list[dict[str, Any]]:
     runs = []
     for r in range(len(next(iter(failures.values())))):
-        runs.append({"run": r + 1, "input_k": 2.0, "output_k": 2.0, "gini": {}, "approaches": {
-            a: {"failures": f[r], "in_coverage": 50.0 * f[r] / max(max(f), 1), "in_entropy": 0.0,
-                "out_coverage": 0.0, "out_entropy": 0.0, "replay_mismatches": 0}
-            for a, f in failures.items()}})
+        runs.append(
+            {
+                "run": r + 1,
+                "input_k": 2.0,
+                "output_k": 2.0,
+                "gini": {},
+                "approaches": {
+                    a: {
+                        "failures": f[r],
+                        "in_coverage": 50.0 * f[r] / max(max(f), 1),
+                        "in_entropy": 0.0,
+                        "out_coverage": 0.0,
+                        "out_entropy": 0.0,
+                        "replay_mismatches": 0,
+                    }
+                    for a, f in failures.items()
+                },
+            }
+        )
     return runs
 
 
@@ -37,8 +60,9 @@ def test_summary_compares_every_setting_with_both_baselines() -> None:
 
 
 def test_a_baseline_without_failures_gives_a_declared_smoothed_ratio() -> None:
-    summary = summarise(fake_runs({"random": [0, 0], "sampling": [1, 1], "hc_sal+fail": [3, 1]}),
-                        ["random", "sampling", "hc_sal+fail"])
+    summary = summarise(
+        fake_runs({"random": [0, 0], "sampling": [1, 1], "hc_sal+fail": [3, 1]}), ["random", "sampling", "hc_sal+fail"]
+    )
     best, ratios, notes = failure_ratios(summary)
     assert ratios["random"] == pytest.approx((2 + 1) / (0 + 1))
     assert len(notes) == 1 and "smoothed" in notes[0] and "random" in notes[0]
@@ -47,8 +71,10 @@ def test_a_baseline_without_failures_gives_a_declared_smoothed_ratio() -> None:
 def test_trajectory_signal_choice() -> None:
     assert output_signal("parking", [])[0] == "ego_xy"
     assert output_signal("lunarlander", [])[:2] == ("observations", (0, 1))
-    declared = [simulator_pb2.SignalInfo(name="crashed", granularity="episode"),
-                simulator_pb2.SignalInfo(name="car_pos", granularity="step", description="car position")]
+    declared = [
+        simulator_pb2.SignalInfo(name="crashed", granularity="episode"),
+        simulator_pb2.SignalInfo(name="car_pos", granularity="step", description="car position"),
+    ]
     assert output_signal("new_subject", declared)[0] == "car_pos"
     assert output_signal("other", [])[:2] == ("observations", None)  # documented fallback
 
@@ -71,9 +97,17 @@ def test_tiny_replication_through_the_suite(suite: Any, tmp_path: Path) -> None:
     from generator_service.surrogates.training import TuningGrid, train_zoo_surrogate
 
     surrogate = train_zoo_surrogate("parking-her-sac", grid=TuningGrid("one", (5.0,), (1,), 1), out_dir=tmp_path / "s")
-    spec = BenchSpec(subject="parking", model="parking-her-sac", surrogate=surrogate, runs=1, configs=6,
-                     approaches=("random", "hc_rnd", "train_fail"), batch=6, clusterings=2,
-                     search_params={"max_iterations": 5})
+    spec = BenchSpec(
+        subject="parking",
+        model="parking-her-sac",
+        surrogate=surrogate,
+        runs=1,
+        configs=6,
+        approaches=("random", "hc_rnd", "train_fail"),
+        batch=6,
+        clusterings=2,
+        search_params={"max_iterations": 5},
+    )
     result = replicate(Clients.of(suite), spec, say=lambda _: None)
     run = result["runs"][0]["approaches"]
     assert set(run) == {"random", "hc_rnd", "train_fail"}
@@ -95,17 +129,31 @@ def test_resume_keeps_runs_made_with_the_same_settings_only(tmp_path: Path) -> N
 
     from bench.replicate_indago import resumable_runs
 
-    spec = BenchSpec(subject="cartpole", model="cartpole-ppo", surrogate=tmp_path / "s", runs=4,
-                     approaches=("random", "sampling", "hc_rnd"))
-    stored = {"spec": {**asdict(spec), "surrogate": str(spec.surrogate), "runs": 4}, "wall_seconds": 60.0,
-              "cpu_seconds": {"total": 90.0},
-              "runs": fake_runs({"random": [0, 1], "sampling": [1, 2], "hc_rnd": [3, 4]})}
+    spec = BenchSpec(
+        subject="cartpole",
+        model="cartpole-ppo",
+        surrogate=tmp_path / "s",
+        runs=4,
+        approaches=("random", "sampling", "hc_rnd"),
+    )
+    stored = {
+        "spec": {**asdict(spec), "surrogate": str(spec.surrogate), "runs": 4},
+        "wall_seconds": 60.0,
+        "cpu_seconds": {"total": 90.0},
+        "runs": fake_runs({"random": [0, 1], "sampling": [1, 2], "hc_rnd": [3, 4]}),
+    }
     path = tmp_path / "indago_table2_cartpole.json"
     path.write_text(json.dumps(stored))
     runs, sessions = resumable_runs(path, spec)
     assert [r["run"] for r in runs] == [1, 2] and sessions == [{"runs": 2, "wall_seconds": 60.0, "cpu_seconds": 90.0}]
-    other = BenchSpec(subject="cartpole", model="cartpole-ppo", surrogate=tmp_path / "s", runs=4, configs=50,
-                      approaches=("random", "sampling", "hc_rnd"))
+    other = BenchSpec(
+        subject="cartpole",
+        model="cartpole-ppo",
+        surrogate=tmp_path / "s",
+        runs=4,
+        configs=50,
+        approaches=("random", "sampling", "hc_rnd"),
+    )
     with pytest.raises(SystemExit, match="other settings \\(configs\\)"):
         resumable_runs(path, other)
     with pytest.raises(SystemExit, match="no stored results"):

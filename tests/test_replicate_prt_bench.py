@@ -11,16 +11,33 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_render_rewrites_a_stored_run_without_running_campaigns(tmp_path: Path) -> None:
-    stored = {"args": {"subject": "mountaincar_continuous", "reps": 2, "max_tests": 50, "batch": 16,
-                       "strategies": "prt,random,map_elites", "me_init": 100, "fuzz_init": 100},
-              "model": "mountaincar-continuous-sac", "wall_seconds": 60.0,
-              "results": {"prt": {"tests": [3.0, 50.0], "seconds": [1.0, 9.0], "found": [True, False]},
-                          "random": {"tests": [50.0, 50.0], "seconds": [8.0, 8.5], "found": [False, False]},
-                          "map_elites": {"tests": [40.0, 20.0], "seconds": [7.0, 4.0], "found": [True, True]}}}
+    stored = {
+        "args": {
+            "subject": "mountaincar_continuous",
+            "reps": 2,
+            "max_tests": 50,
+            "batch": 16,
+            "strategies": "prt,random,map_elites",
+            "me_init": 100,
+            "fuzz_init": 100,
+        },
+        "model": "mountaincar-continuous-sac",
+        "wall_seconds": 60.0,
+        "results": {
+            "prt": {"tests": [3.0, 50.0], "seconds": [1.0, 9.0], "found": [True, False]},
+            "random": {"tests": [50.0, 50.0], "seconds": [8.0, 8.5], "found": [False, False]},
+            "map_elites": {"tests": [40.0, 20.0], "seconds": [7.0, 4.0], "found": [True, True]},
+        },
+    }
     path = tmp_path / "stored.json"
     path.write_text(json.dumps(stored))
-    out = subprocess.run([sys.executable, "bench/replicate_prt.py", "--render", str(path), "--out", str(tmp_path)],
-                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "bench/replicate_prt.py", "--render", str(path), "--out", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     lines = out.stdout.strip().splitlines()
     assert lines[-1] == f"prt_vs_random_first_failure={26.5 / 50:.3f}"
@@ -34,25 +51,48 @@ def test_render_rewrites_a_stored_run_without_running_campaigns(tmp_path: Path) 
 
 
 def test_bad_options_are_named() -> None:
-    out = subprocess.run([sys.executable, "bench/replicate_prt.py", "--strategies", "prt,bogus"], cwd=ROOT,
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "bench/replicate_prt.py", "--strategies", "prt,bogus"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 2 and "unknown bogus" in out.stderr and "Traceback" not in out.stderr
-    out = subprocess.run([sys.executable, "bench/replicate_prt.py", "--strategies", "random,map_elites"], cwd=ROOT,
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "bench/replicate_prt.py", "--strategies", "random,map_elites"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 2 and "must include prt and random" in out.stderr
 
 
 def saved_run(strategy: str, seed: int, tests: float, found: bool = True, **settings: object) -> str:
-    row = {"strategy": strategy, "subject": "cartpole", "max_tests": 40, "batch": 16, "me_init": 1000,
-           "fuzz_init": 1000, "campaign_id": f"c-{strategy}-{seed}", "seed": seed, "found": found,
-           "executions": int(tests), "tests": tests, "seconds": tests / 10, "wall_seconds": tests / 10}
+    row = {
+        "strategy": strategy,
+        "subject": "cartpole",
+        "max_tests": 40,
+        "batch": 16,
+        "me_init": 1000,
+        "fuzz_init": 1000,
+        "campaign_id": f"c-{strategy}-{seed}",
+        "seed": seed,
+        "found": found,
+        "executions": int(tests),
+        "tests": tests,
+        "seconds": tests / 10,
+        "wall_seconds": tests / 10,
+    }
     row.update(settings)
     return json.dumps(row)
 
 
 def bench(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "bench/replicate_prt.py", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "bench/replicate_prt.py", *args], cwd=ROOT, capture_output=True, text=True, timeout=600
+    )
 
 
 def test_saved_runs_that_disagree_are_refused_by_name(tmp_path: Path) -> None:
@@ -77,29 +117,54 @@ def test_shares_resume_and_merge_into_one_table(tmp_path: Path) -> None:
     """Two shares run real campaigns (seed 0: prt and random; seed 1: random only), a finished share resumed runs
     nothing, and --from-runs makes the table of both with the ratio of the saved runs' means."""
     common = ["--subject", "cartpole", "--max-tests", "40", "--batch", "16"]
-    first = bench(*common, "--reps", "1", "--first-rep", "0", "--strategies", "prt,random", "--out", str(tmp_path / "a"))
+    first = bench(
+        *common, "--reps", "1", "--first-rep", "0", "--strategies", "prt,random", "--out", str(tmp_path / "a")
+    )
     assert first.returncode == 0, first.stderr
     second = bench(*common, "--reps", "1", "--first-rep", "1", "--strategies", "random", "--out", str(tmp_path / "b"))
     assert second.returncode == 0, second.stderr
     saved_b = tmp_path / "b" / "prt_table3_cartpole.runs.jsonl"
     assert "saved 1 runs" in second.stdout and len(saved_b.read_text().splitlines()) == 1
-    again = bench(*common, "--reps", "1", "--first-rep", "1", "--strategies", "random", "--out", str(tmp_path / "b"),
-                  "--resume")
+    again = bench(
+        *common, "--reps", "1", "--first-rep", "1", "--strategies", "random", "--out", str(tmp_path / "b"), "--resume"
+    )
     assert again.returncode == 0, again.stderr
     assert "resuming: 1 runs" in again.stdout and len(saved_b.read_text().splitlines()) == 1
-    clash = bench("--subject", "cartpole", "--max-tests", "41", "--batch", "16", "--reps", "1", "--first-rep", "1",
-                  "--strategies", "random", "--out", str(tmp_path / "b"), "--resume")
+    clash = bench(
+        "--subject",
+        "cartpole",
+        "--max-tests",
+        "41",
+        "--batch",
+        "16",
+        "--reps",
+        "1",
+        "--first-rep",
+        "1",
+        "--strategies",
+        "random",
+        "--out",
+        str(tmp_path / "b"),
+        "--resume",
+    )
     assert clash.returncode == 2 and "max_tests = 40" in clash.stderr
-    merged = bench("--from-runs", str(tmp_path / "a" / "prt_table3_cartpole.runs.jsonl"),
-                   str(saved_b), "--out", str(tmp_path / "merged"))
+    merged = bench(
+        "--from-runs",
+        str(tmp_path / "a" / "prt_table3_cartpole.runs.jsonl"),
+        str(saved_b),
+        "--out",
+        str(tmp_path / "merged"),
+    )
     assert merged.returncode == 0, merged.stderr
-    runs = [json.loads(line) for path in (tmp_path / "a" / "prt_table3_cartpole.runs.jsonl", saved_b)
-            for line in path.read_text().splitlines()]
+    runs = [
+        json.loads(line)
+        for path in (tmp_path / "a" / "prt_table3_cartpole.runs.jsonl", saved_b)
+        for line in path.read_text().splitlines()
+    ]
     assert sorted((r["strategy"], r["seed"]) for r in runs) == [("prt", 0), ("random", 0), ("random", 1)]
     prt = [r["tests"] for r in runs if r["strategy"] == "prt"]
     random = [r["tests"] for r in runs if r["strategy"] == "random"]
-    assert merged.stdout.strip().splitlines()[-1] == \
-        f"prt_vs_random_first_failure={prt[0] / (sum(random) / 2):.3f}"
+    assert merged.stdout.strip().splitlines()[-1] == f"prt_vs_random_first_failure={prt[0] / (sum(random) / 2):.3f}"
     table = (tmp_path / "merged" / "prt_table3_cartpole.md").read_text()
     assert "runs per strategy as in the table" in table and "campaign walls summed" in table
     assert f"| random | {sum(r['found'] for r in runs if r['strategy'] == 'random')}/2 |" in table

@@ -8,13 +8,25 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-COMMON = ["--subject", "taxi_large", "--budget", "50", "--batch", "25", "--methods", "random,map_elites",
-          "--initial", "25", "--no-final-states"]
+COMMON = [
+    "--subject",
+    "taxi_large",
+    "--budget",
+    "50",
+    "--batch",
+    "25",
+    "--methods",
+    "random,map_elites",
+    "--initial",
+    "25",
+    "--no-final-states",
+]
 
 
 def _bench(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "bench/replicate_qd.py", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "bench/replicate_qd.py", *args], cwd=ROOT, capture_output=True, text=True, timeout=600
+    )
 
 
 def test_split_seeds_merge_into_one_table(tmp_path: Path) -> None:
@@ -29,8 +41,9 @@ def test_split_seeds_merge_into_one_table(tmp_path: Path) -> None:
         assert {r["seed"] for r in rows} == {first} and all(r["budget"] == 50 and r["tests"] == 50 for r in rows)
         shares.append(saved)
     # The command line's budget differs on purpose: the table must state the runs' own settings.
-    out = _bench("--subject", "taxi_large", "--budget", "5000", "--from-runs", *map(str, shares),
-                 "--out", str(tmp_path))
+    out = _bench(
+        "--subject", "taxi_large", "--budget", "5000", "--from-runs", *map(str, shares), "--out", str(tmp_path)
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     table = (tmp_path / "qd_taxi_large.md").read_text()
     assert "5 seeds" not in table and "2 seeds x 50+ tests per method" in table
@@ -62,12 +75,20 @@ def test_ffs_is_averaged_over_the_runs_that_have_one_and_the_table_says_how_many
     from bench.replicate_qd import summarise
 
     def run(seed: int, fs: float, ffs: float) -> dict:
-        return {"seed": seed, "checkpoints": [50, 100], "faults": [1, 4], "bs": [10, 20], "fbs": [1, 4],
-                "fs": [fs, fs], "ffs": [float("nan"), ffs], "campaign_seconds": 1.0, "invalid": 0}
+        return {
+            "seed": seed,
+            "checkpoints": [50, 100],
+            "faults": [1, 4],
+            "bs": [10, 20],
+            "fbs": [1, 4],
+            "fs": [fs, fs],
+            "ffs": [float("nan"), ffs],
+            "campaign_seconds": 1.0,
+            "invalid": 0,
+        }
 
     nan = float("nan")
-    results = {"random": [run(0, 2.0, 1.0), run(1, 2.0, nan)],
-               "map_elites": [run(0, 1.0, 3.0), run(1, 3.0, 1.0)]}
+    results = {"random": [run(0, 2.0, 1.0), run(1, 2.0, nan)], "map_elites": [run(0, 1.0, 3.0), run(1, 3.0, 1.0)]}
     text, summary = summarise("taxi_large", results)
     # random's mean FFS is its one defined run (1.0); map_elites' is (3 + 1) / 2 = 2.0.
     assert summary["map_elites"]["ffs"]["relative_final"] == 2.0

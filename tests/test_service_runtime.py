@@ -16,20 +16,33 @@ from common.generated.gauntlet.v1 import oracle_pb2, oracle_pb2_grpc
 from common.server import client_channel
 
 ROOT = Path(__file__).resolve().parent.parent
-SERVICES = ["simulator_service", "agent_service", "oracle_service", "generator_service", "analysis_service",
-            "translator_service"]
+SERVICES = [
+    "simulator_service",
+    "agent_service",
+    "oracle_service",
+    "generator_service",
+    "analysis_service",
+    "translator_service",
+]
 
 
 @pytest.mark.parametrize("module", SERVICES)
 def test_help_explains_the_service(module: str) -> None:
-    out = subprocess.run([sys.executable, "-m", module, "--help"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", module, "--help"], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 0
     assert "--port" in out.stdout and "--metrics-port" in out.stdout and "loopback" in out.stdout
 
 
 def start(*args: str) -> tuple[subprocess.Popen, int]:
-    proc = subprocess.Popen([sys.executable, "-m", "oracle_service", "--port", "0", "--metrics-port", "-1", *args],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "oracle_service", "--port", "0", "--metrics-port", "-1", *args],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     line = proc.stdout.readline()  # type: ignore[union-attr]
     assert line, proc.stderr.read()  # type: ignore[union-attr]
     return proc, json.loads(line)["port"]
@@ -44,9 +57,11 @@ def test_token_is_required_except_for_health_checks() -> None:
         assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED
         with pytest.raises(grpc.RpcError):
             oracle_pb2_grpc.OracleServiceStub(client_channel(endpoint, token="wrong")).ListOracles(
-                oracle_pb2.ListOraclesRequest())
+                oracle_pb2.ListOraclesRequest()
+            )
         listed = oracle_pb2_grpc.OracleServiceStub(client_channel(endpoint, token="s3cret")).ListOracles(
-            oracle_pb2.ListOraclesRequest())
+            oracle_pb2.ListOraclesRequest()
+        )
         assert any(o.name == "cartpole_balance" for o in listed.oracles)
         health = health_pb2_grpc.HealthStub(client_channel(endpoint)).Check(health_pb2.HealthCheckRequest())
         assert health.status == health_pb2.HealthCheckResponse.SERVING
@@ -64,6 +79,11 @@ def test_sigterm_drains_and_exits_cleanly() -> None:
 
 
 def test_bad_flag_combination_is_explained() -> None:
-    out = subprocess.run([sys.executable, "-m", "oracle_service", "--tls-cert", "cert.pem"], cwd=ROOT,
-                         capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "oracle_service", "--tls-cert", "cert.pem"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode != 0 and "--tls-cert and --tls-key go together" in out.stderr

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -15,9 +14,20 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from cli.launcher import LocalSuite, Service
-from common.generated.gauntlet.v1 import (agent_pb2, agent_pb2_grpc, analysis_pb2, analysis_pb2_grpc, common_pb2,
-                                          generator_pb2, generator_pb2_grpc, oracle_pb2, oracle_pb2_grpc,
-                                          simulator_pb2, simulator_pb2_grpc, translator_pb2, translator_pb2_grpc)
+from common.generated.gauntlet.v1 import (
+    agent_pb2,
+    agent_pb2_grpc,
+    analysis_pb2,
+    analysis_pb2_grpc,
+    common_pb2,
+    generator_pb2,
+    generator_pb2_grpc,
+    oracle_pb2,
+    simulator_pb2,
+    simulator_pb2_grpc,
+    translator_pb2,
+    translator_pb2_grpc,
+)
 from common.server import client_channel
 from common.space import ParameterSpace
 from common.tensor import from_tensor, to_tensor
@@ -32,8 +42,9 @@ def stub(suite: LocalSuite, name: str, cls: type) -> object:
 
 def run_campaign(suite: LocalSuite, config: CampaignConfig, campaign_id: str = "") -> generator_pb2.CampaignStatus:
     gen = stub(suite, "generator", generator_pb2_grpc.GeneratorServiceStub)
-    started = gen.StartCampaign(generator_pb2.StartCampaignRequest(campaign_id=campaign_id, spec=config.to_proto()),
-                                timeout=120).status
+    started = gen.StartCampaign(
+        generator_pb2.StartCampaignRequest(campaign_id=campaign_id, spec=config.to_proto()), timeout=120
+    ).status
     events = list(gen.WatchCampaign(generator_pb2.WatchCampaignRequest(campaign_id=started.campaign_id), timeout=300))
     assert events[-1].kind == "finished"
     return events[-1].status
@@ -50,6 +61,7 @@ def test_every_service_is_healthy_and_reflective(suite: LocalSuite) -> None:
         reply = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service=""), timeout=10)
         assert reply.status == health_pb2.HealthCheckResponse.SERVING, name
         import urllib.request
+
         metrics = urllib.request.urlopen(f"http://127.0.0.1:{service.metrics_port}/metrics", timeout=10).read()
         assert b"python_info" in metrics
 
@@ -62,17 +74,31 @@ def test_services_that_run_no_network_do_not_import_torch(suite: LocalSuite, tmp
     # suite, so a freshly started generator is checked.
     fresh = LocalSuite(store_url=f"sqlite:///{tmp_path / 'fresh.db'}", log_dir=tmp_path)
     try:
-        generator = fresh.start_service("generator", "generator_service", "--simulator-endpoint",
-                                        suite.endpoint("simulator"), "--oracle-endpoint", suite.endpoint("oracle"),
-                                        "--store-url", fresh.store_url)
+        generator = fresh.start_service(
+            "generator",
+            "generator_service",
+            "--simulator-endpoint",
+            suite.endpoint("simulator"),
+            "--oracle-endpoint",
+            suite.endpoint("oracle"),
+            "--store-url",
+            fresh.store_url,
+        )
         assert "libtorch" not in Path(f"/proc/{generator.process.pid}/maps").read_text(), "generator loaded torch"
     finally:
         fresh.stop()
 
 
 def test_random_campaign_runs_end_to_end_and_reports(suite: LocalSuite, tmp_path: Path) -> None:
-    config = CampaignConfig(name="e2e", subject="cartpole", model="cartpole-ppo", seed=3,
-                            budget={"max_executions": 300}, batch_size=100, parallelism=32)
+    config = CampaignConfig(
+        name="e2e",
+        subject="cartpole",
+        model="cartpole-ppo",
+        seed=3,
+        budget={"max_executions": 300},
+        batch_size=100,
+        parallelism=32,
+    )
     status = run_campaign(suite, config)
     assert status.state == generator_pb2.CAMPAIGN_STATE_COMPLETED and status.stop_reason == "max_executions"
     rows = executions(suite, status.campaign_id)
@@ -88,8 +114,9 @@ def test_random_campaign_runs_end_to_end_and_reports(suite: LocalSuite, tmp_path
     failing = [r for r in rows if r.verdict == oracle_pb2.VERDICT_KIND_FAIL]
     assert status.first_failure_index == (min(r.index for r in failing) if failing else 0)
     analysis = stub(suite, "analysis", analysis_pb2_grpc.AnalysisServiceStub)
-    report = analysis.RenderReport(analysis_pb2.RenderReportRequest(campaign_ids=[status.campaign_id],
-                                                                    output_dir=str(tmp_path)), timeout=120)
+    report = analysis.RenderReport(
+        analysis_pb2.RenderReportRequest(campaign_ids=[status.campaign_id], output_dir=str(tmp_path)), timeout=120
+    )
     data = json.loads(report.json)
     assert data["campaigns"][0]["metrics"]["executions"] == 300
     assert data["campaigns"][0]["metrics"]["failures"] == status.failures
@@ -97,18 +124,28 @@ def test_random_campaign_runs_end_to_end_and_reports(suite: LocalSuite, tmp_path
 
 
 def test_same_seed_same_campaign(suite: LocalSuite) -> None:
-    config = CampaignConfig(subject="cartpole", model="cartpole-ppo", seed=11, budget={"max_executions": 40},
-                            batch_size=16)
+    config = CampaignConfig(
+        subject="cartpole", model="cartpole-ppo", seed=11, budget={"max_executions": 40}, batch_size=16
+    )
     a, b = (executions(suite, run_campaign(suite, config).campaign_id) for _ in range(2))
-    assert [(r.test_case.values["theta"].real, r.verdict, r.steps) for r in a] == \
-           [(r.test_case.values["theta"].real, r.verdict, r.steps) for r in b]
+    assert [(r.test_case.values["theta"].real, r.verdict, r.steps) for r in a] == [
+        (r.test_case.values["theta"].real, r.verdict, r.steps) for r in b
+    ]
 
 
 def test_stop_at_first_failure_and_repetitions(suite: LocalSuite) -> None:
     # PRT puts tests on CartPole's boundary, where the bundled agent fails soonest
-    config = CampaignConfig(subject="cartpole", model="cartpole-ppo", strategy="prt", seed=1,
-                            budget={"max_executions": 400}, batch_size=8, parallelism=8, stop_at_first_failure=True,
-                            repetitions=3)
+    config = CampaignConfig(
+        subject="cartpole",
+        model="cartpole-ppo",
+        strategy="prt",
+        seed=1,
+        budget={"max_executions": 400},
+        batch_size=8,
+        parallelism=8,
+        stop_at_first_failure=True,
+        repetitions=3,
+    )
     status = run_campaign(suite, config)
     rows = executions(suite, status.campaign_id)
     assert status.stop_reason == "first_failure" and status.failures >= 1
@@ -119,8 +156,15 @@ def test_stop_at_first_failure_and_repetitions(suite: LocalSuite) -> None:
 
 def test_final_observations_are_stored_only_when_the_campaign_keeps_them(suite: LocalSuite) -> None:
     # PRT's boundary tests make the CartPole agent fail, so both verdicts are present
-    config = CampaignConfig(subject="cartpole", model="cartpole-ppo", strategy="prt", seed=3,
-                            budget={"max_executions": 48}, batch_size=16, keep_final_observations=True)
+    config = CampaignConfig(
+        subject="cartpole",
+        model="cartpole-ppo",
+        strategy="prt",
+        seed=3,
+        budget={"max_executions": 48},
+        batch_size=16,
+        keep_final_observations=True,
+    )
     rows = executions(suite, run_campaign(suite, config).campaign_id)
     verdicts = {r.verdict for r in rows}
     assert verdicts == {oracle_pb2.VERDICT_KIND_PASS, oracle_pb2.VERDICT_KIND_FAIL}
@@ -129,10 +173,19 @@ def test_final_observations_are_stored_only_when_the_campaign_keeps_them(suite: 
         beyond = abs(x) > 2.4 or abs(theta) > 0.2095
         assert beyond == (r.verdict == oracle_pb2.VERDICT_KIND_FAIL), (r.verdict, r.steps, list(r.final_observation))
     # Taxi's oracle does not ask for the final observation: keeping it adds the signal to the request
-    taxi = CampaignConfig(subject="taxi_large", model="taxi-qlearning", seed=2, budget={"max_executions": 20},
-                          batch_size=20, keep_final_observations=True)
-    rows = [r for r in executions(suite, run_campaign(suite, taxi).campaign_id)
-            if r.verdict != oracle_pb2.VERDICT_KIND_INVALID]
+    taxi = CampaignConfig(
+        subject="taxi_large",
+        model="taxi-qlearning",
+        seed=2,
+        budget={"max_executions": 20},
+        batch_size=20,
+        keep_final_observations=True,
+    )
+    rows = [
+        r
+        for r in executions(suite, run_campaign(suite, taxi).campaign_id)
+        if r.verdict != oracle_pb2.VERDICT_KIND_INVALID
+    ]
     assert rows and all(len(r.final_observation) == 1 and r.final_observation[0] >= 0 for r in rows)
     plain = CampaignConfig(**{**config.model_dump(), "keep_final_observations": False})
     assert all(len(r.final_observation) == 0 for r in executions(suite, run_campaign(suite, plain).campaign_id))
@@ -140,8 +193,9 @@ def test_final_observations_are_stored_only_when_the_campaign_keeps_them(suite: 
 
 def test_out_of_domain_config_is_invalid_argument_naming_parameter(suite: LocalSuite) -> None:
     sim = stub(suite, "simulator", simulator_pb2_grpc.SimulatorServiceStub)
-    space = ParameterSpace.from_proto(sim.DescribeEnvironment(
-        simulator_pb2.DescribeEnvironmentRequest(subject="cartpole")).parameter_space)
+    space = ParameterSpace.from_proto(
+        sim.DescribeEnvironment(simulator_pb2.DescribeEnvironmentRequest(subject="cartpole")).parameter_space
+    )
     case = space.test_case_to_proto("bad", {**CARTPOLE, "x": 2.0})
     reply = sim.ValidateConfigs(simulator_pb2.ValidateConfigsRequest(subject="cartpole", test_cases=[case]))
     assert not reply.results[0].valid and "x=2 is outside its domain [-0.9, 0.9]" in reply.results[0].violations[0]
@@ -193,12 +247,20 @@ def test_out_of_range_campaign_field_is_named(suite: LocalSuite) -> None:
 def test_agent_rejects_malformed_observations(suite: LocalSuite) -> None:
     agent = stub(suite, "agent", agent_pb2_grpc.AgentServiceStub)
     with pytest.raises(grpc.RpcError) as err:
-        agent.Act(agent_pb2.ActRequest(model=common_pb2.ModelRef(name="cartpole-ppo"),
-                                       observations=common_pb2.Tensor(dtype=1, shape=[2, 4], data=b"abc")))
+        agent.Act(
+            agent_pb2.ActRequest(
+                model=common_pb2.ModelRef(name="cartpole-ppo"),
+                observations=common_pb2.Tensor(dtype=1, shape=[2, 4], data=b"abc"),
+            )
+        )
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "bytes" in err.value.details()
     import numpy as np
-    reply = agent.Act(agent_pb2.ActRequest(model=common_pb2.ModelRef(name="cartpole-ppo"),
-                                           observations=to_tensor(np.zeros((3, 4), np.float32))))
+
+    reply = agent.Act(
+        agent_pb2.ActRequest(
+            model=common_pb2.ModelRef(name="cartpole-ppo"), observations=to_tensor(np.zeros((3, 4), np.float32))
+        )
+    )
     assert from_tensor(reply.actions).shape == (3,)
 
 
@@ -212,8 +274,9 @@ def test_translator_lists_none_and_names_unknown(suite: LocalSuite) -> None:
 
 def test_killed_simulator_mid_campaign_records_every_execution_once(suite: LocalSuite) -> None:
     gen = stub(suite, "generator", generator_pb2_grpc.GeneratorServiceStub)
-    config = CampaignConfig(subject="cartpole", model="cartpole-ppo", seed=5, budget={"max_executions": 600},
-                            batch_size=100, parallelism=16)
+    config = CampaignConfig(
+        subject="cartpole", model="cartpole-ppo", seed=5, budget={"max_executions": 600}, batch_size=100, parallelism=16
+    )
     started = gen.StartCampaign(generator_pb2.StartCampaignRequest(spec=config.to_proto())).status
     deadline = time.time() + 180  # a hang guard, not a speed check: a loaded 2-core machine took over 60 s
     while gen.GetCampaign(generator_pb2.GetCampaignRequest(campaign_id=started.campaign_id)).status.executions < 120:
@@ -224,9 +287,22 @@ def test_killed_simulator_mid_campaign_records_every_execution_once(suite: Local
     simulator.process.wait()
     time.sleep(1.0)
     # a new simulator on the same endpoint; the generator retries until it answers
-    proc = subprocess.Popen([sys.executable, "-m", "simulator_service", "--port", str(simulator.port),
-                             "--metrics-port", "0", "--agent-endpoint", suite.endpoint("agent")],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "simulator_service",
+            "--port",
+            str(simulator.port),
+            "--metrics-port",
+            "0",
+            "--agent-endpoint",
+            suite.endpoint("agent"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     ready = json.loads(proc.stdout.readline())  # type: ignore[union-attr]
     suite.services["simulator"] = Service("simulator", proc, ready["port"], ready["metrics_port"], simulator.log_path)
     events = list(gen.WatchCampaign(generator_pb2.WatchCampaignRequest(campaign_id=started.campaign_id), timeout=300))
@@ -239,15 +315,19 @@ def test_killed_simulator_mid_campaign_records_every_execution_once(suite: Local
 
 def test_session_snapshot_and_restore_replay_the_same_trajectory(suite: LocalSuite) -> None:
     import numpy as np
+
     sim = stub(suite, "simulator", simulator_pb2_grpc.SimulatorServiceStub)
-    space = ParameterSpace.from_proto(sim.DescribeEnvironment(
-        simulator_pb2.DescribeEnvironmentRequest(subject="cartpole")).parameter_space)
+    space = ParameterSpace.from_proto(
+        sim.DescribeEnvironment(simulator_pb2.DescribeEnvironmentRequest(subject="cartpole")).parameter_space
+    )
     step = simulator_pb2.OpenSessionRequest(step=simulator_pb2.SessionStep(action=to_tensor(np.array(1, np.int64))))
-    opened = simulator_pb2.OpenSessionRequest(open=simulator_pb2.SessionOpen(
-        subject="cartpole", test_case=space.test_case_to_proto("s", CARTPOLE), seed=3))
+    opened = simulator_pb2.OpenSessionRequest(
+        open=simulator_pb2.SessionOpen(subject="cartpole", test_case=space.test_case_to_proto("s", CARTPOLE), seed=3)
+    )
     snapshot = simulator_pb2.OpenSessionRequest(snapshot=simulator_pb2.SessionSnapshot())
     # snapshot ids are minted by the server, so the restore is sent after reading the snapshot reply
     import queue
+
     outbox: queue.Queue = queue.Queue()
     for command in (opened, step, snapshot):
         outbox.put(command)
@@ -274,17 +354,29 @@ def test_session_snapshot_and_restore_replay_the_same_trajectory(suite: LocalSui
 
 def test_render_returns_an_rgb_frame(suite: LocalSuite) -> None:
     sim = stub(suite, "simulator", simulator_pb2_grpc.SimulatorServiceStub)
-    space = ParameterSpace.from_proto(sim.DescribeEnvironment(
-        simulator_pb2.DescribeEnvironmentRequest(subject="cartpole")).parameter_space)
-    frame = from_tensor(sim.Render(simulator_pb2.RenderRequest(
-        subject="cartpole", test_case=space.test_case_to_proto("r", CARTPOLE), seed=0, steps=2)).image)
+    space = ParameterSpace.from_proto(
+        sim.DescribeEnvironment(simulator_pb2.DescribeEnvironmentRequest(subject="cartpole")).parameter_space
+    )
+    frame = from_tensor(
+        sim.Render(
+            simulator_pb2.RenderRequest(
+                subject="cartpole", test_case=space.test_case_to_proto("r", CARTPOLE), seed=0, steps=2
+            )
+        ).image
+    )
     assert frame.dtype.name == "uint8" and frame.ndim == 3 and frame.shape[2] == 3 and frame.max() > 0
 
 
 def test_inputs_the_subject_rejects_are_stored_invalid_not_run(suite: LocalSuite) -> None:
     # uniform draws give Taxi's passenger == destination about 1 time in 11: stored as invalid, not run
-    config = CampaignConfig(subject="taxi_large", model="taxi-qlearning", seed=2, budget={"max_executions": 120},
-                            batch_size=40, parallelism=20)
+    config = CampaignConfig(
+        subject="taxi_large",
+        model="taxi-qlearning",
+        seed=2,
+        budget={"max_executions": 120},
+        batch_size=40,
+        parallelism=20,
+    )
     status = run_campaign(suite, config)
     rows = executions(suite, status.campaign_id)
     invalid = [r for r in rows if r.verdict == oracle_pb2.VERDICT_KIND_INVALID]

@@ -69,7 +69,8 @@ def test_a_new_classic_control_subject_needs_only_yaml(tmp_path: Any, monkeypatc
         "subject: acrobot_user\nbackend: gymnasium\nenv_id: Acrobot-v1\nmax_steps: 50\n"
         "injector: {kind: state_vector, attribute: state, indices: {theta1: 0, theta2: 1}}\n"
         "oracle: goal_not_reached\nparameters:\n  - {name: theta1, low: -0.1, high: 0.1}\n"
-        "  - {name: theta2, low: -0.1, high: 0.1}\n")
+        "  - {name: theta2, low: -0.1, high: 0.1}\n"
+    )
     monkeypatch.setenv("GAUNTLET_SUBJECT_PATH", str(tmp_path))
     subject = load_subjects()["acrobot_user"]
     env = make_env(subject)
@@ -111,7 +112,8 @@ def test_lunar_oracle_flags_a_crash() -> None:
 
 def test_mountaincar_oracle_fails_an_idle_car() -> None:
     judged = get_oracle("mountaincar_goal").evaluate(
-        _episode("mountaincar", {"position": -0.5, "velocity": 0.0}, lambda o: 1))
+        _episode("mountaincar", {"position": -0.5, "velocity": 0.0}, lambda o: 1)
+    )
     assert judged.failed and judged.margin < 0
 
 
@@ -145,8 +147,9 @@ def test_lockstep_runner_batches_refills_and_survives_a_dying_env() -> None:
         return (obs[:, 2] + 0.5 * obs[:, 3] > 0).astype(np.int64)
 
     factory = lambda: _Exploding(make_env(s))  # noqa: E731
-    outcomes = list(run_lockstep(factory, [factory() for _ in range(4)], jobs, act,
-                                 lambda: TraceRecorder(s, ["observations"])))
+    outcomes = list(
+        run_lockstep(factory, [factory() for _ in range(4)], jobs, act, lambda: TraceRecorder(s, ["observations"]))
+    )
     assert sorted(o.job.test_case_id for o in outcomes) == sorted(j.test_case_id for j in jobs)
     broken = [o for o in outcomes if o.error]
     assert [o.job.test_case_id for o in broken] == ["t3"] and "simulator died" in broken[0].error
@@ -158,8 +161,18 @@ def test_lockstep_runner_batches_refills_and_survives_a_dying_env() -> None:
 def test_episodes_are_deterministic_given_test_case_and_seed() -> None:
     s = SUBJECTS["lunarlander"]
     job = Job("t", {"fx": 700.0, "fy": -300.0}, 42)
-    runs = [list(run_lockstep(lambda: make_env(s), [make_env(s)], [job], lambda o: np.zeros(len(o), dtype=np.int64),
-                              lambda: TraceRecorder(s, [])))[0] for _ in range(2)]
+    runs = [
+        list(
+            run_lockstep(
+                lambda: make_env(s),
+                [make_env(s)],
+                [job],
+                lambda o: np.zeros(len(o), dtype=np.int64),
+                lambda: TraceRecorder(s, []),
+            )
+        )[0]
+        for _ in range(2)
+    ]
     assert runs[0].steps == runs[1].steps and runs[0].total_reward == runs[1].total_reward
 
 
@@ -170,12 +183,14 @@ def test_pipelined_groups_give_the_same_episodes_with_smaller_batches() -> None:
     sizes: dict[int, list[int]] = {1: [], 2: []}
     results = {}
     for groups in (1, 2):
+
         def act(obs: np.ndarray, groups: int = groups) -> np.ndarray:
             sizes[groups].append(len(obs))
             return (obs[:, 2] + 0.5 * obs[:, 3] > 0).astype(np.int64)
 
-        outs = run_lockstep(lambda: make_env(s), [make_env(s) for _ in range(8)], jobs, act,
-                            lambda: TraceRecorder(s, []), groups=groups)
+        outs = run_lockstep(
+            lambda: make_env(s), [make_env(s) for _ in range(8)], jobs, act, lambda: TraceRecorder(s, []), groups=groups
+        )
         results[groups] = {o.job.test_case_id: (o.steps, o.total_reward, o.terminated) for o in outs}
     assert results[1] == results[2] and len(results[1]) == 24
     assert max(sizes[1]) == 8 and max(sizes[2]) == 4  # each group: one batched call per step for its half

@@ -10,15 +10,25 @@ import pytest
 from common.space import ParameterSpace, SpaceError, case_values
 from simulator_service.subject import load_subjects
 
-SPACE = ParameterSpace.from_config([
-    {"name": "x", "low": -0.9, "high": 0.9, "hints": ["boundary"]},
-    {"name": "theta", "low": "-pi/60", "high": "pi/60"},
-    {"name": "lane", "kind": "integer", "low": 0, "high": 5, "hints": [{"value": 2}]},
-    {"name": "weather", "kind": "categorical", "choices": ["sun", "rain"]},
-    {"name": "slot", "kind": "integer_set", "values": [1, 4, 9]},
-    {"name": "track", "kind": "sequence", "min_length": 1, "max_length": 3,
-     "fields": [{"name": "cmd", "kind": "categorical", "choices": ["S", "L", "R"]}, {"name": "value", "low": 0, "high": 90}]},
-])
+SPACE = ParameterSpace.from_config(
+    [
+        {"name": "x", "low": -0.9, "high": 0.9, "hints": ["boundary"]},
+        {"name": "theta", "low": "-pi/60", "high": "pi/60"},
+        {"name": "lane", "kind": "integer", "low": 0, "high": 5, "hints": [{"value": 2}]},
+        {"name": "weather", "kind": "categorical", "choices": ["sun", "rain"]},
+        {"name": "slot", "kind": "integer_set", "values": [1, 4, 9]},
+        {
+            "name": "track",
+            "kind": "sequence",
+            "min_length": 1,
+            "max_length": 3,
+            "fields": [
+                {"name": "cmd", "kind": "categorical", "choices": ["S", "L", "R"]},
+                {"name": "value", "low": 0, "high": 90},
+            ],
+        },
+    ]
+)
 
 
 def test_pi_expressions_are_exact() -> None:

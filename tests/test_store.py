@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,13 +13,13 @@ from common.generated.gauntlet.v1 import generator_pb2, generator_pb2_grpc
 from common.server import client_channel
 from generator_service.config import CampaignConfig
 from generator_service.store import CampaignStore, ExecutionRow
-
 from tests.conftest import MODEL_ROOT
 
 
 def _row(i: int, verdict: str = "pass") -> ExecutionRow:
-    return ExecutionRow(f"t{i:07d}", i, 1, {"x": i / 10}, verdict, 0.5, 100, 100.0, (1.0, 2.0), "ok", 1,
-                        int(verdict == "fail"), i * 0.1)
+    return ExecutionRow(
+        f"t{i:07d}", i, 1, {"x": i / 10}, verdict, 0.5, 100, 100.0, (1.0, 2.0), "ok", 1, int(verdict == "fail"), i * 0.1
+    )
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -41,8 +39,14 @@ def test_executions_are_stored_once_in_order(store: CampaignStore) -> None:
     assert store.add_execution(cid, _row(3))
     rows = list(store.executions(cid))
     assert [r.index for r in rows] == [1, 2, 3] and rows[1].descriptors == (1.0, 2.0)
-    assert store.totals(cid) == {"executions": 3, "steps": 300, "failures": 1, "invalid": 0, "first_failure_index": 2,
-                                 "first_failure_seconds": pytest.approx(0.2)}
+    assert store.totals(cid) == {
+        "executions": 3,
+        "steps": 300,
+        "failures": 1,
+        "invalid": 0,
+        "first_failure_index": 2,
+        "first_failure_seconds": pytest.approx(0.2),
+    }
     assert store.asked_batches(cid) == [[(f"t{i:07d}", {"x": i / 10}) for i in range(1, 4)]]
     store.set_state(cid, "completed", "max_executions", add_wall_seconds=2.5)
     row = store.campaign(cid)
@@ -56,12 +60,15 @@ def test_a_store_written_before_final_observations_opens_and_keeps_its_rows(tmp_
     with sa.create_engine(url).begin() as conn:  # the executions table as the first release created it
         conn.exec_driver_sql(
             "CREATE TABLE executions (campaign_id VARCHAR(64), test_case_id VARCHAR(64), idx INTEGER NOT NULL, "
-            "batch INTEGER NOT NULL, \"values\" TEXT NOT NULL, verdict VARCHAR(8) NOT NULL, margin FLOAT NOT NULL, "
+            'batch INTEGER NOT NULL, "values" TEXT NOT NULL, verdict VARCHAR(8) NOT NULL, margin FLOAT NOT NULL, '
             "steps INTEGER NOT NULL, total_reward FLOAT NOT NULL, descriptors TEXT NOT NULL, reason TEXT NOT NULL, "
             "repetitions INTEGER NOT NULL, failed_repetitions INTEGER NOT NULL, elapsed_seconds FLOAT NOT NULL, "
-            "PRIMARY KEY (campaign_id, test_case_id))")
-        conn.exec_driver_sql("INSERT INTO executions VALUES ('c', 't0000001', 1, 1, '{}', 'pass', 0.5, 10, 1.0, "
-                             "'[1.0]', 'ok', 1, 0, 0.1)")
+            "PRIMARY KEY (campaign_id, test_case_id))"
+        )
+        conn.exec_driver_sql(
+            "INSERT INTO executions VALUES ('c', 't0000001', 1, 1, '{}', 'pass', 0.5, 10, 1.0, "
+            "'[1.0]', 'ok', 1, 0, 0.1)"
+        )
     store = CampaignStore(url)
     new = ExecutionRow("t0000002", 2, 1, {}, "fail", -1.0, 5, 0.0, (), "fell", 1, 1, 0.2, (0.5, -2.0))
     assert store.add_execution("c", new)
@@ -85,9 +92,17 @@ def test_restarted_generator_resumes_without_losing_or_repeating(tmp_path: Path)
     local = LocalSuite(store_url=store_url, log_dir=tmp_path / "logs", model_root=MODEL_ROOT).start()
     try:
         gen = generator_pb2_grpc.GeneratorServiceStub(client_channel(local.endpoint("generator")))
-        config = CampaignConfig(subject="cartpole", model="cartpole-ppo", seed=9, budget={"max_executions": 400},
-                                batch_size=50, parallelism=16)
-        cid = gen.StartCampaign(generator_pb2.StartCampaignRequest(campaign_id="resume-me", spec=config.to_proto())).status.campaign_id
+        config = CampaignConfig(
+            subject="cartpole",
+            model="cartpole-ppo",
+            seed=9,
+            budget={"max_executions": 400},
+            batch_size=50,
+            parallelism=16,
+        )
+        cid = gen.StartCampaign(
+            generator_pb2.StartCampaignRequest(campaign_id="resume-me", spec=config.to_proto())
+        ).status.campaign_id
         for event in gen.WatchCampaign(generator_pb2.WatchCampaignRequest(campaign_id=cid)):
             if event.status.executions >= 100:
                 break
@@ -97,8 +112,15 @@ def test_restarted_generator_resumes_without_losing_or_repeating(tmp_path: Path)
         before = CampaignStore(store_url).totals(cid)["executions"]
         assert 100 <= before < 400
         restarted = local.start_service(
-            "generator", "generator_service", "--simulator-endpoint", local.endpoint("simulator"),
-            "--oracle-endpoint", local.endpoint("oracle"), "--store-url", store_url)
+            "generator",
+            "generator_service",
+            "--simulator-endpoint",
+            local.endpoint("simulator"),
+            "--oracle-endpoint",
+            local.endpoint("oracle"),
+            "--store-url",
+            store_url,
+        )
         gen = generator_pb2_grpc.GeneratorServiceStub(client_channel(restarted.endpoint))
         status = list(gen.WatchCampaign(generator_pb2.WatchCampaignRequest(campaign_id=cid)))[-1].status
         # the resume thread starts shortly after the server: wait for it to finish too
@@ -112,9 +134,10 @@ def test_restarted_generator_resumes_without_losing_or_repeating(tmp_path: Path)
     assert sorted(r.test_case_id for r in rows) == [f"t{i:07d}" for i in range(1, 401)]
     # the resumed run asked the same inputs the first run had asked (every choice flows from the seed)
     reference = CampaignConfig(**{**config.model_dump(), "name": "fresh"})
-    from generator_service.strategies import make_strategy
     from common.seeding import derive_seed
+    from generator_service.strategies import make_strategy
     from simulator_service.subject import get_subject
+
     strategy = make_strategy("random", get_subject("cartpole").space, derive_seed(reference.seed, "strategy"))
     expected = [v for _ in range(8) for v in strategy.ask(50)]
     by_id = {r.test_case_id: r.values for r in rows}

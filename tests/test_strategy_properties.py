@@ -77,27 +77,46 @@ def cartpole_artifact(tmp_path_factory: pytest.TempPathFactory) -> Path:
         for i in range(300):
             values = space.sample(rng)
             bad = abs(values["theta"]) > 0.04
-            stream.write(json.dumps({"episode": i + 1, "timestep": 10 * i, "config": values, "reward": 0.0,
-                                     "verdict": "fail" if bad else "pass", "margin": -0.5 if bad else 0.5,
-                                     "steps": 10}) + "\n")
-    return train_surrogate(log, space, subject="cartpole", grid=TuningGrid("one", (5.0,), (1,), 1),
-                           out_dir=tmp_path_factory.mktemp("art") / "surrogate")
+            stream.write(
+                json.dumps(
+                    {
+                        "episode": i + 1,
+                        "timestep": 10 * i,
+                        "config": values,
+                        "reward": 0.0,
+                        "verdict": "fail" if bad else "pass",
+                        "margin": -0.5 if bad else 0.5,
+                        "steps": 10,
+                    }
+                )
+                + "\n"
+            )
+    return train_surrogate(
+        log,
+        space,
+        subject="cartpole",
+        grid=TuningGrid("one", (5.0,), (1,), 1),
+        out_dir=tmp_path_factory.mktemp("art") / "surrogate",
+    )
 
 
 def params_for(name: str, subject: str, request: pytest.FixtureRequest) -> dict[str, Any]:
     params = dict(PARAMS.get(name, {}))
     if name in SURROGATE:
         if subject != "cartpole":
-            pytest.skip(f"{name} needs a surrogate trained on {subject}'s space; checked on cartpole (and taxi in "
-                        "test_indago.py)")
+            pytest.skip(
+                f"{name} needs a surrogate trained on {subject}'s space; checked on cartpole (and taxi in "
+                "test_indago.py)"
+            )
         params["surrogate"] = str(request.getfixturevalue("cartpole_artifact"))
     return params
 
 
 @pytest.mark.parametrize("subject", representative_subjects())
 @pytest.mark.parametrize("name", sorted(strategies()))
-def test_every_strategy_asks_inside_the_space_and_repeats_with_its_seed(name: str, subject: str,
-                                                                        request: pytest.FixtureRequest) -> None:
+def test_every_strategy_asks_inside_the_space_and_repeats_with_its_seed(
+    name: str, subject: str, request: pytest.FixtureRequest
+) -> None:
     space = SUBJECTS[subject].space
     params = params_for(name, subject, request)
     try:

@@ -129,7 +129,8 @@ def test_a_delivery_passes_with_the_paper_descriptors() -> None:
     to_passenger = _route(MAP, start, MAP.locations[passenger])
     to_destination = _route(MAP, MAP.locations[passenger], MAP.locations[destination])
     env, verdict, terminated, truncated, total = _run(
-        _values(*start, passenger, destination), [*to_passenger, PICKUP, *to_destination, DROPOFF])
+        _values(*start, passenger, destination), [*to_passenger, PICKUP, *to_destination, DROPOFF]
+    )
     assert env.unwrapped.delivered and terminated and not truncated
     assert not verdict.failed and verdict.margin == 1.0
     assert verdict.descriptors == (float(len(to_passenger)), float(len(to_destination)))
@@ -157,11 +158,15 @@ def test_the_validator_rejects_passenger_equal_to_destination() -> None:
     assert SUBJECT.violations(_values(2, 2, 4, 5)) == []
     assert "passenger != destination" in SUBJECT.space.constraints
     servicer = SimulatorServicer({SUBJECT.name: SUBJECT}, agent_endpoint="")
-    cases = [SUBJECT.space.test_case_to_proto("same", _values(0, 0, 3, 3)),
-             SUBJECT.space.test_case_to_proto("fine", _values(0, 0, 3, 7)),
-             SUBJECT.space.test_case_to_proto("out", _values(18, 0, 3, 3))]
+    cases = [
+        SUBJECT.space.test_case_to_proto("same", _values(0, 0, 3, 3)),
+        SUBJECT.space.test_case_to_proto("fine", _values(0, 0, 3, 7)),
+        SUBJECT.space.test_case_to_proto("out", _values(18, 0, 3, 3)),
+    ]
     same, fine, out = servicer._validate(SUBJECT, cases)
-    assert not same.valid and list(same.violations) == ["passenger=3 and destination=3 must differ (passenger != destination)"]
+    assert not same.valid and list(same.violations) == [
+        "passenger=3 and destination=3 must differ (passenger != destination)"
+    ]
     assert fine.valid and not fine.violations
     assert not out.valid and len(out.violations) == 2  # the domain violation and the rule
 
@@ -190,8 +195,11 @@ def test_the_q_table_agent_acts_on_a_batch_through_the_registry(tmp_path: Path) 
     q = np.random.default_rng(1).normal(size=(18 * 13 * 12 * 11, 6))
     (tmp_path / "taxi-q").mkdir()
     QTablePolicy(q).save(tmp_path / "taxi-q" / "model.npz")
-    (tmp_path / "manifest.yaml").write_text(yaml.safe_dump(
-        {"models": {"taxi-q": {"subject": "taxi_large", "algorithm": "QLEARNING", "description": "test"}}}))
+    (tmp_path / "manifest.yaml").write_text(
+        yaml.safe_dump(
+            {"models": {"taxi-q": {"subject": "taxi_large", "algorithm": "QLEARNING", "description": "test"}}}
+        )
+    )
     registry = ModelRegistry(tmp_path)
     obs = np.array([0, 5, 1234, 30887, 42], dtype=np.int64)
     actions = registry.act("taxi-q", obs)

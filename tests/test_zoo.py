@@ -6,7 +6,6 @@ import dataclasses
 import gzip
 from pathlib import Path
 
-import grpc
 import numpy as np
 import pytest
 import yaml
@@ -73,8 +72,13 @@ def test_a_recipe_can_decay_the_learning_rate_linearly(tmp_path: Path) -> None:
     from agent_service.training import schedule_params
 
     recipe = get_recipe("lunarlander-ppo")
-    params = {**recipe.hyperparams, "n_steps": 64, "batch_size": 64, "n_epochs": 1,
-              "learning_rate": {"linear": [0.001, 0.0]}}
+    params = {
+        **recipe.hyperparams,
+        "n_steps": 64,
+        "batch_size": 64,
+        "n_epochs": 1,
+        "learning_rate": {"linear": [0.001, 0.0]},
+    }
     train(dataclasses.replace(recipe, n_envs=2, hyperparams=params), tmp_path, timesteps=256)  # two updates
     model = PPO.load(tmp_path / "model.zip", device="cpu")
     # SB3 sets the rate before each update from the steps left: 0 of 256 at the second (a constant would stay 1e-3)
@@ -86,8 +90,16 @@ def test_a_recipe_can_decay_the_learning_rate_linearly(tmp_path: Path) -> None:
 def test_manifest_lists_every_recipe_with_measurements() -> None:
     for name, entry in MANIFEST.items():
         assert name in load_recipes(), name
-        for key in ("subject", "algorithm", "seed", "timesteps", "train_wall_seconds", "file_bytes", "eval_tests",
-                    "success_rate"):
+        for key in (
+            "subject",
+            "algorithm",
+            "seed",
+            "timesteps",
+            "train_wall_seconds",
+            "file_bytes",
+            "eval_tests",
+            "success_rate",
+        ):
             assert key in entry, f"{name} lacks {key}"
         assert entry["eval_tests"] >= 1000
         model = DEFAULT_MODEL_ROOT / name / model_file_name(entry["algorithm"])  # model.zip, or model.npz (Q-table)
@@ -102,8 +114,9 @@ def test_every_bundled_model_acts_on_its_subject_through_the_services(tmp_path: 
         listed = {m.name: m.subject for m in agent.ListModels(agent_pb2.ListModelsRequest()).models}
         assert listed == {name: e["subject"] for name, e in MANIFEST.items()}
         for name, subject in listed.items():
-            space = ParameterSpace.from_proto(sim.DescribeEnvironment(
-                simulator_pb2.DescribeEnvironmentRequest(subject=subject)).parameter_space)
+            space = ParameterSpace.from_proto(
+                sim.DescribeEnvironment(simulator_pb2.DescribeEnvironmentRequest(subject=subject)).parameter_space
+            )
             rng = np.random.default_rng(0)
             cases: list[common_pb2.TestCase] = []
             while len(cases) < 2:  # uniform draws the subject accepts (e.g. Taxi's passenger != destination)

@@ -25,9 +25,8 @@ _IMPORT = re.compile(r"\b(from|import) gauntlet\.v1\b")
 
 
 def generate(out_root: Path) -> None:
-    from grpc_tools import protoc
-
     import grpc_tools
+    from grpc_tools import protoc
 
     protos = sorted(str(p.relative_to(PROTO_ROOT)) for p in (PROTO_ROOT / "gauntlet" / "v1").glob("*.proto"))
     include = Path(grpc_tools.__file__).parent / "_proto"

@@ -13,9 +13,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         prog="python -m translator_service",
         description="Translates batches of simulator images with TorchScript GAN generators loaded by name "
-                    "(gauntlet.v1.TranslatorService).")
-    parser.add_argument("--model-root", type=Path, default=DEFAULT_TRANSLATOR_ROOT,
-                        help="folder with manifest.yaml and <name>/generator.pt (default: bundled, empty)")
+        "(gauntlet.v1.TranslatorService).",
+    )
+    parser.add_argument(
+        "--model-root",
+        type=Path,
+        default=DEFAULT_TRANSLATOR_ROOT,
+        help="folder with manifest.yaml and <name>/generator.pt (default: bundled, empty)",
+    )
     add_service_arguments(parser, port=50056, metrics_port=9106)
     args = parser.parse_args()
     options = options_from_args(args)

@@ -44,10 +44,14 @@ class TranslatorServicer(translator_pb2_grpc.TranslatorServiceServicer):
 
     @grpc_method
     def ListTranslators(self, request, context):  # type: ignore[no-untyped-def]
-        return translator_pb2.ListTranslatorsResponse(translators=[
-            translator_pb2.TranslatorSummary(name=n, description=str(e.get("description", "")),
-                                             input_kind=str(e.get("input_kind", "rgb")))
-            for n, e in sorted(self.entries.items())])
+        return translator_pb2.ListTranslatorsResponse(
+            translators=[
+                translator_pb2.TranslatorSummary(
+                    name=n, description=str(e.get("description", "")), input_kind=str(e.get("input_kind", "rgb"))
+                )
+                for n, e in sorted(self.entries.items())
+            ]
+        )
 
     @grpc_method
     def Translate(self, request, context):  # type: ignore[no-untyped-def]
@@ -57,7 +61,9 @@ class TranslatorServicer(translator_pb2_grpc.TranslatorServiceServicer):
         except TensorError as exc:
             raise InvalidArgument(f"images: {exc}") from None
         if images.dtype != np.uint8 or images.ndim != 4:
-            raise InvalidArgument(f"images must be uint8 (batch, height, width, channels), got {images.dtype} {images.shape}")
+            raise InvalidArgument(
+                f"images must be uint8 (batch, height, width, channels), got {images.dtype} {images.shape}"
+            )
         import torch
 
         with torch.no_grad():

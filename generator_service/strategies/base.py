@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Protocol, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -47,7 +48,9 @@ class StrategyParamError(ValueError):
 _REGISTRY: dict[str, StrategyInfo] = {}
 
 
-def register_strategy(name: str, description: str, source: str = "", **defaults: Any) -> Callable[[Callable[..., Strategy]], Callable[..., Strategy]]:
+def register_strategy(
+    name: str, description: str, source: str = "", **defaults: Any
+) -> Callable[[Callable[..., Strategy]], Callable[..., Strategy]]:
     """Class decorator: the class is built as cls(space, rng, **params) with params over `defaults`."""
 
     def wrap(factory: Callable[..., Strategy]) -> Callable[..., Strategy]:
@@ -59,8 +62,13 @@ def register_strategy(name: str, description: str, source: str = "", **defaults:
 
 def strategies() -> dict[str, StrategyInfo]:
     from generator_service.strategies import (  # noqa: F401 - registers on import
-        fuzzing, map_elites, novelty_search, prt, random_testing)
-    from generator_service.strategies import indago  # noqa: F401 - registers on import
+        fuzzing,
+        indago,  # noqa: F401 - registers on import
+        map_elites,
+        novelty_search,
+        prt,
+        random_testing,
+    )
 
     return dict(_REGISTRY)
 
@@ -74,5 +82,7 @@ def make_strategy(name: str, space: ParameterSpace, seed: int, params: Mapping[s
     unknown = sorted(set(params) - set(info.defaults))
     if unknown:
         allowed = ", ".join(sorted(info.defaults)) or "none"
-        raise StrategyParamError(f"strategy {name!r} has no parameter(s) {', '.join(unknown)}; its parameters: {allowed}")
+        raise StrategyParamError(
+            f"strategy {name!r} has no parameter(s) {', '.join(unknown)}; its parameters: {allowed}"
+        )
     return info.factory(space, np.random.default_rng(seed), **{**info.defaults, **params})

@@ -45,8 +45,9 @@ from __future__ import annotations
 import math
 import warnings
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -54,8 +55,15 @@ from common.space import ParameterSpace
 from generator_service.strategies.base import Result, TestInput, register_strategy
 from generator_service.strategies.mutation import mutate
 from generator_service.strategies.search_support import (
-    AskLedger, BehaviourScale, check_bounds, check_float, check_int, check_integer_mutation, check_mutable_space,
-    usable)
+    AskLedger,
+    BehaviourScale,
+    check_bounds,
+    check_float,
+    check_int,
+    check_integer_mutation,
+    check_mutable_space,
+    usable,
+)
 
 SENSITIVITY_FLOOR = 1e-6  # MDPFuzz's "+ 1e-6": a seed whose margin did not move can still be chosen
 REG_COVAR = 1e-6  # added to every covariance diagonal (sklearn's default), in normalised state units
@@ -147,10 +155,21 @@ class OnlineGaussianMixture:
 class Fuzzer:
     """The fuzzing loop shared by ``fuzzer`` (guidance off) and ``mdpfuzz`` (guidance on); see the module doc."""
 
-    def __init__(self, space: ParameterSpace, rng: np.random.Generator, guidance: bool, initial_tests: int = 1000,
-                 mutation_scale: float = 0.05, seed_energy: int = 5, gmm_components: int = 10,
-                 density_threshold: float = 0.01, update_rate: float = 0.01, descriptor_bounds: Any = None,
-                 integer_mutation: str = "shift", mutation_p: float = 0.1) -> None:
+    def __init__(
+        self,
+        space: ParameterSpace,
+        rng: np.random.Generator,
+        guidance: bool,
+        initial_tests: int = 1000,
+        mutation_scale: float = 0.05,
+        seed_energy: int = 5,
+        gmm_components: int = 10,
+        density_threshold: float = 0.01,
+        update_rate: float = 0.01,
+        descriptor_bounds: Any = None,
+        integer_mutation: str = "shift",
+        mutation_p: float = 0.1,
+    ) -> None:
         self.name = "mdpfuzz" if guidance else "fuzzer"
         check_mutable_space(self.name, space)
         self.space = space
@@ -195,8 +214,14 @@ class Fuzzer:
                 cid, self._next_collection = self._next_collection, self._next_collection + 1
                 values = self.space.sample(self.rng)
                 self._collections[cid] = _Collection(values)
-                probe = mutate(self.space, values, self.rng, scale=self.mutation_scale, p=self.mutation_p,
-                               integer=self.integer_mutation)
+                probe = mutate(
+                    self.space,
+                    values,
+                    self.rng,
+                    scale=self.mutation_scale,
+                    p=self.mutation_p,
+                    integer=self.integer_mutation,
+                )
                 self._queue.append((probe, ("probe", cid)))
                 tag = ("seed", cid)
             elif not self.corpus:
@@ -204,8 +229,14 @@ class Fuzzer:
                 continue
             else:
                 parent = self._select()
-                values = mutate(self.space, parent.values, self.rng, scale=self.mutation_scale, p=self.mutation_p,
-                                integer=self.integer_mutation)
+                values = mutate(
+                    self.space,
+                    parent.values,
+                    self.rng,
+                    scale=self.mutation_scale,
+                    p=self.mutation_p,
+                    integer=self.integer_mutation,
+                )
                 tag = ("mutant", parent.margin)
             self._ledger.record(values, tag)
             out.append(values)

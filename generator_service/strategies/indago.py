@@ -57,8 +57,9 @@ module is imported.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -125,13 +126,17 @@ def resolve_setting(setting: Any, search: Any, seeds: Any, mutation: Any) -> tup
         implied = SETTINGS[name]
         for label, given, want in zip(("search", "seeds", "mutation"), (search, seeds, mutation), implied):
             if given is not None and given != want:
-                raise StrategyParamError(f"indago parameter {label}={given!r} contradicts setting {name!r} "
-                                         f"({label}={want!r}); give one or the other")
+                raise StrategyParamError(
+                    f"indago parameter {label}={given!r} contradicts setting {name!r} "
+                    f"({label}={want!r}); give one or the other"
+                )
         return implied
     base = SETTINGS[DEFAULT_SETTING]
-    return (_choice("indago", "search", search if search is not None else base[0], SEARCHES),
-            _choice("indago", "seeds", seeds if seeds is not None else base[1], SEEDS),
-            _choice("indago", "mutation", mutation if mutation is not None else base[2], MUTATIONS))
+    return (
+        _choice("indago", "search", search if search is not None else base[0], SEARCHES),
+        _choice("indago", "seeds", seeds if seeds is not None else base[1], SEEDS),
+        _choice("indago", "mutation", mutation if mutation is not None else base[2], MUTATIONS),
+    )
 
 
 def open_surrogate(strategy: str, path: Any, space: ParameterSpace) -> Any:
@@ -139,8 +144,10 @@ def open_surrogate(strategy: str, path: Any, space: ParameterSpace) -> Any:
     from generator_service.surrogates.artifact import load_surrogate
 
     if path is None or path == "":
-        raise StrategyParamError(f"strategy {strategy} needs parameter surrogate: the folder of a trained "
-                                 "surrogate (train one with `gauntlet surrogate train --model NAME`)")
+        raise StrategyParamError(
+            f"strategy {strategy} needs parameter surrogate: the folder of a trained "
+            "surrogate (train one with `gauntlet surrogate train --model NAME`)"
+        )
     if not isinstance(path, (str, Path)):
         raise StrategyParamError(f"{strategy} parameter surrogate must be a folder path, got {path!r}")
     try:
@@ -155,22 +162,51 @@ def checked_failures(strategy: str, failures: list[dict[str, Any]], validity: An
     for values in failures:
         problems = validity.problems(values)
         if problems:
-            raise StrategyParamError(f"{strategy}: a training failure in {where} is not a valid input of this "
-                                     f"space ({'; '.join(problems)}); was it recorded for another subject?")
+            raise StrategyParamError(
+                f"{strategy}: a training failure in {where} is not a valid input of this "
+                f"space ({'; '.join(problems)}); was it recorded for another subject?"
+            )
     return [dict(v) for v in failures]
 
 
 @register_strategy(
-    "indago", "Indago: per input, a hill-climbing or genetic search on a surrogate failure predictor trained on "
+    "indago",
+    "Indago: per input, a hill-climbing or genetic search on a surrogate failure predictor trained on "
     "the agent's training episodes (random/saliency mutation, random/training-failure seeds).",
-    source=SOURCE, surrogate=None, setting=None, search=None, seeds=None, mutation=None, neighbourhood=50,
-    population=50, crossover=0.75, elitism=0.05, time_budget_s=0.0, max_iterations=100, mutation_scale=0.1,
-    failure_filter=30)
+    source=SOURCE,
+    surrogate=None,
+    setting=None,
+    search=None,
+    seeds=None,
+    mutation=None,
+    neighbourhood=50,
+    population=50,
+    crossover=0.75,
+    elitism=0.05,
+    time_budget_s=0.0,
+    max_iterations=100,
+    mutation_scale=0.1,
+    failure_filter=30,
+)
 class Indago:
-    def __init__(self, space: ParameterSpace, rng: np.random.Generator, surrogate: Any = None, setting: Any = None,
-                 search: Any = None, seeds: Any = None, mutation: Any = None, neighbourhood: Any = 50,
-                 population: Any = 50, crossover: Any = 0.75, elitism: Any = 0.05, time_budget_s: Any = 0.0,
-                 max_iterations: Any = 100, mutation_scale: Any = 0.1, failure_filter: Any = 30) -> None:
+    def __init__(
+        self,
+        space: ParameterSpace,
+        rng: np.random.Generator,
+        surrogate: Any = None,
+        setting: Any = None,
+        search: Any = None,
+        seeds: Any = None,
+        mutation: Any = None,
+        neighbourhood: Any = 50,
+        population: Any = 50,
+        crossover: Any = 0.75,
+        elitism: Any = 0.05,
+        time_budget_s: Any = 0.0,
+        max_iterations: Any = 100,
+        mutation_scale: Any = 0.1,
+        failure_filter: Any = 30,
+    ) -> None:
         from generator_service.surrogates.search import Budget, Mutator, subject_validity
 
         name = "indago"
@@ -192,12 +228,14 @@ class Indago:
         self.mutator = Mutator(self.surrogate, self.validity, rng, self.mutation, scale)
         self.failures: list[TestInput] = []
         if self.seeds == "training_failures":
-            self.failures = checked_failures(name, self.surrogate.training_failures(self.failure_filter),
-                                             self.validity, str(self.surrogate.path))
+            self.failures = checked_failures(
+                name, self.surrogate.training_failures(self.failure_filter), self.validity, str(self.surrogate.path)
+            )
             if not self.failures:
                 raise StrategyParamError(
                     f"indago seeds='training_failures': surrogate {self.surrogate.path} records no failure after the "
-                    f"first {self.failure_filter:g} % of training; use seeds='random' (or a lower failure_filter)")
+                    f"first {self.failure_filter:g} % of training; use seeds='random' (or a lower failure_filter)"
+                )
         self._queue: list[int] = []
         self.last: Any = None  # the Found of the last search (score, iterations, evaluations)
 
@@ -235,9 +273,15 @@ class Indago:
             if self.search == "hill_climbing":
                 found = hill_climb(self._seed(), self._fitness, self.mutator, self.neighbourhood, self.budget)
             else:
-                found = genetic(self._initial_population(), self._fitness, self.mutator,
-                                crossover_rate=self.crossover, elitism=self.elitism, budget=self.budget,
-                                reseed=self._reseed)
+                found = genetic(
+                    self._initial_population(),
+                    self._fitness,
+                    self.mutator,
+                    crossover_rate=self.crossover,
+                    elitism=self.elitism,
+                    budget=self.budget,
+                    reseed=self._reseed,
+                )
             self.last = found
             out.append(self.validity.require(found.values, f"indago ({self.search})"))
         return out
@@ -247,12 +291,23 @@ class Indago:
 
 
 @register_strategy(
-    "indago_sampling", "Sampling baseline (Indago paper): per input, the random valid input the surrogate rates "
+    "indago_sampling",
+    "Sampling baseline (Indago paper): per input, the random valid input the surrogate rates "
     "most likely to fail among up to `candidates` draws within the time budget.",
-    source=SOURCE + "; baseline after Uesato et al.", surrogate=None, candidates=1000, time_budget_s=0.0)
+    source=SOURCE + "; baseline after Uesato et al.",
+    surrogate=None,
+    candidates=1000,
+    time_budget_s=0.0,
+)
 class IndagoSampling:
-    def __init__(self, space: ParameterSpace, rng: np.random.Generator, surrogate: Any = None,
-                 candidates: Any = 1000, time_budget_s: Any = 0.0) -> None:
+    def __init__(
+        self,
+        space: ParameterSpace,
+        rng: np.random.Generator,
+        surrogate: Any = None,
+        candidates: Any = 1000,
+        time_budget_s: Any = 0.0,
+    ) -> None:
         from generator_service.surrogates.search import subject_validity
 
         name = "indago_sampling"
@@ -268,8 +323,9 @@ class IndagoSampling:
 
         out = []
         for _ in range(n):
-            found = sample_best(self.surrogate.score_inputs, self.validity, self.rng, self.candidates,
-                                self.time_budget_s)
+            found = sample_best(
+                self.surrogate.score_inputs, self.validity, self.rng, self.candidates, self.time_budget_s
+            )
             self.last = found
             out.append(self.validity.require(found.values, "indago_sampling"))
         return out
@@ -279,19 +335,32 @@ class IndagoSampling:
 
 
 @register_strategy(
-    "train_fail_replay", "Training-failure replay baseline (Indago paper): the inputs that failed during training "
+    "train_fail_replay",
+    "Training-failure replay baseline (Indago paper): the inputs that failed during training "
     "after the first `failure_filter` % of episodes, in seeded random order, each once.",
-    source=SOURCE + "; 'train. fail.' baseline", surrogate=None, log=None, failure_filter=30)
+    source=SOURCE + "; 'train. fail.' baseline",
+    surrogate=None,
+    log=None,
+    failure_filter=30,
+)
 class TrainFailReplay:
-    def __init__(self, space: ParameterSpace, rng: np.random.Generator, surrogate: Any = None, log: Any = None,
-                 failure_filter: Any = 30) -> None:
+    def __init__(
+        self,
+        space: ParameterSpace,
+        rng: np.random.Generator,
+        surrogate: Any = None,
+        log: Any = None,
+        failure_filter: Any = 30,
+    ) -> None:
         from generator_service.surrogates.search import Validity, subject_rules
 
         name = "train_fail_replay"
         percent = _float(name, "failure_filter", failure_filter, 0.0, 99.999)
         if (surrogate is None) == (log is None):
-            raise StrategyParamError(f"{name} needs exactly one of surrogate (an artifact folder) or log "
-                                     "(a training_log.jsonl.gz) to take the training failures from")
+            raise StrategyParamError(
+                f"{name} needs exactly one of surrogate (an artifact folder) or log "
+                "(a training_log.jsonl.gz) to take the training failures from"
+            )
         if surrogate is not None:
             from generator_service.surrogates.artifact import artifact_failures, read_meta
 
@@ -319,7 +388,7 @@ class TrainFailReplay:
         self.position = 0
 
     def ask(self, n: int) -> list[TestInput]:
-        picked = self.order[self.position:self.position + n]
+        picked = self.order[self.position : self.position + n]
         self.position += len(picked)
         return [dict(self.failures[i]) for i in picked]
 

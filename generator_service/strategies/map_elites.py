@@ -33,7 +33,8 @@ when the archive is first built, so listing strategies does not pay its import (
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -41,8 +42,17 @@ from common.space import ParameterSpace
 from generator_service.strategies.base import Result, StrategyParamError, TestInput, register_strategy
 from generator_service.strategies.mutation import mutate
 from generator_service.strategies.search_support import (
-    MAX_GRID_CELLS, AskLedger, BehaviourScale, as_int, check_bounds, check_float, check_int, check_integer_mutation,
-    check_mutable_space, usable)
+    MAX_GRID_CELLS,
+    AskLedger,
+    BehaviourScale,
+    as_int,
+    check_bounds,
+    check_float,
+    check_int,
+    check_integer_mutation,
+    check_mutable_space,
+    usable,
+)
 
 NAME = "map_elites"
 
@@ -51,8 +61,7 @@ NAME = "map_elites"
     NAME,
     "MAP-Elites: after random initial tests, mutates the lowest-margin elite of a random occupied cell of a "
     "grid over the oracle's behaviour descriptors (quality-diversity search for diverse faults).",
-    source="Mazouni et al.: Testing for Fault Diversity in Reinforcement Learning (AST 2024); "
-           "Mouret & Clune 2015",
+    source="Mazouni et al.: Testing for Fault Diversity in Reinforcement Learning (AST 2024); Mouret & Clune 2015",
     initial_tests=1000,
     cells=50,
     descriptor_bounds=None,
@@ -61,9 +70,17 @@ NAME = "map_elites"
     mutation_p=0.1,
 )
 class MapElites:
-    def __init__(self, space: ParameterSpace, rng: np.random.Generator, initial_tests: int = 1000,
-                 cells: int | Sequence[int] = 50, descriptor_bounds: Any = None, mutation_scale: float = 0.05,
-                 integer_mutation: str = "shift", mutation_p: float = 0.1) -> None:
+    def __init__(
+        self,
+        space: ParameterSpace,
+        rng: np.random.Generator,
+        initial_tests: int = 1000,
+        cells: int | Sequence[int] = 50,
+        descriptor_bounds: Any = None,
+        mutation_scale: float = 0.05,
+        integer_mutation: str = "shift",
+        mutation_p: float = 0.1,
+    ) -> None:
         check_mutable_space(NAME, space)
         self.space = space
         self.rng = rng
@@ -91,8 +108,17 @@ class MapElites:
                 batch = [self.space.sample(self.rng) for _ in range(n)]
             else:
                 parents = archive.sample_elites(n)["solution"]
-                batch = [mutate(self.space, self._tests[int(i)], self.rng, scale=self.mutation_scale,
-                                p=self.mutation_p, integer=self.integer_mutation) for i in parents]
+                batch = [
+                    mutate(
+                        self.space,
+                        self._tests[int(i)],
+                        self.rng,
+                        scale=self.mutation_scale,
+                        p=self.mutation_p,
+                        integer=self.integer_mutation,
+                    )
+                    for i in parents
+                ]
         for values in batch:
             self._ledger.record(values, None)
         self._asked += len(batch)
@@ -137,28 +163,41 @@ class MapElites:
         dims = len(bounds)
         cells = self.cells * dims if len(self.cells) == 1 else self.cells
         if len(cells) != dims:
-            raise StrategyParamError(f"{NAME} parameter cells gives {len(cells)} count(s), but the behaviour "
-                                     f"descriptors have {dims} value(s)")
+            raise StrategyParamError(
+                f"{NAME} parameter cells gives {len(cells)} count(s), but the behaviour "
+                f"descriptors have {dims} value(s)"
+            )
         if float(np.prod(np.asarray(cells, dtype=float))) > MAX_GRID_CELLS:
-            raise StrategyParamError(f"{NAME} parameter cells: a grid of {' x '.join(map(str, cells))} cells "
-                                     f"exceeds the limit of {MAX_GRID_CELLS} cells")
+            raise StrategyParamError(
+                f"{NAME} parameter cells: a grid of {' x '.join(map(str, cells))} cells "
+                f"exceeds the limit of {MAX_GRID_CELLS} cells"
+            )
         from ribs.archives import GridArchive  # imported here: pyribs pulls in torch (seconds)
 
-        self._archive = GridArchive(solution_dim=(), dims=list(cells), ranges=[tuple(b) for b in bounds],
-                                    seed=int(self.rng.integers(2**63)), solution_dtype=np.int64)
+        self._archive = GridArchive(
+            solution_dim=(),
+            dims=list(cells),
+            ranges=[tuple(b) for b in bounds],
+            seed=int(self.rng.integers(2**63)),
+            solution_dtype=np.int64,
+        )
         rows, self._waiting = self._waiting, []
         self._add(rows)
         return self._archive
 
     def _add(self, rows: list[tuple[int, np.ndarray, float]]) -> None:
-        self._archive.add(solution=np.array([i for i, _, _ in rows], dtype=np.int64),
-                          objective=np.array([o for _, _, o in rows], dtype=float),
-                          measures=np.array([raw for _, raw, _ in rows], dtype=float))
+        self._archive.add(
+            solution=np.array([i for i, _, _ in rows], dtype=np.int64),
+            objective=np.array([o for _, _, o in rows], dtype=float),
+            measures=np.array([raw for _, raw, _ in rows], dtype=float),
+        )
 
 
 def _check_cells(cells: Any) -> list[int]:
     values = [as_int(c) for c in (cells if isinstance(cells, (list, tuple)) else [cells])]
     if not values or any(c is None or c < 1 for c in values):
-        raise StrategyParamError(f"{NAME} parameter cells must be an integer >= 1 or a list of them (one per "
-                                 f"behaviour descriptor), got {cells!r}")
+        raise StrategyParamError(
+            f"{NAME} parameter cells must be an integer >= 1 or a list of them (one per "
+            f"behaviour descriptor), got {cells!r}"
+        )
     return [int(c) for c in values]  # type: ignore[arg-type]

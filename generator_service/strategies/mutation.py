@@ -26,7 +26,7 @@ real-valued); 0.1 is this project's choice, and a strategy can pass its own.
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -37,8 +37,14 @@ DEFAULT_P = 0.1
 INTEGER_OPERATORS = ("shift", "nearby")
 
 
-def mutate(space: ParameterSpace, values: Mapping[str, ParamValue], rng: np.random.Generator,
-           scale: float = DEFAULT_SCALE, p: float = DEFAULT_P, integer: str = "shift") -> dict[str, ParamValue]:
+def mutate(
+    space: ParameterSpace,
+    values: Mapping[str, ParamValue],
+    rng: np.random.Generator,
+    scale: float = DEFAULT_SCALE,
+    p: float = DEFAULT_P,
+    integer: str = "shift",
+) -> dict[str, ParamValue]:
     """A mutated copy of ``values`` (a complete test input of ``space``); ``values`` itself is left as is.
 
     Every parameter is mutated independently with its kind's operator (see the module docstring), in the
@@ -66,8 +72,9 @@ def mutate(space: ParameterSpace, values: Mapping[str, ParamValue], rng: np.rand
     return out
 
 
-def mutate_integers_nearby(space: ParameterSpace, values: Mapping[str, ParamValue], rng: np.random.Generator,
-                           p: float = DEFAULT_P) -> dict[str, ParamValue]:
+def mutate_integers_nearby(
+    space: ParameterSpace, values: Mapping[str, ParamValue], rng: np.random.Generator, p: float = DEFAULT_P
+) -> dict[str, ParamValue]:
     """The "nearby" integer operator (module docstring): each integer parameter with another value is chosen
     with probability ``p``, at least one; each chosen one moves to another value of its range drawn with
     weight 1/distance. Other parameters are copied unchanged."""
@@ -86,8 +93,9 @@ def mutate_integers_nearby(space: ParameterSpace, values: Mapping[str, ParamValu
     return out
 
 
-def mutate_value(param: Parameter, value: ParamValue, rng: np.random.Generator,
-                 scale: float = DEFAULT_SCALE, p: float = DEFAULT_P) -> ParamValue:
+def mutate_value(
+    param: Parameter, value: ParamValue, rng: np.random.Generator, scale: float = DEFAULT_SCALE, p: float = DEFAULT_P
+) -> ParamValue:
     """One parameter's mutated value (see ``mutate``); the result always lies in the parameter's domain."""
     if param.kind in ("real", "integer"):
         low, high = float(param.low), float(param.high)  # type: ignore[arg-type]
@@ -105,11 +113,13 @@ def mutate_value(param: Parameter, value: ParamValue, rng: np.random.Generator,
         return int(picked) if param.kind == "integer_set" else picked
     raise NotImplementedError(
         f"mutation of parameter {param.name!r} (kind {param.kind!r}) is not implemented yet: "
-        "sequence operators (insert/delete/change a record) are still to come")
+        "sequence operators (insert/delete/change a record) are still to come"
+    )
 
 
-def mutate_one(space: ParameterSpace, values: Mapping[str, ParamValue], rng: np.random.Generator,
-               scale: float = DEFAULT_SCALE) -> dict[str, ParamValue]:
+def mutate_one(
+    space: ParameterSpace, values: Mapping[str, ParamValue], rng: np.random.Generator, scale: float = DEFAULT_SCALE
+) -> dict[str, ParamValue]:
     """A copy of ``values`` with ONE parameter, chosen uniformly, mutated by its kind's operator.
 
     Indago's random mutation ("choosing among all parameters with equal probability"). A discrete parameter
@@ -133,8 +143,9 @@ def mutate_one(space: ParameterSpace, values: Mapping[str, ParamValue], rng: np.
     return out
 
 
-def mutate_towards(param: Parameter, value: ParamValue, rng: np.random.Generator, direction: int,
-                   scale: float = DEFAULT_SCALE) -> ParamValue:
+def mutate_towards(
+    param: Parameter, value: ParamValue, rng: np.random.Generator, direction: int, scale: float = DEFAULT_SCALE
+) -> ParamValue:
     """A directed mutation of a number: a shift of U(0, scale*(high-low)) in ``direction`` (+1 up, -1 down),
     clipped into the domain. An integer moves by at least one step (unless at the bound).
 

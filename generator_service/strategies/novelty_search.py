@@ -35,7 +35,8 @@ usable result neither enters the archive nor the population).
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from scipy.spatial import cKDTree
@@ -44,7 +45,14 @@ from common.space import ParameterSpace
 from generator_service.strategies.base import Result, TestInput, register_strategy
 from generator_service.strategies.mutation import mutate
 from generator_service.strategies.search_support import (
-    AskLedger, BehaviourScale, check_bounds, check_float, check_int, check_integer_mutation, check_mutable_space)
+    AskLedger,
+    BehaviourScale,
+    check_bounds,
+    check_float,
+    check_int,
+    check_integer_mutation,
+    check_mutable_space,
+)
 
 NAME = "novelty_search"
 
@@ -64,10 +72,19 @@ NAME = "novelty_search"
     mutation_p=0.1,
 )
 class NoveltySearch:
-    def __init__(self, space: ParameterSpace, rng: np.random.Generator, initial_tests: int = 1000,
-                 population: int = 100, neighbours: int = 3, archive_threshold: float = 0.005,
-                 descriptor_bounds: Any = None, mutation_scale: float = 0.05, integer_mutation: str = "shift",
-                 mutation_p: float = 0.1) -> None:
+    def __init__(
+        self,
+        space: ParameterSpace,
+        rng: np.random.Generator,
+        initial_tests: int = 1000,
+        population: int = 100,
+        neighbours: int = 3,
+        archive_threshold: float = 0.005,
+        descriptor_bounds: Any = None,
+        mutation_scale: float = 0.05,
+        integer_mutation: str = "shift",
+        mutation_p: float = 0.1,
+    ) -> None:
         check_mutable_space(NAME, space)
         self.space = space
         self.rng = rng
@@ -104,7 +121,7 @@ class NoveltySearch:
                 self._close_generation()
                 self._new_generation()
             take = min(n, len(self._offspring) - self._handed)
-            batch = [dict(v) for v in self._offspring[self._handed:self._handed + take]]
+            batch = [dict(v) for v in self._offspring[self._handed : self._handed + take]]
             tags = [("offspring", self._handed + i) for i in range(take)]
             self._handed += take
         for values, tag in zip(batch, tags):
@@ -160,9 +177,17 @@ class NoveltySearch:
 
     def _new_generation(self) -> None:
         pop = self._population or []
-        self._offspring = [mutate(self.space, pop[i % len(pop)][1], self.rng, scale=self.mutation_scale,
-                                  p=self.mutation_p, integer=self.integer_mutation)
-                           for i in range(self.population_size)]
+        self._offspring = [
+            mutate(
+                self.space,
+                pop[i % len(pop)][1],
+                self.rng,
+                scale=self.mutation_scale,
+                p=self.mutation_p,
+                integer=self.integer_mutation,
+            )
+            for i in range(self.population_size)
+        ]
         self._handed = 0
         self._told = {}
         self.generation += 1

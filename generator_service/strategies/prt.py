@@ -60,7 +60,7 @@ tests, which the campaign runner relies on when it resumes.
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -97,8 +97,9 @@ class PRTGenerator:
     owner matrix alpha (dims x n, which point each entry of D belongs to), as in Sec. 3.6.
     """
 
-    def __init__(self, dims: int, rng: np.random.Generator, lam: float = DEFAULT_LAMBDA,
-                 variant: str = "paper") -> None:
+    def __init__(
+        self, dims: int, rng: np.random.Generator, lam: float = DEFAULT_LAMBDA, variant: str = "paper"
+    ) -> None:
         if dims < 1:
             raise ValueError(f"PRT needs at least one dimension, got {dims}")
         if not (lam >= 1.0 and math.isfinite(lam)):
@@ -239,8 +240,9 @@ class PRTGenerator:
         return min(max(value, 0.0), 1.0)
 
     # -- Alg. 3: Local Recombination ------------------------------------------------------------------
-    def _recombine(self, values: np.ndarray, owners: np.ndarray, j: int, value: float, m: int, first: bool,
-                   flip: int) -> tuple[np.ndarray, np.ndarray]:
+    def _recombine(
+        self, values: np.ndarray, owners: np.ndarray, j: int, value: float, m: int, first: bool, flip: int
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Keeps the members of C whose coordinate j lies within the m-th smallest distance to ``value``, and
         returns their sorted projections in the other rows (row j dropped): O(n) per row, no sorting.
 
@@ -299,8 +301,9 @@ def hint_cut(param: Parameter, mapping: str) -> float | None:
         return 0.5
     low, high = float(param.low), float(param.high)  # type: ignore[arg-type]
     if hint.value is None or not low <= hint.value <= high:
-        raise ValueError(f"parameter {param.name!r}: failure hint value {hint.value!r} lies outside its "
-                         f"domain {param.domain_text()}")
+        raise ValueError(
+            f"parameter {param.name!r}: failure hint value {hint.value!r} lies outside its domain {param.domain_text()}"
+        )
     return (hint.value - low) / (high - low)
 
 
@@ -322,8 +325,14 @@ def apply_mapping(u: np.ndarray, cuts: np.ndarray) -> np.ndarray:
 class PriorRandomTesting:
     """PRT as an ask/tell strategy over a box parameter space (see the module docstring)."""
 
-    def __init__(self, space: ParameterSpace, rng: np.random.Generator, lam: float = DEFAULT_LAMBDA,
-                 variant: str = "paper", mapping: str = "hints") -> None:
+    def __init__(
+        self,
+        space: ParameterSpace,
+        rng: np.random.Generator,
+        lam: float = DEFAULT_LAMBDA,
+        variant: str = "paper",
+        mapping: str = "hints",
+    ) -> None:
         if isinstance(lam, bool) or not isinstance(lam, (int, float)) or not (lam >= 1.0 and math.isfinite(lam)):
             raise StrategyParamError(f"prt parameter lam (confidence lambda) must be a finite number >= 1, got {lam!r}")
         if variant not in VARIANTS:
@@ -332,8 +341,10 @@ class PriorRandomTesting:
             raise StrategyParamError(f"prt parameter mapping must be one of {', '.join(MAPPINGS)}, got {mapping!r}")
         for param in space.parameters:
             if param.kind not in ("real", "integer"):
-                raise ValueError(f"prt needs a box of real/integer parameters; parameter {param.name!r} is "
-                                 f"{param.kind} ({param.domain_text()})")
+                raise ValueError(
+                    f"prt needs a box of real/integer parameters; parameter {param.name!r} is "
+                    f"{param.kind} ({param.domain_text()})"
+                )
         self.space = space
         self.lam, self.variant, self.mapping = float(lam), variant, mapping
         self._low, self._high = space.bounds()

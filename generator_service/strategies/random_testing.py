@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -10,8 +10,11 @@ from common.space import ParameterSpace
 from generator_service.strategies.base import Result, TestInput, register_strategy
 
 
-@register_strategy("random", "Uniform random test inputs over the parameter space (RT baseline).",
-                   source="baseline in all five seed papers")
+@register_strategy(
+    "random",
+    "Uniform random test inputs over the parameter space (RT baseline).",
+    source="baseline in all five seed papers",
+)
 class RandomTesting:
     def __init__(self, space: ParameterSpace, rng: np.random.Generator) -> None:
         self.space = space

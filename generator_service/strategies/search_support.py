@@ -19,7 +19,8 @@ from __future__ import annotations
 import json
 import math
 from collections import deque
-from typing import Any, Hashable, Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -49,8 +50,9 @@ def check_int(strategy: str, name: str, value: Any, minimum: int) -> int:
     return v
 
 
-def check_float(strategy: str, name: str, value: Any, low: float, high: float = math.inf,
-                low_open: bool = False) -> float:
+def check_float(
+    strategy: str, name: str, value: Any, low: float, high: float = math.inf, low_open: bool = False
+) -> float:
     ok = not isinstance(value, bool) and isinstance(value, (int, float, np.floating, np.integer))
     if ok:
         v = float(value)
@@ -66,8 +68,9 @@ def check_integer_mutation(strategy: str, operator: Any, p: Any) -> tuple[str, f
     from generator_service.strategies.mutation import INTEGER_OPERATORS
 
     if operator not in INTEGER_OPERATORS:
-        raise StrategyParamError(f"{strategy} parameter integer_mutation must be one of "
-                                 f"{', '.join(INTEGER_OPERATORS)}, got {operator!r}")
+        raise StrategyParamError(
+            f"{strategy} parameter integer_mutation must be one of {', '.join(INTEGER_OPERATORS)}, got {operator!r}"
+        )
     return str(operator), check_float(strategy, "mutation_p", p, 0.0, 1.0)
 
 
@@ -79,10 +82,17 @@ def check_bounds(strategy: str, value: Any, name: str = "descriptor_bounds") -> 
         arr = np.asarray(value, dtype=float)
     except (TypeError, ValueError):
         arr = np.empty(0)
-    if arr.ndim != 2 or arr.shape[0] < 1 or arr.shape[1] != 2 or not np.all(np.isfinite(arr)) \
-            or not np.all(arr[:, 0] < arr[:, 1]):
-        raise StrategyParamError(f"{strategy} parameter {name} must be a list of [low, high] pairs with "
-                                 f"low < high, one per behaviour descriptor, got {value!r}")
+    if (
+        arr.ndim != 2
+        or arr.shape[0] < 1
+        or arr.shape[1] != 2
+        or not np.all(np.isfinite(arr))
+        or not np.all(arr[:, 0] < arr[:, 1])
+    ):
+        raise StrategyParamError(
+            f"{strategy} parameter {name} must be a list of [low, high] pairs with "
+            f"low < high, one per behaviour descriptor, got {value!r}"
+        )
     return arr
 
 
@@ -90,8 +100,10 @@ def check_mutable_space(strategy: str, space: ParameterSpace) -> None:
     """The strategies mutate inputs with mutation.py, which has no sequence operator yet."""
     for param in space.parameters:
         if param.kind == "sequence":
-            raise ValueError(f"{strategy} mutates test inputs, and parameter {param.name!r} is a sequence, "
-                             "which mutation.py cannot mutate yet")
+            raise ValueError(
+                f"{strategy} mutates test inputs, and parameter {param.name!r} is a sequence, "
+                "which mutation.py cannot mutate yet"
+            )
 
 
 # -- matching results to asks -----------------------------------------------------------------------------
@@ -158,11 +170,14 @@ class BehaviourScale:
             if self.given is not None and not from_inputs and self.given.shape[0] != vec.size:
                 raise StrategyParamError(
                     f"{self.strategy} parameter descriptor_bounds has {self.given.shape[0]} [low, high] pair(s), "
-                    f"but the oracle's behaviour descriptors have {vec.size} value(s)")
+                    f"but the oracle's behaviour descriptors have {vec.size} value(s)"
+                )
         elif vec.size != self.dims or from_inputs != self.from_inputs:
             what = "the test input (no descriptors)" if from_inputs else f"{vec.size} descriptor value(s)"
-            raise ValueError(f"{self.strategy}: a result carries {what}, but earlier results had "
-                             f"{self.dims} {'input' if self.from_inputs else 'descriptor'} value(s)")
+            raise ValueError(
+                f"{self.strategy}: a result carries {what}, but earlier results had "
+                f"{self.dims} {'input' if self.from_inputs else 'descriptor'} value(s)"
+            )
         return vec if np.all(np.isfinite(vec)) else None
 
     def learn(self, raws: Sequence[np.ndarray]) -> None:
@@ -184,8 +199,10 @@ class BehaviourScale:
 
     def _input_vector(self, values: Mapping[str, Any]) -> np.ndarray:
         if not self.space.is_box():
-            raise ValueError(f"{self.strategy}: the oracle gives no behaviour descriptors, and the test input of a "
-                             "space with non-numeric parameters cannot stand in for them")
+            raise ValueError(
+                f"{self.strategy}: the oracle gives no behaviour descriptors, and the test input of a "
+                "space with non-numeric parameters cannot stand in for them"
+            )
         low, high = self.space.bounds()
         x = np.array([float(values[n]) for n in self.space.names])
         width = np.where(high > low, high - low, 1.0)

@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import gzip
 import json
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -37,12 +38,27 @@ META_FILE = "surrogate.json"
 WEIGHTS_FILE = "model.pt"
 FAILURES_FILE = "failures.jsonl.gz"
 TUNING_FILE = "tuning.json"
-REQUIRED_KEYS = ("format_version", "kind", "subject", "layers", "encoding", "log", "filter_percent", "seed",
-                 "metrics", "created_at")
+REQUIRED_KEYS = (
+    "format_version",
+    "kind",
+    "subject",
+    "layers",
+    "encoding",
+    "log",
+    "filter_percent",
+    "seed",
+    "metrics",
+    "created_at",
+)
 
 
-def write_artifact(out_dir: Path, meta: Mapping[str, Any], state_dict: Mapping[str, Any],
-                   failures: Iterable[Mapping[str, Any]], tuning: Sequence[Mapping[str, Any]] = ()) -> Path:
+def write_artifact(
+    out_dir: Path,
+    meta: Mapping[str, Any],
+    state_dict: Mapping[str, Any],
+    failures: Iterable[Mapping[str, Any]],
+    tuning: Sequence[Mapping[str, Any]] = (),
+) -> Path:
     import torch
 
     out_dir = Path(out_dir)
@@ -64,8 +80,9 @@ def read_meta(path: Path | str) -> dict[str, Any]:
     if not path.exists():
         raise ValueError(f"surrogate artifact {path} does not exist ({hint})")
     if not path.is_dir():
-        raise ValueError(f"surrogate artifact {path} is not a folder (expected a folder with {META_FILE} and "
-                         f"{WEIGHTS_FILE}; {hint})")
+        raise ValueError(
+            f"surrogate artifact {path} is not a folder (expected a folder with {META_FILE} and {WEIGHTS_FILE}; {hint})"
+        )
     meta_path = path / META_FILE
     if not meta_path.exists():
         raise ValueError(f"surrogate artifact {path} has no {META_FILE} (incomplete or not an artifact; {hint})")
@@ -79,8 +96,10 @@ def read_meta(path: Path | str) -> dict[str, Any]:
     if missing:
         raise ValueError(f"{meta_path} lacks {', '.join(missing)}")
     if meta["format_version"] != FORMAT_VERSION:
-        raise ValueError(f"{meta_path} has format version {meta['format_version']!r}; this Gauntlet reads "
-                         f"version {FORMAT_VERSION} (retrain the surrogate)")
+        raise ValueError(
+            f"{meta_path} has format version {meta['format_version']!r}; this Gauntlet reads "
+            f"version {FORMAT_VERSION} (retrain the surrogate)"
+        )
     try:
         check_kind(meta["kind"])
     except ValueError as exc:
@@ -113,8 +132,10 @@ class Surrogate:
     def check_space(self, space: ParameterSpace) -> None:
         problems = self.encoder.differences(space)
         if problems:
-            raise ValueError(f"surrogate {self.path} was trained for subject {self.subject!r} and cannot read "
-                             f"this parameter space: {'; '.join(problems)}")
+            raise ValueError(
+                f"surrogate {self.path} was trained for subject {self.subject!r} and cannot read "
+                f"this parameter space: {'; '.join(problems)}"
+            )
 
     # -- scores ------------------------------------------------------------------------------------
     def scores(self, features: np.ndarray) -> np.ndarray:
@@ -181,7 +202,9 @@ def load_surrogate(path: Path | str, subject: str | None = None) -> Surrogate:
     try:
         network = load_network(state, encoder.n_features, int(meta["layers"]), meta["kind"])
     except (RuntimeError, ValueError, TypeError) as exc:
-        raise ValueError(f"{weights} does not fit the architecture in {META_FILE} "
-                         f"({meta['layers']} hidden layers, {encoder.n_features} features): {exc}") from None
+        raise ValueError(
+            f"{weights} does not fit the architecture in {META_FILE} "
+            f"({meta['layers']} hidden layers, {encoder.n_features} features): {exc}"
+        ) from None
     torch.set_num_threads(1)  # tiny MLP: one thread is fastest, and the service shares the machine
     return Surrogate(path, meta, network)

@@ -68,8 +68,10 @@ def load_interaction_log(path: Path | str, space: ParameterSpace | None = None) 
     """
     path = Path(path)
     if not path.exists():
-        raise ValueError(f"interaction log {path} does not exist (a zoo model's log is "
-                         f"agent_service/zoo/<model>/training_log.jsonl.gz)")
+        raise ValueError(
+            f"interaction log {path} does not exist (a zoo model's log is "
+            f"agent_service/zoo/<model>/training_log.jsonl.gz)"
+        )
     if not path.is_file():
         raise ValueError(f"interaction log {path} is not a file")
     from agent_service.training import read_interaction_log
@@ -101,17 +103,23 @@ def load_interaction_log(path: Path | str, space: ParameterSpace | None = None) 
         if space is not None:
             problems = space.violations(row["config"])
             if problems:
-                raise ValueError(f"{where}: the config does not fit the subject's parameter space "
-                                 f"({'; '.join(problems)}); is this the log of another subject?")
+                raise ValueError(
+                    f"{where}: the config does not fit the subject's parameter space "
+                    f"({'; '.join(problems)}); is this the log of another subject?"
+                )
         configs.append(row["config"])
         failed.append(row["verdict"] == "fail")
         margins.append(float(margin))
         episodes.append(episode)
     order = np.argsort(np.asarray(episodes), kind="stable")
     return InteractionData(
-        path=path, sha256=file_sha256(path), configs=[configs[i] for i in order],
-        failed=np.asarray(failed, dtype=bool)[order], margins=np.asarray(margins, dtype=np.float64)[order],
-        episodes=np.asarray(episodes, dtype=np.int64)[order])
+        path=path,
+        sha256=file_sha256(path),
+        configs=[configs[i] for i in order],
+        failed=np.asarray(failed, dtype=bool)[order],
+        margins=np.asarray(margins, dtype=np.float64)[order],
+        episodes=np.asarray(episodes, dtype=np.int64)[order],
+    )
 
 
 # -- training-progress filter ----------------------------------------------------------------------------
@@ -124,7 +132,7 @@ def filtered_count(n: int, percent: float) -> int:
 
 def progress_filter(items: list[Any], percent: float) -> list[Any]:
     """``items`` (in training order) without the first ``percent`` %."""
-    return items[filtered_count(len(items), percent):]
+    return items[filtered_count(len(items), percent) :]
 
 
 def kept_indices(n: int, percent: float) -> np.ndarray:
@@ -132,8 +140,9 @@ def kept_indices(n: int, percent: float) -> np.ndarray:
 
 
 # -- splits ----------------------------------------------------------------------------------------------
-def held_out_indices(n: int, seed: int = 0, filter_percent: float = HELD_OUT_FILTER,
-                     fraction: float = HELD_OUT_FRACTION) -> np.ndarray:
+def held_out_indices(
+    n: int, seed: int = 0, filter_percent: float = HELD_OUT_FILTER, fraction: float = HELD_OUT_FRACTION
+) -> np.ndarray:
     """The held-out test episodes: ``fraction`` of those after a ``filter_percent`` filter, at random."""
     pool = kept_indices(n, filter_percent)
     k = int(round(fraction * len(pool)))
@@ -141,8 +150,9 @@ def held_out_indices(n: int, seed: int = 0, filter_percent: float = HELD_OUT_FIL
     return np.sort(rng.choice(pool, size=k, replace=False)) if k else np.empty(0, dtype=np.int64)
 
 
-def stratified_split(indices: np.ndarray, labels: np.ndarray, fraction: float, seed: int
-                     ) -> tuple[np.ndarray, np.ndarray]:
+def stratified_split(
+    indices: np.ndarray, labels: np.ndarray, fraction: float, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
     """(train, validation) indices: ``fraction`` of each class to validation (at least one of a class with
     two or more members, so validation sees failures whenever there are two)."""
     rng = np.random.default_rng([seed, 0x5B1])
@@ -167,7 +177,7 @@ class MarginScale:
     high: float
 
     @staticmethod
-    def fit(margins: np.ndarray) -> "MarginScale":
+    def fit(margins: np.ndarray) -> MarginScale:
         low, high = (float(v) for v in np.percentile(margins, [1.0, 99.0]))
         if not high > low:
             low, high = float(np.min(margins)), float(np.max(margins))

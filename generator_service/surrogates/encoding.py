@@ -32,8 +32,9 @@ that gains) are left out; the rest come sorted by score, largest first.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -62,7 +63,7 @@ class Move:
 
     name: str
     score: float
-    direction: int = 0               # numbers: +1 increase, -1 decrease
+    direction: int = 0  # numbers: +1 increase, -1 decrease
     target: ParamValue | None = None  # discrete kinds: the value to switch to
 
 
@@ -78,9 +79,11 @@ class Encoder:
             elif p.kind == "sequence" and _encodable_sequence(p):
                 width = p.max_length * len(p.fields)
             else:
-                raise ValueError(f"cannot encode parameter {p.name!r}: kind {p.kind!r} has no feature encoding "
-                                 "(surrogates support real, integer, categorical and integer_set parameters, and "
-                                 "fixed-length sequences of real, integer or categorical fields)")
+                raise ValueError(
+                    f"cannot encode parameter {p.name!r}: kind {p.kind!r} has no feature encoding "
+                    "(surrogates support real, integer, categorical and integer_set parameters, and "
+                    "fixed-length sequences of real, integer or categorical fields)"
+                )
             blocks.append(Block(p, start, start + width))
             start += width
         self.space = space
@@ -123,7 +126,7 @@ class Encoder:
                 low, high = float(p.low), float(p.high)  # type: ignore[arg-type]
                 out[b.start] = 0.0 if high == low else (float(v) - low) / (high - low)
             elif p.kind == "sequence":
-                _fill_sequence(out[b.start:b.stop], p, v)
+                _fill_sequence(out[b.start : b.stop], p, v)
             else:
                 try:
                     out[b.start + b.domain.index(v)] = 1.0
@@ -142,15 +145,16 @@ class Encoder:
                 x = low + float(np.clip(vec[b.start], 0.0, 1.0)) * (high - low)
                 out[p.name] = int(min(max(round(x), int(low)), int(high))) if p.kind == "integer" else float(x)
             elif p.kind == "sequence":
-                out[p.name] = _decode_sequence(vec[b.start:b.stop], p)
+                out[p.name] = _decode_sequence(vec[b.start : b.stop], p)
             else:
-                v = b.domain[int(np.argmax(vec[b.start:b.stop]))]
+                v = b.domain[int(np.argmax(vec[b.start : b.stop]))]
                 out[p.name] = int(v) if p.kind == "integer_set" else v
         return out
 
     # -- attributions -> parameters ----------------------------------------------------------------
-    def parameter_moves(self, attribution: Sequence[float] | np.ndarray,
-                        values: Mapping[str, ParamValue]) -> list[Move]:
+    def parameter_moves(
+        self, attribution: Sequence[float] | np.ndarray, values: Mapping[str, ParamValue]
+    ) -> list[Move]:
         """The parameter moves an attribution of ``values``' encoding suggests, best first (module docstring)."""
         g = np.asarray(attribution, dtype=np.float64).reshape(-1)
         if g.shape != (self.n_features,):
@@ -173,7 +177,7 @@ class Encoder:
                 domain = b.domain
                 if len(domain) < 2:
                     continue
-                block = g[b.start:b.stop]
+                block = g[b.start : b.stop]
                 current = domain.index(values[p.name])
                 gains = block - block[current]
                 gains[current] = -np.inf
@@ -203,15 +207,22 @@ class Encoder:
         return out
 
     @staticmethod
-    def from_spec(spec: Sequence[Mapping[str, Any]]) -> "Encoder":
+    def from_spec(spec: Sequence[Mapping[str, Any]]) -> Encoder:
         try:
             params = tuple(
-                Parameter(name=str(e["name"]), kind=e["kind"], low=e.get("low"), high=e.get("high"),
-                          choices=tuple(str(c) for c in e.get("choices", ())),
-                          values=tuple(int(v) for v in e.get("values", ())),
-                          fields=Encoder.from_spec(e["fields"]).space.parameters if e["kind"] == "sequence" else (),
-                          min_length=int(e.get("length", 0)), max_length=int(e.get("length", 0)))
-                for e in spec)
+                Parameter(
+                    name=str(e["name"]),
+                    kind=e["kind"],
+                    low=e.get("low"),
+                    high=e.get("high"),
+                    choices=tuple(str(c) for c in e.get("choices", ())),
+                    values=tuple(int(v) for v in e.get("values", ())),
+                    fields=Encoder.from_spec(e["fields"]).space.parameters if e["kind"] == "sequence" else (),
+                    min_length=int(e.get("length", 0)),
+                    max_length=int(e.get("length", 0)),
+                )
+                for e in spec
+            )
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"malformed encoding spec ({exc})") from None
         return Encoder(ParameterSpace(params))
@@ -227,8 +238,9 @@ class Encoder:
         problems += [f"unexpected parameter {n!r}" for n in theirs if n not in mine]
         for name in mine:
             if name in theirs and not _same(mine[name], theirs[name]):
-                problems.append(f"parameter {name!r} is {_describe(theirs[name])}, the surrogate expects "
-                                f"{_describe(mine[name])}")
+                problems.append(
+                    f"parameter {name!r} is {_describe(theirs[name])}, the surrogate expects {_describe(mine[name])}"
+                )
         if not problems and list(mine) != list(theirs):
             problems.append(f"parameter order {list(theirs)} differs from {list(mine)}")
         return problems

@@ -108,13 +108,14 @@ def class_weights(failed: np.ndarray) -> np.ndarray:
 class LdsDensity:
     """The smoothed label density of LDS, fitted on training labels in [0, 1]."""
 
-    def __init__(self, labels: np.ndarray, bins: int = LDS_BINS, kernel_size: int = LDS_KERNEL_SIZE,
-                 sigma: float = LDS_SIGMA) -> None:
+    def __init__(
+        self, labels: np.ndarray, bins: int = LDS_BINS, kernel_size: int = LDS_KERNEL_SIZE, sigma: float = LDS_SIGMA
+    ) -> None:
         self.bins = bins
         hist = np.bincount(self._bin(labels), minlength=bins).astype(np.float64)
         half = kernel_size // 2
         offsets = np.arange(-half, half + 1, dtype=np.float64)
-        kernel = np.exp(-offsets ** 2 / (2.0 * sigma ** 2))
+        kernel = np.exp(-(offsets**2) / (2.0 * sigma**2))
         kernel /= kernel.max()
         self.density = np.convolve(np.pad(hist, half, mode="constant"), kernel, mode="valid")
 
@@ -137,10 +138,19 @@ class FitResult:
     best_validation_loss: float
 
 
-def fit(x_train: np.ndarray, y_train: np.ndarray, x_val: np.ndarray, y_val: np.ndarray, *, kind: str,
-        layers: int, seed: int, settings: TrainSettings = TrainSettings(),
-        sample_weights: tuple[np.ndarray, np.ndarray] | None = None,
-        class_weight: np.ndarray | None = None) -> FitResult:
+def fit(
+    x_train: np.ndarray,
+    y_train: np.ndarray,
+    x_val: np.ndarray,
+    y_val: np.ndarray,
+    *,
+    kind: str,
+    layers: int,
+    seed: int,
+    settings: TrainSettings = TrainSettings(),
+    sample_weights: tuple[np.ndarray, np.ndarray] | None = None,
+    class_weight: np.ndarray | None = None,
+) -> FitResult:
     """Trains one network; ``y`` are 0/1 classes (classifier) or labels in [0, 1] (regressor).
 
     The classifier takes ``class_weight`` (pass, fail); the regressor ``sample_weights`` (train, validation).
@@ -183,7 +193,7 @@ def fit(x_train: np.ndarray, y_train: np.ndarray, x_val: np.ndarray, y_val: np.n
         network.train()
         order = torch.randperm(len(xt), generator=shuffler)
         for start in range(0, len(order), batch_size):
-            idx = order[start:start + batch_size]
+            idx = order[start : start + batch_size]
             if len(idx) < 2:
                 continue
             optimiser.zero_grad()
@@ -224,5 +234,5 @@ def predict_scores(scorer: Any, x: np.ndarray, chunk: int = 65536) -> np.ndarray
     out = np.empty(len(x), dtype=np.float64)
     with torch.no_grad():
         for start in range(0, len(x), chunk):
-            out[start:start + chunk] = scorer(torch.as_tensor(x[start:start + chunk], dtype=torch.float32)).numpy()
+            out[start : start + chunk] = scorer(torch.as_tensor(x[start : start + chunk], dtype=torch.float32)).numpy()
     return out

@@ -45,8 +45,9 @@ from __future__ import annotations
 import functools
 import math
 import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -70,8 +71,9 @@ class Validity:
     """The space's domains plus any cross-parameter rules (a subject's validators), and the subject's own
     operators for parameters that have them (sampling, mutation, crossover; see subject_operators)."""
 
-    def __init__(self, space: ParameterSpace, rules: Sequence[Check] = (),
-                 operators: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self, space: ParameterSpace, rules: Sequence[Check] = (), operators: Mapping[str, Any] | None = None
+    ) -> None:
         self.space = space
         self.rules = tuple(rules)
         self.operators: dict[str, Any] = dict(operators or {})
@@ -99,8 +101,10 @@ class Validity:
     def require(self, values: Mapping[str, ParamValue], what: str) -> TestInput:
         problems = self.problems(values)
         if problems:
-            raise InvalidSearchResult(f"{what} produced an invalid input {dict(values)!r}: {'; '.join(problems)}; "
-                                      "it is not returned (this is a bug in the search)")
+            raise InvalidSearchResult(
+                f"{what} produced an invalid input {dict(values)!r}: {'; '.join(problems)}; "
+                "it is not returned (this is a bug in the search)"
+            )
         return dict(values)
 
 
@@ -152,7 +156,7 @@ class Budget:
         if self.max_iterations is None and not self.time_budget_s:
             raise ValueError("a search needs max_iterations or time_budget_s (both are unlimited)")
 
-    def start(self) -> "Clock":
+    def start(self) -> Clock:
         return Clock(self, time.perf_counter())
 
 
@@ -173,8 +177,9 @@ class Clock:
 class Mutator:
     """Random or saliency-guided mutation of valid inputs into valid inputs (module docstring)."""
 
-    def __init__(self, surrogate: Any, validity: Validity, rng: np.random.Generator, mode: str = "random",
-                 scale: float = 0.1) -> None:
+    def __init__(
+        self, surrogate: Any, validity: Validity, rng: np.random.Generator, mode: str = "random", scale: float = 0.1
+    ) -> None:
         if mode not in ("random", "saliency"):
             raise ValueError(f"mutation must be 'random' or 'saliency', got {mode!r}")
         self.surrogate = surrogate
@@ -239,13 +244,18 @@ class Mutator:
         g = np.asarray(attribution, dtype=np.float64).reshape(-1)
         ranked: list[tuple[float, Callable[[], Iterator[TestInput]]]] = [
             (move.score, functools.partial(self._scalar_children, values, move))
-            for move in self.surrogate.encoder.parameter_moves(g, values)]
+            for move in self.surrogate.encoder.parameter_moves(g, values)
+        ]
         for block in self.surrogate.encoder.blocks:
             ops = self.validity.operators.get(block.param.name)
             if ops is not None and ops.directed is not None and block.stop > block.start:
-                part = g[block.start:block.stop]
-                ranked.append((float(np.max(np.abs(part))),
-                               functools.partial(self._owned_children, values, block.param.name, ops, part)))
+                part = g[block.start : block.stop]
+                ranked.append(
+                    (
+                        float(np.max(np.abs(part))),
+                        functools.partial(self._owned_children, values, block.param.name, ops, part),
+                    )
+                )
         ranked.sort(key=lambda item: -item[0])  # stable: ties keep the encoder's order
         return [children for _, children in ranked]
 
@@ -277,8 +287,9 @@ class Mutator:
             yield {**values, name: value}
 
 
-def crossover(a: TestInput, b: TestInput, names: Sequence[str], rng: np.random.Generator,
-              validity: Validity) -> tuple[TestInput, TestInput]:
+def crossover(
+    a: TestInput, b: TestInput, names: Sequence[str], rng: np.random.Generator, validity: Validity
+) -> tuple[TestInput, TestInput]:
     """Single-point crossover over the parameters; the copies when no cut gives two valid children.
 
     A space of one parameter with its own crossover (Donkey's track: a cut over its 12 pairs) uses that instead.
@@ -337,8 +348,16 @@ def roulette(fitness: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarra
     return rng.choice(len(weights), size=k, replace=True, p=weights / weights.sum())
 
 
-def genetic(population: Sequence[TestInput], fitness: Fitness, mutator: Mutator, *, crossover_rate: float,
-            elitism: float, budget: Budget, reseed: Callable[[int], list[TestInput]]) -> Found:
+def genetic(
+    population: Sequence[TestInput],
+    fitness: Fitness,
+    mutator: Mutator,
+    *,
+    crossover_rate: float,
+    elitism: float,
+    budget: Budget,
+    reseed: Callable[[int], list[TestInput]],
+) -> Found:
     pop = [dict(p) for p in population]
     size = len(pop)
     if size < 2:
@@ -364,8 +383,9 @@ def genetic(population: Sequence[TestInput], fitness: Fitness, mutator: Mutator,
                 c1, c2 = crossover(c1, c2, names, rng, mutator.validity)
             children += [c1, c2]
         attributions = mutator.attributions(children)
-        children = [mutator.mutate(c, None if attributions is None else attributions[k])
-                    for k, c in enumerate(children)]
+        children = [
+            mutator.mutate(c, None if attributions is None else attributions[k]) for k, c in enumerate(children)
+        ]
         child_fit = np.asarray(fitness(children), dtype=np.float64)
         evaluations += len(children)
         for k, (i, j) in enumerate(parents):
@@ -382,7 +402,7 @@ def genetic(population: Sequence[TestInput], fitness: Fitness, mutator: Mutator,
             count = min(RESEED_COUNT, size - n_elite)
             fresh = reseed(count)
             if fresh:
-                worst = np.argsort(fit, kind="stable")[:len(fresh)]
+                worst = np.argsort(fit, kind="stable")[: len(fresh)]
                 fresh_fit = np.asarray(fitness(fresh), dtype=np.float64)
                 evaluations += len(fresh)
                 for slot, values, f in zip(worst, fresh, fresh_fit):
@@ -391,11 +411,16 @@ def genetic(population: Sequence[TestInput], fitness: Fitness, mutator: Mutator,
     return Found(pop[best], float(fit[best]), generation, evaluations)
 
 
-def sample_best(fitness: Fitness, validity: Validity, rng: np.random.Generator, candidates: int,
-                time_budget_s: float | None, chunk: int = 250) -> Found:
+def sample_best(
+    fitness: Fitness,
+    validity: Validity,
+    rng: np.random.Generator,
+    candidates: int,
+    time_budget_s: float | None,
+    chunk: int = 250,
+) -> Found:
     """The sampling baseline: the highest-scoring of up to ``candidates`` valid random inputs (time permitting)."""
-    clock = Budget(max_iterations=None if not candidates else int(candidates),
-                   time_budget_s=time_budget_s).start()
+    clock = Budget(max_iterations=None if not candidates else int(candidates), time_budget_s=time_budget_s).start()
     best: TestInput | None = None
     best_score = -np.inf
     drawn = 0

@@ -27,21 +27,40 @@ from __future__ import annotations
 
 import datetime as _dt
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
 from common.space import ParameterSpace
 from generator_service.surrogates.artifact import FORMAT_VERSION, write_artifact
 from generator_service.surrogates.dataset import (
-    VALIDATION_FRACTION, InteractionData, MarginScale, held_out_indices, kept_indices, load_interaction_log,
-    stratified_split)
+    VALIDATION_FRACTION,
+    InteractionData,
+    MarginScale,
+    held_out_indices,
+    kept_indices,
+    load_interaction_log,
+    stratified_split,
+)
 from generator_service.surrogates.encoding import Encoder
 from generator_service.surrogates.model import (
-    DROPOUT, HIDDEN_UNITS, LDS_BINS, LDS_KERNEL_SIZE, LDS_SIGMA, LdsDensity, TrainSettings, check_kind,
-    class_weights, fit, load_network, predict_scores, score_module)
+    DROPOUT,
+    HIDDEN_UNITS,
+    LDS_BINS,
+    LDS_KERNEL_SIZE,
+    LDS_SIGMA,
+    LdsDensity,
+    TrainSettings,
+    check_kind,
+    class_weights,
+    fit,
+    load_network,
+    predict_scores,
+    score_module,
+)
 
 MIN_RECALL = 0.10
 PAPER_FILTERS = (5.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0)
@@ -93,10 +112,19 @@ def failure_metrics(failed: np.ndarray, scores: np.ndarray, cut: float) -> dict[
     positives = int(failed.sum())
     precision = tp / (tp + fp) if tp + fp else 0.0
     recall = tp / positives if positives else None
-    f1 = (2 * precision * recall / (precision + recall) if recall is not None and precision + recall > 0
-          else (0.0 if recall is not None else None))
-    return {"precision": precision, "recall": recall, "f1": f1, "auc": roc_auc(failed, scores),
-            "rows": int(len(failed)), "failures": positives}
+    f1 = (
+        2 * precision * recall / (precision + recall)
+        if recall is not None and precision + recall > 0
+        else (0.0 if recall is not None else None)
+    )
+    return {
+        "precision": precision,
+        "recall": recall,
+        "f1": f1,
+        "auc": roc_auc(failed, scores),
+        "rows": int(len(failed)),
+        "failures": positives,
+    }
 
 
 def roc_auc(failed: np.ndarray, scores: np.ndarray) -> float | None:
@@ -112,10 +140,19 @@ def roc_auc(failed: np.ndarray, scores: np.ndarray) -> float | None:
 
 
 # -- training ---------------------------------------------------------------------------------------------
-def train_surrogate(log_path: Path | str, space: ParameterSpace, *, subject: str, out_dir: Path | str,
-                    model: str | None = None, kind: str = "classifier", grid: str | TuningGrid = "small",
-                    settings: TrainSettings = TrainSettings(), held_out_seed: int = 0,
-                    progress: Callable[[int, int, Mapping[str, Any]], None] | None = None) -> Path:
+def train_surrogate(
+    log_path: Path | str,
+    space: ParameterSpace,
+    *,
+    subject: str,
+    out_dir: Path | str,
+    model: str | None = None,
+    kind: str = "classifier",
+    grid: str | TuningGrid = "small",
+    settings: TrainSettings = TrainSettings(),
+    held_out_seed: int = 0,
+    progress: Callable[[int, int, Mapping[str, Any]], None] | None = None,
+) -> Path:
     """Tunes, selects and writes a surrogate artifact to ``out_dir``; returns ``out_dir`` (module docstring)."""
     import torch
 
@@ -129,12 +166,16 @@ def train_surrogate(log_path: Path | str, space: ParameterSpace, *, subject: str
     data = load_interaction_log(log_path, space)
     n = len(data)
     if kind == "classifier" and data.n_failures == 0:
-        raise ValueError(f"interaction log {data.path} has no failing episodes ({n} passes): a classifier cannot "
-                         "learn what fails from it; train a regressor instead (kind 'regressor', "
-                         "`--kind regressor`), which learns from the oracle margins")
+        raise ValueError(
+            f"interaction log {data.path} has no failing episodes ({n} passes): a classifier cannot "
+            "learn what fails from it; train a regressor instead (kind 'regressor', "
+            "`--kind regressor`), which learns from the oracle margins"
+        )
     if kind == "classifier" and data.n_failures == n:
-        raise ValueError(f"interaction log {data.path} has no passing episodes ({n} failures): a classifier "
-                         "needs both verdicts; train a regressor instead (`--kind regressor`)")
+        raise ValueError(
+            f"interaction log {data.path} has no passing episodes ({n} failures): a classifier "
+            "needs both verdicts; train a regressor instead (`--kind regressor`)"
+        )
     encoder = Encoder(space)
     x = encoder.encode_many(data.configs)
     held = held_out_indices(n, seed=held_out_seed)
@@ -156,21 +197,38 @@ def train_surrogate(log_path: Path | str, space: ParameterSpace, *, subject: str
         if why:
             skipped.append(f"filter {filt:g} %, {layers} layer(s), seed {seed}: {why}")
             if progress:
-                progress(number, len(points), {"filter_percent": filt, "layers": layers, "seed": seed,
-                                               "skipped": why})
+                progress(number, len(points), {"filter_percent": filt, "layers": layers, "seed": seed, "skipped": why})
             continue
         if kind == "classifier":
             weights = class_weights(data.failed[train_idx])
-            result = fit(x[train_idx], data.failed[train_idx].astype(np.int64), x[val_idx],
-                         data.failed[val_idx].astype(np.int64), kind=kind, layers=layers, seed=seed,
-                         settings=settings, class_weight=weights)
+            result = fit(
+                x[train_idx],
+                data.failed[train_idx].astype(np.int64),
+                x[val_idx],
+                data.failed[val_idx].astype(np.int64),
+                kind=kind,
+                layers=layers,
+                seed=seed,
+                settings=settings,
+                class_weight=weights,
+            )
             extra: dict[str, Any] = {"class_weights": {"pass": float(weights[0]), "fail": float(weights[1])}}
         else:
             density = LdsDensity(labels[train_idx])  # type: ignore[index]
-            result = fit(x[train_idx], labels[train_idx], x[val_idx], labels[val_idx],  # type: ignore[index]
-                         kind=kind, layers=layers, seed=seed, settings=settings,
-                         sample_weights=(density.weights(labels[train_idx]),  # type: ignore[index]
-                                         density.weights(labels[val_idx], labels[train_idx])))  # type: ignore[index]
+            result = fit(
+                x[train_idx],
+                labels[train_idx],
+                x[val_idx],
+                labels[val_idx],  # type: ignore[index]
+                kind=kind,
+                layers=layers,
+                seed=seed,
+                settings=settings,
+                sample_weights=(
+                    density.weights(labels[train_idx]),  # type: ignore[index]
+                    density.weights(labels[val_idx], labels[train_idx]),
+                ),
+            )  # type: ignore[index]
             extra = {}
         scorer = score_module(load_network(result.state_dict, encoder.n_features, layers, kind), kind)
         val_scores = predict_scores(scorer, x[val_idx])
@@ -184,9 +242,17 @@ def train_surrogate(log_path: Path | str, space: ParameterSpace, *, subject: str
             if len(held):
                 pred = 1.0 - predict_scores(scorer, x[held])
                 metrics["held_out"]["mse"] = float(np.mean((pred - labels[held]) ** 2))  # type: ignore[index]
-        record = {"filter_percent": filt, "layers": layers, "seed": seed, "train_rows": int(len(train_idx)),
-                  "train_failures": int(data.failed[train_idx].sum()), "epochs": result.epochs,
-                  "best_epoch": result.best_epoch, "metrics": metrics, **extra}
+        record = {
+            "filter_percent": filt,
+            "layers": layers,
+            "seed": seed,
+            "train_rows": int(len(train_idx)),
+            "train_failures": int(data.failed[train_idx].sum()),
+            "epochs": result.epochs,
+            "best_epoch": result.best_epoch,
+            "metrics": metrics,
+            **extra,
+        }
         records.append(record)
         key = _selection_key(kind, metrics["validation"])
         if best is None or key > best[0]:
@@ -194,25 +260,53 @@ def train_surrogate(log_path: Path | str, space: ParameterSpace, *, subject: str
         if progress:
             progress(number, len(points), record)
     if best is None:
-        raise ValueError(f"no grid point of grid {tuning.name!r} could be trained on {data.path} "
-                         f"({n} episodes, {data.n_failures} failures): {'; '.join(skipped[:3])}"
-                         + ("; a regressor (`--kind regressor`) learns from margins and needs no failures"
-                            if kind == "classifier" else ""))
+        raise ValueError(
+            f"no grid point of grid {tuning.name!r} could be trained on {data.path} "
+            f"({n} episodes, {data.n_failures} failures): {'; '.join(skipped[:3])}"
+            + (
+                "; a regressor (`--kind regressor`) learns from margins and needs no failures"
+                if kind == "classifier"
+                else ""
+            )
+        )
     _, chosen, state = best
     reach = [r for r in records if (r["metrics"]["validation"]["recall"] or 0.0) >= MIN_RECALL]
     if kind == "classifier":
-        rule = (f"highest validation precision among runs with validation recall >= {MIN_RECALL:.0%} "
-                "(ties: recall, F1, grid order)")
-        note = None if reach else (f"no run reached {MIN_RECALL:.0%} validation recall; "
-                                   "selected the highest validation F1 instead")
+        rule = (
+            f"highest validation precision among runs with validation recall >= {MIN_RECALL:.0%} "
+            "(ties: recall, F1, grid order)"
+        )
+        note = (
+            None
+            if reach
+            else (f"no run reached {MIN_RECALL:.0%} validation recall; selected the highest validation F1 instead")
+        )
     else:
         rule = "lowest LDS-weighted validation MSE"
         note = None
     candidates = len(reach) if kind == "classifier" and reach else len(records)
-    meta = _meta(data, encoder, kind, model, subject, tuning, settings, chosen, rule, note, len(records),
-                 candidates, skipped, scale, held_out_seed, started)
-    failures = [{"index": int(i), "episode": int(data.episodes[i]), "config": data.configs[i]}
-                for i in np.flatnonzero(data.failed)]
+    meta = _meta(
+        data,
+        encoder,
+        kind,
+        model,
+        subject,
+        tuning,
+        settings,
+        chosen,
+        rule,
+        note,
+        len(records),
+        candidates,
+        skipped,
+        scale,
+        held_out_seed,
+        started,
+    )
+    failures = [
+        {"index": int(i), "episode": int(data.episodes[i]), "config": data.configs[i]}
+        for i in np.flatnonzero(data.failed)
+    ]
     return write_artifact(Path(out_dir), meta, state, failures, records)
 
 
@@ -240,49 +334,90 @@ def _selection_key(kind: str, val: Mapping[str, Any]) -> tuple[float, ...]:
     return (0.0, f1, val["precision"], recall)
 
 
-def _meta(data: InteractionData, encoder: Encoder, kind: str, model: str | None, subject: str,
-          tuning: TuningGrid, settings: TrainSettings, chosen: Mapping[str, Any], rule: str, note: str | None,
-          trained: int, candidates: int, skipped: Sequence[str], scale: MarginScale | None, held_out_seed: int,
-          started: float) -> dict[str, Any]:
+def _meta(
+    data: InteractionData,
+    encoder: Encoder,
+    kind: str,
+    model: str | None,
+    subject: str,
+    tuning: TuningGrid,
+    settings: TrainSettings,
+    chosen: Mapping[str, Any],
+    rule: str,
+    note: str | None,
+    trained: int,
+    candidates: int,
+    skipped: Sequence[str],
+    scale: MarginScale | None,
+    held_out_seed: int,
+    started: float,
+) -> dict[str, Any]:
     import torch
 
-    training: dict[str, Any] = {**asdict(settings), "epochs": chosen["epochs"], "best_epoch": chosen["best_epoch"],
-                                "train_rows": chosen["train_rows"], "train_failures": chosen["train_failures"],
-                                "validation_fraction": VALIDATION_FRACTION, "held_out_seed": held_out_seed,
-                                "optimiser": "adam", "wall_seconds": round(time.time() - started, 2)}
+    training: dict[str, Any] = {
+        **asdict(settings),
+        "epochs": chosen["epochs"],
+        "best_epoch": chosen["best_epoch"],
+        "train_rows": chosen["train_rows"],
+        "train_failures": chosen["train_failures"],
+        "validation_fraction": VALIDATION_FRACTION,
+        "held_out_seed": held_out_seed,
+        "optimiser": "adam",
+        "wall_seconds": round(time.time() - started, 2),
+    }
     if kind == "classifier":
         training["loss"] = "cross-entropy weighted by N / (2 * class count)"
         training["class_weights"] = chosen["class_weights"]
     else:
         training["loss"] = "MSE weighted by label-distribution smoothing"
-        training["lds"] = {"bins": LDS_BINS, "kernel": "gaussian", "kernel_size": LDS_KERNEL_SIZE,
-                           "sigma": LDS_SIGMA, "weights": "inverse smoothed density, mean 1"}
-        training["label"] = {"source": "margin", "scale": "min-max between 1st and 99th percentile, clipped",
-                             "low": scale.low, "high": scale.high,  # type: ignore[union-attr]
-                             "failure_below": scale.threshold}  # type: ignore[union-attr]
+        training["lds"] = {
+            "bins": LDS_BINS,
+            "kernel": "gaussian",
+            "kernel_size": LDS_KERNEL_SIZE,
+            "sigma": LDS_SIGMA,
+            "weights": "inverse smoothed density, mean 1",
+        }
+        training["label"] = {
+            "source": "margin",
+            "scale": "min-max between 1st and 99th percentile, clipped",
+            "low": scale.low,
+            "high": scale.high,  # type: ignore[union-attr]
+            "failure_below": scale.threshold,
+        }  # type: ignore[union-attr]
     return {
         "format_version": FORMAT_VERSION,
         "kind": kind,
         "subject": subject,
         "model": model,
-        "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "log": {"path": str(data.path), "sha256": data.sha256, "episodes": len(data),
-                "failures": data.n_failures},
+        "created_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        "log": {"path": str(data.path), "sha256": data.sha256, "episodes": len(data), "failures": data.n_failures},
         "filter_percent": chosen["filter_percent"],
         "layers": chosen["layers"],
         "seed": chosen["seed"],
-        "architecture": {"hidden_units": HIDDEN_UNITS, "batch_norm": True,
-                         "dropout": DROPOUT if chosen["layers"] > 1 else 0.0,
-                         "output": "softmax over (pass, fail)" if kind == "classifier" else "sigmoid",
-                         "failure_score": "P(fail)" if kind == "classifier" else "1 - prediction"},
+        "architecture": {
+            "hidden_units": HIDDEN_UNITS,
+            "batch_norm": True,
+            "dropout": DROPOUT if chosen["layers"] > 1 else 0.0,
+            "output": "softmax over (pass, fail)" if kind == "classifier" else "sigmoid",
+            "failure_score": "P(fail)" if kind == "classifier" else "1 - prediction",
+        },
         "encoding": encoder.spec(),
         "feature_names": encoder.feature_names,
         "training": training,
         "metrics": chosen["metrics"],
-        "selection": {"rule": rule, "candidates": candidates, "trained": trained, "skipped": list(skipped),
-                      "note": note},
-        "grid": {"name": tuning.name, "filters": list(tuning.filters), "layers": list(tuning.layers),
-                 "seeds": tuning.seeds},
+        "selection": {
+            "rule": rule,
+            "candidates": candidates,
+            "trained": trained,
+            "skipped": list(skipped),
+            "note": note,
+        },
+        "grid": {
+            "name": tuning.name,
+            "filters": list(tuning.filters),
+            "layers": list(tuning.layers),
+            "seeds": tuning.seeds,
+        },
         "versions": {"torch": torch.__version__.split("+")[0]},
     }
 
@@ -307,10 +442,16 @@ def default_out_dir(model: str, kind: str, root: Path = Path("runs/surrogates"))
     return root / f"{model}-{kind}-{stamp}"
 
 
-def train_zoo_surrogate(model: str, *, kind: str = "classifier", grid: str | TuningGrid = "small",
-                        out_dir: Path | str | None = None, model_root: Path | None = None,
-                        settings: TrainSettings = TrainSettings(),
-                        progress: Callable[[int, int, Mapping[str, Any]], None] | None = None) -> Path:
+def train_zoo_surrogate(
+    model: str,
+    *,
+    kind: str = "classifier",
+    grid: str | TuningGrid = "small",
+    out_dir: Path | str | None = None,
+    model_root: Path | None = None,
+    settings: TrainSettings = TrainSettings(),
+    progress: Callable[[int, int, Mapping[str, Any]], None] | None = None,
+) -> Path:
     """Trains a surrogate for a zoo model from its interaction log (subject and space from the manifest)."""
     from simulator_service.subject import get_subject
 
@@ -322,6 +463,14 @@ def train_zoo_surrogate(model: str, *, kind: str = "classifier", grid: str | Tun
     except KeyError as exc:
         raise ValueError(str(exc.args[0])) from None
     out = Path(out_dir) if out_dir else default_out_dir(model, kind)
-    return train_surrogate(log_path, subject.space, subject=subject_name, model=model, kind=kind, grid=grid,
-                           out_dir=out, settings=settings, progress=progress)
-
+    return train_surrogate(
+        log_path,
+        subject.space,
+        subject=subject_name,
+        model=model,
+        kind=kind,
+        grid=grid,
+        out_dir=out,
+        settings=settings,
+        progress=progress,
+    )

@@ -6,9 +6,9 @@ A backend is a callable `make_env(subject, render_mode=None) -> gymnasium.Env` w
 
 from __future__ import annotations
 
-from functools import lru_cache
+from collections.abc import Callable
+from functools import cache, lru_cache
 from importlib.metadata import entry_points
-from typing import Callable
 
 import gymnasium as gym
 
@@ -26,7 +26,7 @@ BUILTIN_BACKENDS = {
 }
 
 
-@lru_cache(maxsize=None)
+@cache
 def backends() -> dict[str, BackendFactory]:
     from importlib import import_module
 

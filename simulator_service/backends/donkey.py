@@ -42,13 +42,19 @@ import base64
 import io
 import os
 import threading
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
-from simulator_service.backends.donkey_client import (DonkeyConnection, Endpoint, SimProtocolError, SimUnavailable,
-                                                      parse_endpoint)
+from simulator_service.backends.donkey_client import (
+    DonkeyConnection,
+    Endpoint,
+    SimProtocolError,
+    SimUnavailable,
+    parse_endpoint,
+)
 from simulator_service.donkey_track import track_string
 from simulator_service.subject import Subject
 
@@ -69,9 +75,11 @@ class EndpointLeases:
                 if endpoint not in self._taken:
                     self._taken.add(endpoint)
                     return endpoint
-        raise SimUnavailable(f"all {len(endpoints)} Donkey simulator endpoint(s) ({', '.join(map(str, endpoints))}) "
-                             "already run a car for this process; one car runs per simulator: lower the campaign's "
-                             f"parallelism to {len(endpoints)} or list more hosts in ${ENDPOINT_ENV}")
+        raise SimUnavailable(
+            f"all {len(endpoints)} Donkey simulator endpoint(s) ({', '.join(map(str, endpoints))}) "
+            "already run a car for this process; one car runs per simulator: lower the campaign's "
+            f"parallelism to {len(endpoints)} or list more hosts in ${ENDPOINT_ENV}"
+        )
 
     def release(self, endpoint: Endpoint) -> None:
         with self._lock:
@@ -87,12 +95,26 @@ class DonkeyEnv(gym.Env):
 
     metadata = {"render_modes": ["rgb_array"]}
 
-    def __init__(self, endpoint: str | Sequence[str], scene: str = "generated_track", image_shape: tuple[int, int, int] = (120, 160, 3),
-                 max_cte: float = 6.0, cte_centre: float = -2.0, end_material: str = "end_line",
-                 min_throttle: float = 0.0, max_throttle: float = 1.0, step_penalty: float = 0.1,
-                 waypoint_bonus: float = 100.0, cte_weight: float = 0.1, crash_reward: float = -10.0,
-                 connect_timeout_s: float = 10.0, io_timeout_s: float = 10.0, track_confirm_timeout_s: float = 20.0,
-                 lane: str = "right", render_mode: str | None = None) -> None:
+    def __init__(
+        self,
+        endpoint: str | Sequence[str],
+        scene: str = "generated_track",
+        image_shape: tuple[int, int, int] = (120, 160, 3),
+        max_cte: float = 6.0,
+        cte_centre: float = -2.0,
+        end_material: str = "end_line",
+        min_throttle: float = 0.0,
+        max_throttle: float = 1.0,
+        step_penalty: float = 0.1,
+        waypoint_bonus: float = 100.0,
+        cte_weight: float = 0.1,
+        crash_reward: float = -10.0,
+        connect_timeout_s: float = 10.0,
+        io_timeout_s: float = 10.0,
+        track_confirm_timeout_s: float = 20.0,
+        lane: str = "right",
+        render_mode: str | None = None,
+    ) -> None:
         texts = endpoint.split(",") if isinstance(endpoint, str) else list(endpoint)
         self.endpoints = [parse_endpoint(t) for t in texts if str(t).strip()]
         if not self.endpoints:
@@ -103,8 +125,10 @@ class DonkeyEnv(gym.Env):
         if not max_cte > 0:
             raise ValueError(f"donkey max_cte must be > 0 (metres), got {max_cte!r}")
         if not -1.0 <= min_throttle < max_throttle <= 1.0:
-            raise ValueError(f"donkey throttle range must satisfy -1 <= min_throttle < max_throttle <= 1, got "
-                             f"[{min_throttle}, {max_throttle}]")
+            raise ValueError(
+                f"donkey throttle range must satisfy -1 <= min_throttle < max_throttle <= 1, got "
+                f"[{min_throttle}, {max_throttle}]"
+            )
         self.scene, self.lane, self.end_material = scene, lane, end_material
         self.image_shape = tuple(int(v) for v in image_shape)
         self.max_cte, self.cte_centre = float(max_cte), float(cte_centre)
@@ -114,8 +138,11 @@ class DonkeyEnv(gym.Env):
         self.track_confirm_timeout_s = float(track_confirm_timeout_s)
         self.render_mode = render_mode
         self.observation_space = gym.spaces.Box(0, 255, self.image_shape, dtype=np.uint8)
-        self.action_space = gym.spaces.Box(np.array([-1.0, min_throttle], dtype=np.float32),
-                                           np.array([1.0, max_throttle], dtype=np.float32), dtype=np.float32)
+        self.action_space = gym.spaces.Box(
+            np.array([-1.0, min_throttle], dtype=np.float32),
+            np.array([1.0, max_throttle], dtype=np.float32),
+            dtype=np.float32,
+        )
         self._conn: DonkeyConnection | None = None
         self._leased: Endpoint | None = None
         self.track_string = ""
@@ -150,8 +177,9 @@ class DonkeyEnv(gym.Env):
         height, width, _ = self.image_shape
         handlers = {
             "scene_selection_ready": lambda _m: conn.send("load_scene", scene_name=self.scene),
-            "need_car_config": lambda _m: conn.send("cam_config", img_w=str(width), img_h=str(height), img_d="3",
-                                                    img_enc="PNG"),
+            "need_car_config": lambda _m: conn.send(
+                "cam_config", img_w=str(width), img_h=str(height), img_d="3", img_enc="PNG"
+            ),
         }
         try:
             conn.wait_for("car_loaded", timeout_s=self.connect_timeout_s, handlers=handlers)
@@ -181,7 +209,8 @@ class DonkeyEnv(gym.Env):
             raise SimUnavailable(
                 f"the Donkey simulator at {self.endpoint} did not confirm the track {text!r} within "
                 f"{self.track_confirm_timeout_s:g} s (echoes: {echoed or 'none'}); Gauntlet needs a sim that accepts "
-                "'regen_track' and answers 'send_track' (Indago's modified DonkeySim), not a stock build") from exc
+                "'regen_track' and answers 'send_track' (Indago's modified DonkeySim), not a stock build"
+            ) from exc
         self.track_string = text
         conn.send("reset_car")
         self._clear_episode()
@@ -247,16 +276,20 @@ class DonkeyEnv(gym.Env):
     def _apply(self, message: dict[str, Any]) -> None:
         missing = [k for k in REQUIRED_TELEMETRY if k not in message]
         if missing:
-            raise SimProtocolError(f"telemetry from the Donkey simulator at {self.endpoint} lacks "
-                                   f"{', '.join(missing)} (fields: {', '.join(sorted(message))})")
+            raise SimProtocolError(
+                f"telemetry from the Donkey simulator at {self.endpoint} lacks "
+                f"{', '.join(missing)} (fields: {', '.join(sorted(message))})"
+            )
         try:
             self.cte = float(message["cte"])
             self.position = np.array([float(message["pos_x"]), float(message["pos_z"])])
             self.speed = float(message.get("speed", 0.0))
             self._total_nodes = int(message.get("totalNodes", 0))
         except (TypeError, ValueError) as exc:
-            raise SimProtocolError(f"telemetry from the Donkey simulator at {self.endpoint} has a non-numeric "
-                                   f"cte/position/speed/totalNodes ({exc})") from None
+            raise SimProtocolError(
+                f"telemetry from the Donkey simulator at {self.endpoint} has a non-numeric "
+                f"cte/position/speed/totalNodes ({exc})"
+            ) from None
         self._image = self._decode_image(message["image"])
         self.max_abs_deviation = max(self.max_abs_deviation, abs(self.cte - self.cte_centre))
         hit = str(message.get("hit", "none"))
@@ -272,8 +305,10 @@ class DonkeyEnv(gym.Env):
         try:
             image = Image.open(io.BytesIO(base64.b64decode(str(data), validate=True))).convert("RGB")
         except (ValueError, UnidentifiedImageError, OSError) as exc:
-            raise SimProtocolError(f"telemetry from the Donkey simulator at {self.endpoint} carries an image that "
-                                   f"is not base64 PNG/JPEG ({exc})") from None
+            raise SimProtocolError(
+                f"telemetry from the Donkey simulator at {self.endpoint} carries an image that "
+                f"is not base64 PNG/JPEG ({exc})"
+            ) from None
         height, width, _ = self.image_shape
         if image.size != (width, height):
             image = image.resize((width, height))
@@ -288,13 +323,16 @@ def make_env(subject: Subject, render_mode: str | None = None) -> gym.Env:
     endpoint = os.environ.get(ENDPOINT_ENV) or kwargs.pop("endpoint", None)
     kwargs.pop("endpoint", None)
     if not endpoint:
-        raise ValueError(f"subject {subject.name}: no Donkey simulator endpoint; set ${ENDPOINT_ENV}=host:port or "
-                         "env_kwargs.endpoint in the subject file")
+        raise ValueError(
+            f"subject {subject.name}: no Donkey simulator endpoint; set ${ENDPOINT_ENV}=host:port or "
+            "env_kwargs.endpoint in the subject file"
+        )
     if "image_shape" in kwargs:
         kwargs["image_shape"] = tuple(kwargs["image_shape"])
     try:
-        env = DonkeyEnv(endpoint if isinstance(endpoint, (list, tuple)) else str(endpoint), render_mode=render_mode,
-                        **kwargs)
+        env = DonkeyEnv(
+            endpoint if isinstance(endpoint, (list, tuple)) else str(endpoint), render_mode=render_mode, **kwargs
+        )
     except TypeError as exc:
         raise ValueError(f"subject {subject.name}: env_kwargs do not fit the donkey backend ({exc})") from None
     return SubjectEnv(env, subject)

@@ -26,8 +26,9 @@ from __future__ import annotations
 import json
 import socket
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 import grpc
 
@@ -77,8 +78,10 @@ class DonkeyConnection:
         try:
             self._sock = socket.create_connection((endpoint.host, endpoint.port), timeout=connect_timeout_s)
         except OSError as exc:
-            raise SimUnavailable(f"cannot connect to the Donkey simulator at {endpoint} ({exc.strerror or exc}); "
-                                 "is DonkeySim running and listening there?") from None
+            raise SimUnavailable(
+                f"cannot connect to the Donkey simulator at {endpoint} ({exc.strerror or exc}); "
+                "is DonkeySim running and listening there?"
+            ) from None
         self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._closed = False
 
@@ -89,24 +92,29 @@ class DonkeyConnection:
             self._sock.sendall(payload)
         except OSError as exc:
             self.close()
-            raise SimUnavailable(f"the Donkey simulator at {self.endpoint} dropped the connection while we sent "
-                                 f"{msg_type!r} ({exc.strerror or exc})") from None
+            raise SimUnavailable(
+                f"the Donkey simulator at {self.endpoint} dropped the connection while we sent "
+                f"{msg_type!r} ({exc.strerror or exc})"
+            ) from None
 
     # -- receiving --------------------------------------------------------------------------------------
     def _read_line(self, deadline: float, waiting_for: str, timeout_s: float) -> bytes:
         while b"\n" not in self._buffer:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise SimUnavailable(f"the Donkey simulator at {self.endpoint} sent no {waiting_for} within "
-                                     f"{timeout_s:g} s")
+                raise SimUnavailable(
+                    f"the Donkey simulator at {self.endpoint} sent no {waiting_for} within {timeout_s:g} s"
+                )
             self._sock.settimeout(remaining)
             chunk = self._recv_chunk(waiting_for)
             if chunk is None:
                 continue
             self._buffer += chunk
             if len(self._buffer) > MAX_LINE_BYTES and b"\n" not in self._buffer:
-                raise SimProtocolError(f"the Donkey simulator at {self.endpoint} sent over {MAX_LINE_BYTES} bytes "
-                                       "without a newline; it does not speak the newline-delimited JSON protocol")
+                raise SimProtocolError(
+                    f"the Donkey simulator at {self.endpoint} sent over {MAX_LINE_BYTES} bytes "
+                    "without a newline; it does not speak the newline-delimited JSON protocol"
+                )
         line, _, self._buffer = self._buffer.partition(b"\n")
         return line
 
@@ -117,16 +125,19 @@ class DonkeyConnection:
         """
         try:
             chunk = self._sock.recv(256 * 1024)
-        except (socket.timeout, BlockingIOError, InterruptedError):
+        except (TimeoutError, BlockingIOError, InterruptedError):
             return None
         except OSError as exc:
             self.close()
-            raise SimUnavailable(f"the connection to the Donkey simulator at {self.endpoint} failed while "
-                                 f"waiting for {waiting_for} ({exc.strerror or exc})") from None
+            raise SimUnavailable(
+                f"the connection to the Donkey simulator at {self.endpoint} failed while "
+                f"waiting for {waiting_for} ({exc.strerror or exc})"
+            ) from None
         if not chunk:
             self.close()
-            raise SimUnavailable(f"the Donkey simulator at {self.endpoint} closed the connection while we "
-                                 f"waited for {waiting_for}")
+            raise SimUnavailable(
+                f"the Donkey simulator at {self.endpoint} closed the connection while we waited for {waiting_for}"
+            )
         return chunk
 
     def receive(self, waiting_for: str = "a message", timeout_s: float | None = None) -> dict[str, Any]:
@@ -143,15 +154,18 @@ class DonkeyConnection:
         try:
             message = json.loads(line)
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise SimProtocolError(f"the Donkey simulator at {self.endpoint} sent a malformed message "
-                                   f"({exc}): {excerpt!r}") from None
+            raise SimProtocolError(
+                f"the Donkey simulator at {self.endpoint} sent a malformed message ({exc}): {excerpt!r}"
+            ) from None
         if not isinstance(message, dict) or not isinstance(message.get("msg_type"), str):
-            raise SimProtocolError(f"the Donkey simulator at {self.endpoint} sent a message without a msg_type: "
-                                   f"{excerpt!r}")
+            raise SimProtocolError(
+                f"the Donkey simulator at {self.endpoint} sent a message without a msg_type: {excerpt!r}"
+            )
         return message
 
-    def wait_for(self, msg_type: str, timeout_s: float | None = None,
-                 handlers: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    def wait_for(
+        self, msg_type: str, timeout_s: float | None = None, handlers: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
         """Reads until a message of ``msg_type`` arrives; other messages go to ``handlers[type](msg)`` or are dropped."""
         timeout = self.io_timeout_s if timeout_s is None else timeout_s
         deadline = time.monotonic() + timeout
@@ -161,8 +175,9 @@ class DonkeyConnection:
             except SimUnavailable as exc:
                 if self._closed:
                     raise
-                raise SimUnavailable(f"the Donkey simulator at {self.endpoint} sent no {msg_type!r} within "
-                                     f"{timeout:g} s") from exc
+                raise SimUnavailable(
+                    f"the Donkey simulator at {self.endpoint} sent no {msg_type!r} within {timeout:g} s"
+                ) from exc
             if message["msg_type"] == msg_type:
                 return message
             handler = (handlers or {}).get(message["msg_type"])

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -46,6 +47,7 @@ class SubjectEnv(gym.Wrapper):
 
 
 def make_env(subject: Subject, render_mode: str | None = None) -> SubjectEnv:
-    env = gym.make(subject.env_id, max_episode_steps=subject.max_steps, render_mode=render_mode,
-                   **dict(subject.env_kwargs))
+    env = gym.make(
+        subject.env_id, max_episode_steps=subject.max_steps, render_mode=render_mode, **dict(subject.env_kwargs)
+    )
     return SubjectEnv(env, subject)

@@ -29,7 +29,8 @@ differed between a fresh and a reused env. Gymnasium's LunarLander already rebui
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import Box2D
 import gymnasium as gym
@@ -47,8 +48,9 @@ class TerrainScript:
     """A Generator stand-in: obstacle-kind draws return the scripted codes (cycling), grass-length draws return
     `grass_gap` when set; everything else is delegated to the wrapped generator."""
 
-    def __init__(self, rng: np.random.Generator, codes: Sequence[int], grass_gap: int | None,
-                 env: "ObstacleBipedalWalker") -> None:
+    def __init__(
+        self, rng: np.random.Generator, codes: Sequence[int], grass_gap: int | None, env: ObstacleBipedalWalker
+    ) -> None:
         self._rng = rng
         self._codes = [int(c) for c in codes]
         self._gap = grass_gap
@@ -91,17 +93,21 @@ class ObstacleBipedalWalker(bw.BipedalWalker):
         codes = [int(c) for c in codes]
         bad = [c for c in codes if c not in CODE_NAMES]
         if not codes or bad:
-            raise ValueError(f"obstacles must be a non-empty list of codes in 0..3 (0 grass, 1 stump, 2 stairs, "
-                             f"3 pit), got {codes!r}")
+            raise ValueError(
+                f"obstacles must be a non-empty list of codes in 0..3 (0 grass, 1 stump, 2 stairs, "
+                f"3 pit), got {codes!r}"
+            )
         self._np_random = TerrainScript(np.random.default_rng(self.terrain_seed), codes, self.grass_gap, self)
         return super().reset(seed=None, options=options)  # no seed: a seed would replace the script
 
     def obstacle_start_x(self) -> list[float]:
         """World x where each recorded obstacle slot starts (same order as `obstacle_slots`)."""
-        return [float(self.terrain_x[i]) if i < len(self.terrain_x) else float("inf")
-                for _, _, i in self.obstacle_slots]
+        return [
+            float(self.terrain_x[i]) if i < len(self.terrain_x) else float("inf") for _, _, i in self.obstacle_slots
+        ]
 
 
 if ENV_ID not in gym.registry:
-    gym.register(id=ENV_ID, entry_point="simulator_service.envs.bipedal_obstacles:ObstacleBipedalWalker",
-                 max_episode_steps=300)
+    gym.register(
+        id=ENV_ID, entry_point="simulator_service.envs.bipedal_obstacles:ObstacleBipedalWalker", max_episode_steps=300
+    )

@@ -31,8 +31,9 @@ criterion compares with `success_goal_reward`) and `ego_position`.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from highway_env.envs.common.action import action_factory
@@ -82,8 +83,14 @@ class NumpyKinematicsGoalObservation(KinematicsGoalObservation):
             return np.array([record[f] for f in self.features], dtype=np.float64)
         velocity = obj.velocity if isinstance(obj, Vehicle) else (0.0, 0.0)
         direction = obj.direction
-        table = {"x": obj.position[0], "y": obj.position[1], "vx": velocity[0], "vy": velocity[1],
-                 "cos_h": direction[0], "sin_h": direction[1]}
+        table = {
+            "x": obj.position[0],
+            "y": obj.position[1],
+            "vx": velocity[0],
+            "vy": velocity[1],
+            "cos_h": direction[0],
+            "sin_h": direction[1],
+        }
         return np.array([table[f] for f in self.features], dtype=np.float64)
 
     def observe(self) -> dict[str, np.ndarray]:
@@ -92,8 +99,13 @@ class NumpyKinematicsGoalObservation(KinematicsGoalObservation):
             return super().observe()
         own = self._features(vehicle)
         goal = self._features(vehicle.goal)
-        return OrderedDict([("observation", own / self.scales), ("achieved_goal", own / self.scales),
-                            ("desired_goal", goal / self.scales)])
+        return OrderedDict(
+            [
+                ("observation", own / self.scales),
+                ("achieved_goal", own / self.scales),
+                ("desired_goal", goal / self.scales),
+            ]
+        )
 
 
 class GauntletParkingEnv(ParkingEnv):
@@ -152,8 +164,12 @@ class GauntletParkingEnv(ParkingEnv):
         if not self.config["add_walls"]:
             return
         width, height = 70, 42
-        for position, heading, length in (([0, -height / 2], 0.0, width), ([0, height / 2], 0.0, width),
-                                          ([-width / 2, 0], np.pi / 2, height), ([width / 2, 0], np.pi / 2, height)):
+        for position, heading, length in (
+            ([0, -height / 2], 0.0, width),
+            ([0, height / 2], 0.0, width),
+            ([-width / 2, 0], np.pi / 2, height),
+            ([width / 2, 0], np.pi / 2, height),
+        ):
             wall = Obstacle(self.road, position, heading=heading)
             wall.LENGTH, wall.WIDTH = length, 1
             wall.diagonal = np.sqrt(wall.LENGTH**2 + wall.WIDTH**2)
@@ -206,8 +222,10 @@ def scene_from_values(values: Mapping[str, Any], flags: Sequence[str]) -> Parkin
     return ParkingScene(
         goal_spot=int(values["goal_lane"]),
         parked_spots=tuple(i + 1 for i, name in enumerate(flags) if int(values[name])),
-        ego_x=float(values["x"]), ego_y=float(values["y"]),
-        ego_heading=2.0 * np.pi * float(values["head_ego"]))
+        ego_x=float(values["x"]),
+        ego_y=float(values["y"]),
+        ego_heading=2.0 * np.pi * float(values["head_ego"]),
+    )
 
 
 if __name__ == "__main__":

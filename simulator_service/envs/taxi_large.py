@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
-import numpy as np
 import yaml
 from gymnasium import spaces
 
@@ -126,7 +125,9 @@ class TaxiLargeEnv(gym.Env):
 
     # -- state -------------------------------------------------------------------------------
     def encode(self, taxi_row: int, taxi_col: int, passenger: int, destination: int) -> int:
-        return ((taxi_row * self.map.columns + taxi_col) * self.n_passenger + passenger) * self.n_destination + destination
+        return (
+            (taxi_row * self.map.columns + taxi_col) * self.n_passenger + passenger
+        ) * self.n_destination + destination
 
     def decode(self, obs: int) -> tuple[int, int, int, int]:
         obs, destination = divmod(int(obs), self.n_destination)
@@ -152,8 +153,12 @@ class TaxiLargeEnv(gym.Env):
         destination locations are accepted (the subject's validator rejects them as test inputs).
         """
         m = self.map
-        checks = (("taxi_row", taxi_row, m.rows), ("taxi_col", taxi_col, m.columns),
-                  ("passenger", passenger, self.n_passenger), ("destination", destination, self.n_destination))
+        checks = (
+            ("taxi_row", taxi_row, m.rows),
+            ("taxi_col", taxi_col, m.columns),
+            ("passenger", passenger, self.n_passenger),
+            ("destination", destination, self.n_destination),
+        )
         for name, value, n in checks:
             if not 0 <= int(value) < n:
                 raise ValueError(f"{name}={value} is outside 0..{n - 1}")
@@ -227,10 +232,14 @@ class TaxiLargeEnv(gym.Env):
             rows[r + 1][2 * c + 1] = rows[r + 1][2 * c + 1].lower()
         taxi = "@" if self.passenger == self.map.in_taxi else "T"
         rows[self.taxi_row + 1][2 * self.taxi_col + 1] = taxi
-        legend = (f"passenger: {'taxi' if self.passenger == self.map.in_taxi else self.map.names[self.passenger]}"
-                  f", destination: {self.map.names[self.destination]}")
+        legend = (
+            f"passenger: {'taxi' if self.passenger == self.map.in_taxi else self.map.names[self.passenger]}"
+            f", destination: {self.map.names[self.destination]}"
+        )
         return "\n".join("".join(r) for r in rows) + "\n" + legend + "\n"
 
 
 if ENV_ID not in gym.registry:
-    gym.register(id=ENV_ID, entry_point="simulator_service.envs.taxi_large:TaxiLargeEnv", max_episode_steps=MAX_EPISODE_STEPS)
+    gym.register(
+        id=ENV_ID, entry_point="simulator_service.envs.taxi_large:TaxiLargeEnv", max_episode_steps=MAX_EPISODE_STEPS
+    )
