@@ -1,0 +1,59 @@
+"""The one plug-in mechanism: Python entry points.
+
+A package adds a strategy, oracle, injector, validator, search operator or simulator backend by declaring an entry
+point in its own ``pyproject.toml`` and installing itself; nothing in Gauntlet needs editing::
+
+    [project.entry-points."gauntlet.strategies"]
+    my_search = "my_package.search:MySearch"
+
+Gauntlet's own plug-ins are declared the same way in its ``pyproject.toml``. The entry point's name is the name
+campaigns and subjects use; what it points at depends on the group (a strategy class, an oracle factory, ...), and
+the module owning the group says what it expects.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib.metadata import entry_points
+from typing import Any
+
+STRATEGIES = "gauntlet.strategies"
+ORACLES = "gauntlet.oracles"
+INJECTORS = "gauntlet.injectors"
+VALIDATORS = "gauntlet.validators"
+SEARCH_OPERATORS = "gauntlet.search_operators"
+SIMULATORS = "gauntlet.simulators"
+
+GROUPS = (STRATEGIES, ORACLES, INJECTORS, VALIDATORS, SEARCH_OPERATORS, SIMULATORS)
+
+
+class PluginError(Exception):
+    """A plug-in that is installed but cannot be loaded; the message names the plug-in and its package."""
+
+
+@cache
+def plugin_names(group: str) -> tuple[str, ...]:
+    """The names installed under ``group``, sorted (without importing them)."""
+    return tuple(sorted({ep.name for ep in entry_points(group=group)}))
+
+
+@cache
+def load_plugin(group: str, name: str) -> Any:
+    """The object the entry point ``name`` of ``group`` names; KeyError listing the installed names if none.
+
+    When two installed packages declare the same name, the first one found wins; ``plugin_names`` lists it once.
+    """
+    for ep in entry_points(group=group):
+        if ep.name == name:
+            try:
+                return ep.load()
+            except Exception as exc:  # an installed plug-in that fails to import: say which, not a bare traceback
+                package = ep.dist.name if ep.dist is not None else "an unknown package"
+                raise PluginError(f"plug-in {name!r} ({group}, from {package}) failed to load: {exc}") from exc
+    known = ", ".join(plugin_names(group)) or "none"
+    raise KeyError(f"no {group} plug-in named {name!r}; installed: {known}")
+
+
+def load_group(group: str) -> dict[str, Any]:
+    """Every plug-in of ``group`` by name, loaded."""
+    return {name: load_plugin(group, name) for name in plugin_names(group)}
