@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 # Tabular agents: a greedy Q-table in model.npz (agent_service/qtable.py). QTABLE names the model
-# format; QLEARNING is the zoo's trainer of such tables (agent_service/qlearning.py), whose models
+# format; QLEARNING is the zoo's trainer of such tables (offline/qlearning.py), whose models
 # load the same way.
 TABULAR = ("QTABLE", "QLEARNING")
 

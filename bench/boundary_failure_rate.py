@@ -19,10 +19,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
 
-from agent_service.evaluation import run_test_cases  # noqa: E402
 from agent_service.registry import DEFAULT_MODEL_ROOT, ModelRegistry, NotFound  # noqa: E402
 from analysis_service.metrics import wilson_interval  # noqa: E402
 from common.space import ParamValue  # noqa: E402
+from offline.evaluation import run_test_cases  # noqa: E402
 from simulator_service.subject import Subject, get_subject  # noqa: E402
 
 

@@ -559,7 +559,7 @@ def cached_surrogate(
 ) -> Path:
     """The classifier for ``model`` trained on ``grid``, from the cache when its log is unchanged."""
     from generator_service.surrogates.dataset import file_sha256
-    from generator_service.surrogates.training import train_zoo_surrogate, zoo_model
+    from offline.surrogate_training import train_zoo_surrogate, zoo_model
 
     _, log = zoo_model(model)
     if not log.exists():

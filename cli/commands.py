@@ -388,7 +388,8 @@ def cmd_oracles(args: argparse.Namespace) -> None:
 
 def cmd_train(args: argparse.Namespace) -> None:
     from agent_service.algorithms import model_file_name
-    from agent_service.training import get_recipe, train
+    from common.interaction_log import LOG_NAME
+    from offline.training import get_recipe, train
 
     try:
         recipe = get_recipe(args.name)
@@ -411,15 +412,15 @@ def cmd_train(args: argparse.Namespace) -> None:
             timesteps=budget,
             progress=lambda t, b, log: bar.update(task, completed=t, episodes=log.episodes, failures=log.failures),
         )
-    console.print(f"model: {out / model_file_name(recipe.algorithm)}\ninteraction log: {out / 'training_log.jsonl.gz'}")
+    console.print(f"model: {out / model_file_name(recipe.algorithm)}\ninteraction log: {out / LOG_NAME}")
     console.print_json(json.dumps(meta))
 
 
 def cmd_evaluate(args: argparse.Namespace) -> None:
-    from agent_service.evaluation import JournalMismatch, evaluate_model
     from agent_service.registry import DEFAULT_MODEL_ROOT, ModelRegistry
     from analysis_service.metrics import wilson_interval
     from common.errors import ServiceError
+    from offline.evaluation import JournalMismatch, evaluate_model, read_inputs
     from simulator_service.subject import get_subject
 
     for flag, value in (
@@ -438,6 +439,13 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
         subject = get_subject(entry.subject)
     except (ServiceError, KeyError) as exc:
         raise UserError(str(exc.args[0]) if exc.args else str(exc)) from None
+    inputs = None
+    if args.inputs:
+        try:
+            inputs = read_inputs(args.inputs, subject)
+        except (OSError, ValueError) as exc:
+            raise UserError(str(exc)) from None
+    tests = len(inputs) if inputs is not None else args.tests
     started = time.time()
     with Progress(
         TextColumn(f"[bold]evaluating {args.model} on {subject.name}"),
@@ -446,7 +454,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
         TimeElapsedColumn(),
         console=console,
     ) as bar:
-        task = bar.add_task("eval", total=args.tests)
+        task = bar.add_task("eval", total=tests)
         try:
             result = evaluate_model(
                 root,
@@ -458,6 +466,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
                 parallelism=args.parallelism,
                 journal=args.journal,
                 progress=lambda done: bar.update(task, completed=done),
+                inputs=inputs,
             )
         except JournalMismatch as exc:
             raise UserError(str(exc)) from None
@@ -475,6 +484,9 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
         "wall_seconds": round(time.time() - started, 1),
         "failed_test_indices": list(result.failed_indices[:50]),
     }
+    if inputs is not None:
+        summary["inputs"] = str(args.inputs)
+        summary["failed_test_ids"] = [inputs[i].id for i in result.failed_indices[:50]]
     if args.journal:
         summary["journal"] = str(args.journal)
     if result.tests >= 100_000:

@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> None:
     sub.add_parser("models", help="list the bundled zoo models with their measured success rates")
     sub.add_parser("strategies", help="list the test-generation strategies and their parameters")
     sub.add_parser("oracles", help="list the oracles and the signals they need")
-    p = sub.add_parser("train", help="train a zoo agent from its recipe (agent_service/zoo/recipes.yaml)")
+    p = sub.add_parser("train", help="train a zoo agent from its recipe (offline/recipes.yaml)")
     p.add_argument("name", help="recipe name, e.g. cartpole-ppo")
     p.add_argument("--timesteps", type=int, help="override the recipe's budget (e.g. for a smoke test)")
     p.add_argument("--out", type=Path, help="output folder (default runs/zoo/<name>)")
@@ -108,6 +108,13 @@ def main(argv: list[str] | None = None) -> None:
         help="processes sharing the chunks (default 1); any number gives the same inputs and counts",
     )
     p.add_argument("--chunk", type=int, default=1000, help="tests per chunk of work (default 1000)")
+    p.add_argument(
+        "--inputs",
+        type=Path,
+        help="measure these named inputs instead of --tests random ones: a JSON-lines file, one "
+        '{"id": ..., "values": {...}} a line; each runs with the episode seed a campaign with --seed gives '
+        "that test-case id, so a campaign's inputs replay its episodes",
+    )
     p.add_argument(
         "--journal",
         type=Path,

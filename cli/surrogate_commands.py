@@ -28,7 +28,7 @@ def run_surrogate(args: argparse.Namespace) -> None:
 
 
 def train(args: argparse.Namespace) -> None:
-    from generator_service.surrogates.training import GRIDS, default_out_dir, train_zoo_surrogate, zoo_model
+    from offline.surrogate_training import GRIDS, default_out_dir, train_zoo_surrogate, zoo_model
 
     zoo_model(args.model)  # an unknown model fails before the slow imports
     out: Path = args.out or default_out_dir(args.model, args.kind)

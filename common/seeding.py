@@ -9,3 +9,12 @@ def derive_seed(*parts: object) -> int:
     """A 32-bit seed determined by the parts (e.g. campaign seed, test-case id, repetition)."""
     digest = hashlib.blake2b("/".join(str(p) for p in parts).encode(), digest_size=8).digest()
     return int.from_bytes(digest, "little") % (2**32)
+
+
+def episode_seed(run_seed: int, test_case_id: str, repetition: int = 0) -> int:
+    """The seed of one episode of a named test case: the simulator's rule for every campaign's episodes.
+
+    Offline evaluation of named inputs uses the same rule, so rerunning a campaign's inputs with its seed
+    replays the same episodes.
+    """
+    return derive_seed(run_seed, test_case_id, repetition)

@@ -1,9 +1,18 @@
-"""Measures a zoo model's failure rate on random test inputs, in process, with the lock-step runner.
+"""Measures a zoo model's failure rate on test inputs, in process, with the lock-step runner and the oracles.
+
+The episodes run through the same code a campaign's run through (simulator_service.runner, the subject's
+environment and trace recorder, oracle_service.oracles), only without the gRPC hops.
 
 A long measurement (PRT's rule asks for 100,000 inputs; a LunarLander input costs 1,000 steps) runs in
 chunks: chunks spread over worker processes and, with a journal, a killed run resumes where it stopped.
-The inputs are drawn up front from one seeded generator, so chunking, workers and resuming never change
-which inputs are run or their episode seeds: any split gives the same count as one process.
+The inputs are drawn up front from one seeded generator (or read from a file of named inputs), so chunking,
+workers and resuming never change which inputs are run or their episode seeds: any split gives the same
+count as one process.
+
+Episode seeds: drawn input number i runs with derive_seed(seed, i), the rule the zoo manifest's eval_*
+measurements were taken with. A named input (read_inputs) runs with common.seeding.episode_seed(seed, id),
+the rule the simulator applies to a campaign's test cases, so a campaign's inputs rerun here with the
+campaign's seed replay the campaign's episodes.
 """
 
 from __future__ import annotations
@@ -19,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from common.seeding import derive_seed
+from common.seeding import derive_seed, episode_seed
 from common.space import ParamValue
 from oracle_service.oracles import Episode, get_oracle
 from simulator_service.backends import make_env
@@ -39,6 +48,47 @@ class Evaluation:
     def success_rate(self) -> float:
         judged = self.tests - self.errors
         return (judged - self.failures) / judged if judged else float("nan")
+
+
+@dataclass(frozen=True)
+class NamedInput:
+    """A test input with its test-case id (the id picks the episode seed, as in a campaign)."""
+
+    id: str
+    values: dict[str, ParamValue]
+
+
+def read_inputs(path: Path, subject: Subject) -> list[NamedInput]:
+    """Named test inputs from a JSON-lines file, one ``{"id": "...", "values": {...}}`` a line.
+
+    ValueError names the line and the problem: not JSON, a missing or repeated id, values that are not an
+    object or that the subject's parameter space or validators reject.
+    """
+    inputs: list[NamedInput] = []
+    seen: set[str] = set()
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        where = f"inputs {path}:{number}"
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{where}: not JSON ({exc.msg})") from None
+        if not isinstance(row, dict) or not isinstance(row.get("id"), str) or not row["id"]:
+            raise ValueError(f'{where}: expected {{"id": "<non-empty string>", "values": {{...}}}}')
+        if row["id"] in seen:
+            raise ValueError(f"{where}: id {row['id']!r} appears twice; ids name episodes and must be unique")
+        values = row.get("values")
+        if not isinstance(values, dict):
+            raise ValueError(f"{where}: values must be an object of parameter name -> value, got {values!r}")
+        problems = subject.violations(values)
+        if problems:
+            raise ValueError(f"{where}: not a valid input of subject {subject.name}: {'; '.join(problems)}")
+        seen.add(row["id"])
+        inputs.append(NamedInput(row["id"], values))
+    if not inputs:
+        raise ValueError(f"inputs {path} holds no test inputs")
+    return inputs
 
 
 def draw_test_cases(
@@ -69,11 +119,14 @@ def run_test_cases(
     seed: int,
     parallelism: int = 64,
     progress: Callable[[int], Any] | None = None,
+    episode_seeds: Mapping[int, int] | None = None,
 ) -> Evaluation:
-    """Runs (index, values) test cases in lock-step; test `index` runs with episode seed derive_seed(seed, index)."""
+    """Runs (index, values) test cases in lock-step; test `index` runs with episode seed
+    `episode_seeds[index]` when given, else derive_seed(seed, index)."""
     cases = list(cases)
     oracle = get_oracle(subject.oracle)
-    jobs = (Job(f"eval-{i}", dict(values), derive_seed(seed, i)) for i, values in cases)
+    seeds = episode_seeds if episode_seeds is not None else {i: derive_seed(seed, i) for i, _ in cases}
+    jobs = (Job(f"eval-{i}", dict(values), seeds[i]) for i, values in cases)
     envs = [make_env(subject) for _ in range(max(1, min(parallelism, len(cases))))]
     failed: list[int] = []
     errors = done = 0
@@ -134,9 +187,12 @@ def evaluate_model(
     parallelism: int = 64,
     journal: Path | None = None,
     progress: Callable[[int], Any] | None = None,
+    inputs: Sequence[NamedInput] | None = None,
 ) -> Evaluation:
     """Measures zoo model `model` on `tests` random inputs in chunks of `chunk` tests over `workers` processes.
 
+    With `inputs`, measures those named inputs instead (`tests` is then their number; episode seeds follow
+    the campaign rule, see the module's docstring); the journal and the failed indices count them in order.
     With `journal`, every finished chunk is appended to it (JSON lines) and chunks already there are skipped,
     so an interrupted measurement continues; a journal of other settings (or another model file) is refused.
     `progress` receives the number of finished tests, resumed ones included.
@@ -147,7 +203,9 @@ def evaluate_model(
     registry = ModelRegistry(model_root)
     entry = registry.entry(model)
     subject = get_subject(entry.subject)
-    header = {
+    if inputs is not None:
+        tests = len(inputs)
+    header: dict[str, Any] = {
         "model": model,
         "subject": subject.name,
         "tests": tests,
@@ -155,11 +213,20 @@ def evaluate_model(
         "chunk": chunk,
         "model_sha256": file_sha256(model_root / model / model_file_name(entry.algorithm)),
     }
+    if inputs is not None:
+        header["inputs_sha256"] = hashlib.sha256(
+            json.dumps([[i.id, i.values] for i in inputs], sort_keys=True).encode()
+        ).hexdigest()
     done_chunks = _read_journal(journal, header) if journal else {}
     if journal and not done_chunks and not (journal.exists() and journal.read_text().strip()):
         journal.parent.mkdir(parents=True, exist_ok=True)
         journal.write_text(json.dumps(header) + "\n")
-    cases = draw_test_cases(subject, tests, seed)
+    if inputs is None:
+        cases = draw_test_cases(subject, tests, seed)
+        seeds = {i: derive_seed(seed, i) for i in range(tests)}
+    else:
+        cases = [i.values for i in inputs]
+        seeds = {n: episode_seed(seed, i.id) for n, i in enumerate(inputs)}
     todo = [(start, min(start + chunk, tests)) for start in range(0, tests, chunk) if start not in done_chunks]
     finished = sum(r["end"] - r["start"] for r in done_chunks.values())
     results = list(done_chunks.values())
@@ -172,7 +239,10 @@ def evaluate_model(
             "end": end,
             "failures": ev.failures,
             "errors": ev.errors,
-            "failed": [{"index": i, "values": cases[i]} for i in ev.failed_indices],
+            "failed": [
+                {"index": i, "values": cases[i], **({"id": inputs[i].id} if inputs is not None else {})}
+                for i in ev.failed_indices
+            ],
         }
         results.append(row)
         if journal:
@@ -190,6 +260,7 @@ def evaluate_model(
                 seed,
                 parallelism,
                 (lambda n: progress(base + n)) if progress else None,
+                seeds,
             )
             finished += end - start
             record(start, end, ev)
@@ -199,7 +270,9 @@ def evaluate_model(
         with ctx.Pool(
             workers, initializer=_worker_init, initargs=(str(model_root), model, seed, parallelism, ticks)
         ) as pool:
-            pending = pool.imap_unordered(_worker_run, [(s, e, _indexed(cases, s, e)) for s, e in todo])
+            pending = pool.imap_unordered(
+                _worker_run, [(s, e, _indexed(cases, s, e), {i: seeds[i] for i in range(s, e)}) for s, e in todo]
+            )
             for _ in todo:
                 while True:
                     try:
@@ -282,8 +355,10 @@ def _worker_init(model_root: str, model: str, seed: int, parallelism: int, ticks
     )
 
 
-def _worker_run(job: tuple[int, int, list[tuple[int, dict[str, ParamValue]]]]) -> tuple[int, int, Evaluation]:
-    start, end, cases = job
+def _worker_run(
+    job: tuple[int, int, list[tuple[int, dict[str, ParamValue]]], dict[int, int]],
+) -> tuple[int, int, Evaluation]:
+    start, end, cases, seeds = job
     w = _WORKER
     reported = 0
 
@@ -294,6 +369,6 @@ def _worker_run(job: tuple[int, int, list[tuple[int, dict[str, ParamValue]]]]) -
             reported = done
 
     ev = run_test_cases(
-        w["subject"], lambda obs: w["registry"].act(w["model"], obs), cases, w["seed"], w["parallelism"], tick
+        w["subject"], lambda obs: w["registry"].act(w["model"], obs), cases, w["seed"], w["parallelism"], tick, seeds
     )
     return start, end, ev

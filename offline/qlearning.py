@@ -1,6 +1,6 @@
 """Tabular Q-learning (Watkins & Dayan 1992) for subjects with Discrete observations and actions.
 
-Used by `agent_service.training.train` when a recipe's algorithm is QLEARNING. Like the Stable-
+Used by `offline.training.train` when a recipe's algorithm is QLEARNING. Like the Stable-
 Baselines3 recipes, every training episode starts from a test case drawn from the subject's own
 space (through the same SubjectEnv, so the validators hold) and is judged by the subject's oracle
 and logged by the same InteractionLogger. The product is a greedy QTablePolicy in `model.npz`.
@@ -32,6 +32,7 @@ import numpy as np
 from gymnasium import spaces
 
 from agent_service.qtable import FILE_NAME, QTablePolicy
+from common.interaction_log import LOG_NAME, InteractionLog
 from simulator_service.backends import make_env
 from simulator_service.subject import get_subject
 
@@ -84,7 +85,7 @@ def train_qlearning(
     Stops after `hyperparams.episodes` episodes, or earlier once `timesteps` (default: the recipe's
     `timesteps`; 0 = no cap) env steps are done, leaving the last episode unfinished and unlogged.
     """
-    from agent_service.training import LOG_NAME, InteractionLog, InteractionLogger
+    from offline.training import InteractionLogger
 
     params = QLearningParams.from_hyperparams(recipe.hyperparams)
     if recipe.n_envs != 1:

@@ -2,10 +2,11 @@
 
 ``train_surrogate`` trains one network per grid point (filter level x hidden layers x seed) and keeps one:
 
-* Data: the log's episodes in training order, encoded (encoding.py). The held-out test set (dataset.py: 10 %
-  of the episodes after a 5 % filter, fixed seed) is set aside first, for every grid point alike. For a
-  filter level p the training pool is the episodes after the first p %, minus the held-out ones; 20 % of it
-  (stratified by verdict, split by the grid point's seed) is the validation set that picks the best epoch.
+* Data: the log's episodes in training order, encoded (generator_service/surrogates/encoding.py). The held-out
+  test set (surrogate_splits.py: 10 % of the episodes after a 5 % filter, fixed seed) is set aside first, for
+  every grid point alike. For a filter level p the training pool is the episodes after the first p %, minus the
+  held-out ones; 20 % of it (stratified by verdict, split by the grid point's seed) is the validation set that
+  picks the best epoch.
 * Classifier selection (the paper's rule): among the runs whose validation recall of the failure class is at
   least 10 %, the highest validation precision (ties: higher recall, then higher F1, then grid order). The
   paper applies the rule per (filter, layers) pair and reports one model per case study; we apply it across
@@ -18,7 +19,7 @@
 Grids (``GRIDS``; a ``TuningGrid`` can be passed directly): ``paper`` is the paper's 9 filter levels x 4 layer
 counts x 10 seeds (360 runs); ``small`` 3 x 2 x 3 (18); ``tiny`` 2 x 1 x 1 (2 runs, for tests and smoke runs).
 
-Refusals (ValueError naming the problem): a missing or malformed log (dataset.py), a log whose configs do not
+Refusals (ValueError naming the problem): a missing or malformed log (surrogates/dataset.py), a log whose configs do not
 fit the subject's space, a classifier asked for a log without failures (the message suggests the regressor)
 or without passes, no trainable grid point.
 """
@@ -34,17 +35,10 @@ from typing import Any
 
 import numpy as np
 
+from common.interaction_log import LOG_NAME
 from common.space import ParameterSpace
 from generator_service.surrogates.artifact import FORMAT_VERSION, write_artifact
-from generator_service.surrogates.dataset import (
-    VALIDATION_FRACTION,
-    InteractionData,
-    MarginScale,
-    held_out_indices,
-    kept_indices,
-    load_interaction_log,
-    stratified_split,
-)
+from generator_service.surrogates.dataset import InteractionData, kept_indices, load_interaction_log
 from generator_service.surrogates.encoding import Encoder
 from generator_service.surrogates.model import (
     DROPOUT,
@@ -61,6 +55,7 @@ from generator_service.surrogates.model import (
     predict_scores,
     score_module,
 )
+from offline.surrogate_splits import VALIDATION_FRACTION, MarginScale, held_out_indices, stratified_split
 
 MIN_RECALL = 0.10
 PAPER_FILTERS = (5.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0)
@@ -427,14 +422,16 @@ def zoo_model(name: str, model_root: Path | None = None) -> tuple[str, Path]:
     """(subject, interaction log path) of a model listed in the zoo's manifest.yaml."""
     import yaml
 
-    root = Path(model_root) if model_root else Path(__file__).resolve().parents[2] / "agent_service" / "zoo"
+    from agent_service.registry import DEFAULT_MODEL_ROOT
+
+    root = Path(model_root) if model_root else DEFAULT_MODEL_ROOT
     manifest = root / "manifest.yaml"
     if not manifest.exists():
         raise ValueError(f"no manifest.yaml in model root {root}")
     models = (yaml.safe_load(manifest.read_text()) or {}).get("models") or {}
     if name not in models:
         raise ValueError(f"unknown model {name!r}; models in {manifest}: {', '.join(sorted(models)) or 'none'}")
-    return str(models[name]["subject"]), root / name / "training_log.jsonl.gz"
+    return str(models[name]["subject"]), root / name / LOG_NAME
 
 
 def default_out_dir(model: str, kind: str, root: Path = Path("runs/surrogates")) -> Path:

@@ -1,31 +1,31 @@
 """Trains the zoo's agents on the same subject environments the simulator serves, logging every episode.
 
-The per-episode log (test case, verdict under the subject's oracle, margin, episode index,
-timestep) is Indago's interaction dataset: surrogates learn from it which inputs fail.
+The per-episode log (common/interaction_log.py: test case, verdict under the subject's oracle, margin,
+episode index, timestep) is Indago's interaction dataset: surrogates learn from it which inputs fail.
+Recipes live beside this module (offline/recipes.yaml); the models they produced are the bundled zoo the
+agent service serves (agent_service/zoo/, with manifest.yaml).
 """
 
 from __future__ import annotations
 
 import gzip
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 import yaml
 
+from common.interaction_log import LOG_NAME, InteractionLog
 from oracle_service.oracles import Episode, get_oracle
 from simulator_service.backends import make_env
 from simulator_service.subject import Subject, get_subject
 from simulator_service.trace import TraceRecorder
 
-ZOO_ROOT = Path(__file__).parent / "zoo"
-RECIPES = ZOO_ROOT / "recipes.yaml"
-LOG_NAME = "training_log.jsonl.gz"
+RECIPES = Path(__file__).parent / "recipes.yaml"
 MODEL_NAME = "model.zip"
 MAX_MODEL_BYTES = 5 * 1024 * 1024  # a bundled model file stays under 5 MiB (the zoo ships in the repository)
 
@@ -51,30 +51,6 @@ def get_recipe(name: str) -> Recipe:
     if name not in recipes:
         raise KeyError(f"unknown zoo model {name!r}; recipes: {', '.join(sorted(recipes))}")
     return recipes[name]
-
-
-class InteractionLog:
-    """Shared, append-only JSONL log of training episodes (one writer per training run)."""
-
-    def __init__(self, stream: IO[str]) -> None:
-        self._stream = stream
-        self.episodes = 0
-        self.timesteps = 0
-        self.failures = 0
-
-    def write(self, values: dict[str, Any], failed: bool, margin: float, reward: float, steps: int) -> None:
-        self.episodes += 1
-        self.failures += int(failed)
-        row = {
-            "episode": self.episodes,
-            "timestep": self.timesteps,
-            "config": values,
-            "verdict": "fail" if failed else "pass",
-            "margin": margin,
-            "reward": reward,
-            "steps": steps,
-        }
-        self._stream.write(json.dumps(row) + "\n")
 
 
 class InteractionLogger(gym.Wrapper):
@@ -135,10 +111,10 @@ def train(
 ) -> dict[str, Any]:
     """Trains `recipe` (optionally with a smaller budget), writes model.zip and the interaction log into out_dir.
 
-    A QLEARNING recipe trains a Q-table instead (agent_service/qlearning.py): model.npz, the same log.
+    A QLEARNING recipe trains a Q-table instead (offline/qlearning.py): model.npz, the same log.
     """
     if recipe.algorithm == "QLEARNING":
-        from agent_service.qlearning import train_qlearning
+        from offline.qlearning import train_qlearning
 
         return train_qlearning(recipe, out_dir, timesteps=timesteps, progress=progress)
     import torch
@@ -234,19 +210,3 @@ def schedule_params(params: dict[str, Any]) -> dict[str, Any]:
             raise ValueError(f"hyperparams.{key} must be a number or {{linear: [start, end]}}, got {value!r}")
         out[key] = LinearSchedule(float(ends[0]), float(ends[1]), 1.0)
     return out
-
-
-def read_interaction_log(path: Path) -> list[dict[str, Any]]:
-    """Reads a training log, failing with the line number on a malformed row."""
-    rows = []
-    with gzip.open(path, "rt") as stream:
-        for number, line in enumerate(stream, 1):
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{number}: not JSON ({exc.msg})") from None
-            missing = {"episode", "timestep", "config", "verdict", "margin"} - set(row)
-            if missing:
-                raise ValueError(f"{path}:{number}: missing field(s) {', '.join(sorted(missing))}")
-            rows.append(row)
-    return rows

@@ -16,7 +16,7 @@ from prometheus_client import Counter, Gauge, Histogram
 
 from common.errors import FailedPrecondition, InvalidArgument, NotFound, Unavailable, grpc_method
 from common.generated.gauntlet.v1 import agent_pb2_grpc, common_pb2, simulator_pb2, simulator_pb2_grpc
-from common.seeding import derive_seed
+from common.seeding import episode_seed
 from common.server import client_channel
 from common.space import case_values
 from common.spaces import pack_observation, space_to_proto
@@ -162,7 +162,7 @@ class SimulatorServicer(simulator_pb2_grpc.SimulatorServiceServicer):
 
         repetitions = max(request.repetitions, 1)
         jobs = [
-            Job(c.id, case_values(c), derive_seed(request.seed, c.id, r), r)
+            Job(c.id, case_values(c), episode_seed(request.seed, c.id, r), r)
             for c in request.test_cases
             for r in range(repetitions)
         ]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from agent_service.evaluation import evaluate_policy
 from agent_service.registry import ModelRegistry
+from offline.evaluation import evaluate_policy
 from oracle_service.oracles import BIPEDAL_PAIRS, Episode, bipedal_features, get_oracle
 from simulator_service.backends import make_env
 from simulator_service.envs.bipedal_obstacles import PIT, STAIRS, STUMP

@@ -326,7 +326,7 @@ def test_indago_end_to_end_on_tracks_log_surrogate_and_all_searches(tmp_path) ->
 
     from generator_service.strategies import make_strategy
     from generator_service.surrogates.model import TrainSettings
-    from generator_service.surrogates.training import TuningGrid, train_surrogate
+    from offline.surrogate_training import TuningGrid, train_surrogate
     from simulator_service.donkey_track import as_pairs, curves
 
     subject = load_subjects()["donkey"]

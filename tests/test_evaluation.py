@@ -1,12 +1,12 @@
-"""Chunked, multi-process and resumable model evaluation (agent_service/evaluation.py)."""
+"""Chunked, multi-process and resumable model evaluation (offline/evaluation.py)."""
 
 import json
 from pathlib import Path
 
 import pytest
 
-from agent_service.evaluation import JournalMismatch, draw_test_cases, evaluate_model
 from agent_service.registry import DEFAULT_MODEL_ROOT
+from offline.evaluation import JournalMismatch, draw_test_cases, evaluate_model
 from simulator_service.subject import get_subject
 
 MODEL = "taxi-qlearning"  # ~1.3 % of inputs fail and episodes are short: a few hundred tests show failures

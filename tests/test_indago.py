@@ -15,15 +15,10 @@ import pytest
 from common.space import ParameterSpace
 from generator_service.strategies import make_strategy
 from generator_service.strategies.base import StrategyParamError
-from generator_service.surrogates.dataset import (
-    filtered_count,
-    held_out_indices,
-    kept_indices,
-    load_interaction_log,
-    progress_filter,
-)
+from generator_service.surrogates.dataset import filtered_count, kept_indices, load_interaction_log, progress_filter
 from generator_service.surrogates.encoding import Encoder
-from generator_service.surrogates.training import TuningGrid, roc_auc, train_surrogate, train_zoo_surrogate
+from offline.surrogate_splits import held_out_indices
+from offline.surrogate_training import TuningGrid, roc_auc, train_surrogate, train_zoo_surrogate
 
 ROOT = Path(__file__).resolve().parent.parent
 SPACE = ParameterSpace.from_config(
@@ -397,7 +392,8 @@ def test_listing_strategies_does_not_import_torch() -> None:
     code = (
         "import sys; from generator_service.strategies.base import _REGISTRY; "
         "import generator_service.strategies.indago; "
-        "from generator_service.surrogates import artifact, dataset, encoding, model, search, training; "
+        "from generator_service.surrogates import artifact, dataset, encoding, model, search; "
+        "from offline import surrogate_splits, surrogate_training; "
         "assert {'indago', 'indago_sampling', 'train_fail_replay'} <= set(_REGISTRY); "
         "assert 'torch' not in sys.modules and 'captum' not in sys.modules, 'torch imported'"
     )

@@ -135,7 +135,8 @@ def test_oracle_fails_a_crash_and_a_timeout_and_records_the_trajectory() -> None
 
 
 def test_a_her_recipe_trains_and_logs_every_episode(tmp_path: Path) -> None:
-    from agent_service.training import get_recipe, read_interaction_log, train
+    from common.interaction_log import read_interaction_log
+    from offline.training import get_recipe, train
 
     recipe = get_recipe("parking-her-sac")
     params = {**recipe.hyperparams, "learning_starts": 200, "batch_size": 16, "policy_kwargs": {"net_arch": [16]}}
@@ -149,8 +150,8 @@ def test_a_her_recipe_trains_and_logs_every_episode(tmp_path: Path) -> None:
 
 
 def test_the_bundled_agent_acts_on_its_subject_through_the_agent_registry() -> None:
-    from agent_service.evaluation import evaluate_policy
     from agent_service.registry import ModelRegistry
+    from offline.evaluation import evaluate_policy
 
     registry = ModelRegistry()
     name = next(n for n, e in registry.entries.items() if e.subject == "parking")

@@ -94,7 +94,7 @@ def test_tiny_replication_through_the_suite(suite: Any, tmp_path: Path) -> None:
     """1 run x 3 approaches x 6 inputs on Parking (its agent fails on ~35 % of random inputs; the LunarLander
     agents now fail too rarely for 6 inputs), the whole path: campaigns, trajectory re-runs, clustering, the table."""
     from bench.campaigns import Clients
-    from generator_service.surrogates.training import TuningGrid, train_zoo_surrogate
+    from offline.surrogate_training import TuningGrid, train_zoo_surrogate
 
     surrogate = train_zoo_surrogate("parking-her-sac", grid=TuningGrid("one", (5.0,), (1,), 1), out_dir=tmp_path / "s")
     spec = BenchSpec(

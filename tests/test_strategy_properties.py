@@ -68,7 +68,7 @@ def drive(name: str, space: ParameterSpace, seed: int, params: dict[str, Any], t
 @pytest.fixture(scope="module")
 def cartpole_artifact(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A one-run surrogate on a synthetic CartPole training log (failures at large |theta|)."""
-    from generator_service.surrogates.training import TuningGrid, train_surrogate
+    from offline.surrogate_training import TuningGrid, train_surrogate
 
     space = SUBJECTS["cartpole"].space
     rng = np.random.default_rng(0)

@@ -13,7 +13,8 @@ import yaml
 
 from agent_service.qtable import QTablePolicy
 from agent_service.registry import ModelRegistry
-from agent_service.training import get_recipe, read_interaction_log, train
+from common.interaction_log import read_interaction_log
+from offline.training import get_recipe, train
 from oracle_service.oracles import Episode, Judgement, get_oracle
 from simulator_service.backends import make_env
 from simulator_service.envs.taxi_large import DROPOFF, EAST, MAP_FILE, NORTH, PICKUP, SOUTH, WEST, TaxiMap, load_map

@@ -12,11 +12,12 @@ import yaml
 
 from agent_service.algorithms import model_file_name
 from agent_service.registry import DEFAULT_MODEL_ROOT
-from agent_service.training import get_recipe, load_recipes, read_interaction_log, save_for_serving, train
 from cli.launcher import LocalSuite
 from common.generated.gauntlet.v1 import agent_pb2, agent_pb2_grpc, common_pb2, simulator_pb2, simulator_pb2_grpc
+from common.interaction_log import read_interaction_log
 from common.server import client_channel
 from common.space import ParameterSpace
+from offline.training import get_recipe, load_recipes, save_for_serving, train
 from simulator_service.subject import load_subjects
 
 MANIFEST = yaml.safe_load((DEFAULT_MODEL_ROOT / "manifest.yaml").read_text())["models"]
@@ -69,7 +70,7 @@ def test_a_malformed_log_line_is_named(tmp_path: Path) -> None:
 def test_a_recipe_can_decay_the_learning_rate_linearly(tmp_path: Path) -> None:
     from stable_baselines3 import PPO
 
-    from agent_service.training import schedule_params
+    from offline.training import schedule_params
 
     recipe = get_recipe("lunarlander-ppo")
     params = {

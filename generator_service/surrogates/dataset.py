@@ -1,18 +1,15 @@
-"""Indago's interaction dataset: the training log read and checked, the training-progress filter, splits, labels.
+"""Indago's interaction dataset as campaigns need it: the training log read and checked, the training-progress filter.
 
-A log is ``training_log.jsonl.gz`` as agent_service.training writes it: one JSON row per training episode with
-``episode``, ``timestep``, ``config`` (the test input), ``verdict`` ("pass"/"fail") and ``margin``. Rows are put
-in training order (by episode number) whatever their order in the file.
+A log is ``training_log.jsonl.gz`` in the format of common/interaction_log.py: one JSON row per training
+episode with ``episode``, ``timestep``, ``config`` (the test input), ``verdict`` ("pass"/"fail") and
+``margin``. Rows are put in training order (by episode number) whatever their order in the file.
 
 * Training-progress filter (paper Sec. 3.1): the first p % of the episodes in training order are dropped,
   because the failures of a near-random early policy say little about the final agent. With N episodes the
   first floor(N * p / 100) go.
-* Held-out set (paper Sec. 4.1): after a 5 % filter, 10 % of the remaining episodes drawn at random (fixed
-  seed). They are removed from every training pool, so the held-out metrics are measured on unseen data.
-* Train/validation split: 20 % validation, stratified by verdict so that both parts see failures.
-* Regression labels (paper Sec. 4.1.2, "0 indicates a failure"): the oracle margin (negative = failure, lower =
-  worse), min-max scaled into [0, 1] between its 1st and 99th percentiles and clipped. The margin 0 (the
-  verdict boundary) lands on ``threshold``; a label below it means failure.
+
+The held-out set, the train/validation split and the regression labels only training needs are in
+offline/surrogate_splits.py.
 """
 
 from __future__ import annotations
@@ -27,11 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from common.interaction_log import read_interaction_log
 from common.space import ParameterSpace
-
-HELD_OUT_FILTER = 5.0
-HELD_OUT_FRACTION = 0.1
-VALIDATION_FRACTION = 0.2
 
 
 @dataclass(frozen=True)
@@ -74,8 +68,6 @@ def load_interaction_log(path: Path | str, space: ParameterSpace | None = None) 
         )
     if not path.is_file():
         raise ValueError(f"interaction log {path} is not a file")
-    from agent_service.training import read_interaction_log
-
     try:
         rows = read_interaction_log(path)
     except (OSError, EOFError, zlib.error, gzip.BadGzipFile) as exc:
@@ -137,57 +129,3 @@ def progress_filter(items: list[Any], percent: float) -> list[Any]:
 
 def kept_indices(n: int, percent: float) -> np.ndarray:
     return np.arange(filtered_count(n, percent), n)
-
-
-# -- splits ----------------------------------------------------------------------------------------------
-def held_out_indices(
-    n: int, seed: int = 0, filter_percent: float = HELD_OUT_FILTER, fraction: float = HELD_OUT_FRACTION
-) -> np.ndarray:
-    """The held-out test episodes: ``fraction`` of those after a ``filter_percent`` filter, at random."""
-    pool = kept_indices(n, filter_percent)
-    k = int(round(fraction * len(pool)))
-    rng = np.random.default_rng([seed, 0x4E1D])
-    return np.sort(rng.choice(pool, size=k, replace=False)) if k else np.empty(0, dtype=np.int64)
-
-
-def stratified_split(
-    indices: np.ndarray, labels: np.ndarray, fraction: float, seed: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """(train, validation) indices: ``fraction`` of each class to validation (at least one of a class with
-    two or more members, so validation sees failures whenever there are two)."""
-    rng = np.random.default_rng([seed, 0x5B1])
-    train, val = [], []
-    for cls in (False, True):
-        members = indices[labels[indices] == cls]
-        members = members[rng.permutation(len(members))]
-        k = int(round(fraction * len(members)))
-        if len(members) >= 2:
-            k = min(max(k, 1), len(members) - 1)
-        val.append(members[:k])
-        train.append(members[k:])
-    return np.sort(np.concatenate(train)), np.sort(np.concatenate(val))
-
-
-# -- regression labels -----------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class MarginScale:
-    """Margin -> label in [0, 1] (0 = the worst failures); ``threshold`` is the label of margin 0."""
-
-    low: float
-    high: float
-
-    @staticmethod
-    def fit(margins: np.ndarray) -> MarginScale:
-        low, high = (float(v) for v in np.percentile(margins, [1.0, 99.0]))
-        if not high > low:
-            low, high = float(np.min(margins)), float(np.max(margins))
-        if not high > low:
-            high = low + 1.0
-        return MarginScale(low, high)
-
-    def labels(self, margins: np.ndarray) -> np.ndarray:
-        return np.clip((np.asarray(margins, dtype=np.float64) - self.low) / (self.high - self.low), 0.0, 1.0)
-
-    @property
-    def threshold(self) -> float:
-        return float(np.clip((0.0 - self.low) / (self.high - self.low), 0.0, 1.0))
