@@ -122,7 +122,7 @@ def shared_grid(runs: Sequence[Sequence[ExecutionRecord]], cells: int = BEHAVIOU
             mine = real_parameters(records)
             names = mine if names is None else [n for n in names if n in mine]
     names = names or []
-    rows = [[float(r.values[n]) for n in names] for records in judged for r in records]
+    rows = [[r.real(n) for n in names] for records in judged for r in records]
     x = np.array(rows, dtype=float).reshape(-1, len(names))
     dims = {len(r.descriptors) for records in judged for r in records if r.descriptors}
     d = (
@@ -151,7 +151,7 @@ def outcome(info: Mapping[str, Any], records: Sequence[ExecutionRecord], grid: S
     judged = [r for r in records if r.verdict != "invalid"]
     entropy: dict[int, float | None] = dict.fromkeys(ENTROPY_KS)
     if grid.inputs:
-        x = np.array([[float(r.values[n]) for n in grid.inputs] for r in judged]).reshape(-1, len(grid.inputs))
+        x = np.array([[r.real(n) for n in grid.inputs] for r in judged]).reshape(-1, len(grid.inputs))
         unit = minmax_scale(x, np.array(grid.input_low), np.array(grid.input_high))
         dims = len(grid.inputs)
         for k in ENTROPY_KS:

@@ -206,15 +206,16 @@ def select_clustering(
     distances = squareform(pdist(x))
     rng = np.random.default_rng(seed)
     best: Clustering | None = None
+    best_score = 0.0  # best's silhouette, kept apart from the Optional field
     for k in range(2, top + 1):
         labels = _compact(kmeans(x, k, rng, n_init=n_init))
         used = int(labels.max()) + 1
         if used < 2:
             continue
         score = silhouette(distances, labels)
-        if best is None or score - best.silhouette >= gain * abs(best.silhouette):  # type: ignore[operator]
-            best = Clustering(labels, used, score)
-        if best.silhouette + gain * abs(best.silhouette) > 1.0:  # type: ignore[operator]
+        if best is None or score - best_score >= gain * abs(best_score):
+            best, best_score = Clustering(labels, used, score), score
+        if best_score + gain * abs(best_score) > 1.0:
             break  # a silhouette never exceeds 1: no larger k can win any more
     if best is None:
         return Clustering(np.zeros(n, dtype=np.int64), 1, None)

@@ -108,7 +108,8 @@ def run_curves(
 def quartiles(runs: Sequence[Sequence[float]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(first quartile, median, third quartile) over runs, per checkpoint."""
     data = np.asarray(runs, dtype=float)
-    return tuple(np.percentile(data, q, axis=0) for q in (25, 50, 75))  # type: ignore[return-value]
+    first, median, third = (np.percentile(data, q, axis=0) for q in (25, 50, 75))
+    return first, median, third
 
 
 def relative_to_baseline(runs: Sequence[Sequence[float]], baseline_runs: Sequence[Sequence[float]]) -> np.ndarray:

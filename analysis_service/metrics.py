@@ -48,6 +48,13 @@ class ExecutionRecord:
         if self.index < 1:
             raise ValueError(f"index is 1-based, got {self.index}")
 
+    def real(self, name: str) -> float:
+        """The input parameter `name` as a float; a parameter that is not a number is a caller's mistake."""
+        value = self.values[name]
+        if isinstance(value, bool | np.bool_) or not isinstance(value, int | float | np.integer | np.floating):
+            raise TypeError(f"parameter {name!r} of execution {self.index} is not a number: {value!r}")
+        return float(value)
+
 
 @dataclass(frozen=True)
 class CampaignMetrics:

@@ -100,7 +100,7 @@ def diversity(records: Sequence[ExecutionRecord]) -> dict[str, Any]:
         "failure_state_sparsity": None,
     }
     if names and len(judged) > DIVERSITY_K:
-        x = minmax_scale(np.array([[float(r.values[n]) for n in names] for r in judged]))
+        x = minmax_scale(np.array([[r.real(n) for n in names] for r in judged]))
         out["input_entropy"] = kl_entropy(x, k=DIVERSITY_K, low=np.zeros(len(names)), high=np.ones(len(names)))
         failed = np.array([r.verdict == "fail" for r in judged])
         if failed.sum() > 3:
@@ -222,15 +222,15 @@ def _plot_margins(title: str, records: Sequence[ExecutionRecord]) -> str | None:
         return None
     fig = _new_figure()
     ax = fig.add_subplot()
-    for verdict, style in (
-        ("pass", {"color": "0.55", "marker": "o", "label": "pass"}),
-        ("invalid", {"color": "tab:orange", "marker": "x", "label": "invalid"}),
-        ("fail", {"color": "red", "marker": "o", "label": "fail"}),  # drawn last: on top
+    for verdict, colour, marker in (
+        ("pass", "0.55", "o"),
+        ("invalid", "tab:orange", "x"),
+        ("fail", "red", "o"),  # drawn last: on top
     ):
         sel = [(i, m) for i, m, v in points if v == verdict]
         if sel:
             xs, ys = zip(*sel)
-            ax.scatter(xs, ys, s=12, linewidths=1, **style)
+            ax.scatter(xs, ys, s=12, linewidths=1, color=colour, marker=marker, label=verdict)
     ax.axhline(0.0, color="black", linewidth=0.6)
     ax.set_xlabel("execution index")
     _integer_x(ax)
@@ -269,11 +269,7 @@ def _plot_input_scatter(title: str, records: Sequence[ExecutionRecord]) -> str |
     fig = _new_figure(5.5, 4.5)
     ax = fig.add_subplot()
     for verdict, colour, label in (("pass", "0.6", "pass"), ("fail", "red", "fail")):
-        pts = [
-            (float(r.values[px]), float(r.values[py]))
-            for r in records
-            if r.verdict == verdict and px in r.values and py in r.values
-        ]
+        pts = [(r.real(px), r.real(py)) for r in records if r.verdict == verdict and px in r.values and py in r.values]
         if pts:
             xs, ys = zip(*pts)
             ax.scatter(xs, ys, s=14, color=colour, label=label, alpha=0.8)
@@ -314,7 +310,7 @@ def _pct(x: float) -> str:
     return f"{100.0 * x:.1f}%"
 
 
-def _fmt_float(x: object, digits: int = 3) -> str:
+def _fmt_float(x: float | None, digits: int = 3) -> str:
     return "—" if x is None else f"{float(x):.{digits}f}"
 
 

@@ -19,8 +19,9 @@ from analysis_service.comparison import (
 )
 from analysis_service.metrics import ExecutionRecord, compute_metrics
 from analysis_service.report import build_report, render_html, write_report
-from common.errors import InvalidArgument, NotFound, Unavailable, grpc_method
+from common.errors import InvalidArgument, grpc_method
 from common.generated.gauntlet.v1 import analysis_pb2, analysis_pb2_grpc, generator_pb2, generator_pb2_grpc
+from common.remote import local_error
 from common.server import client_channel
 from common.space import value_from_proto
 
@@ -58,9 +59,7 @@ class AnalysisServicer(analysis_pb2_grpc.AnalysisServiceServicer):
                 )
             ]
         except grpc.RpcError as exc:
-            if exc.code() == grpc.StatusCode.NOT_FOUND:  # type: ignore[attr-defined]
-                raise NotFound(exc.details()) from None  # type: ignore[attr-defined]
-            raise Unavailable(f"generator service: {exc.code().name}: {exc.details()}") from None  # type: ignore[attr-defined]
+            raise local_error(exc, "generator service") from None
         spec = status.spec
         info = {
             "campaign_id": campaign_id,
@@ -77,7 +76,9 @@ class AnalysisServicer(analysis_pb2_grpc.AnalysisServiceServicer):
         return info, records
 
     @grpc_method
-    def ComputeMetrics(self, request, context):  # type: ignore[no-untyped-def]
+    def ComputeMetrics(
+        self, request: analysis_pb2.ComputeMetricsRequest, context: grpc.ServicerContext
+    ) -> analysis_pb2.ComputeMetricsResponse:
         if not request.campaign_ids:
             raise InvalidArgument("campaign_ids must name at least one campaign")
         out = []
@@ -88,7 +89,9 @@ class AnalysisServicer(analysis_pb2_grpc.AnalysisServiceServicer):
         return analysis_pb2.ComputeMetricsResponse(metrics=out)
 
     @grpc_method
-    def RenderReport(self, request, context):  # type: ignore[no-untyped-def]
+    def RenderReport(
+        self, request: analysis_pb2.RenderReportRequest, context: grpc.ServicerContext
+    ) -> analysis_pb2.RenderReportResponse:
         if not request.campaign_ids:
             raise InvalidArgument("campaign_ids must name at least one campaign")
         fetched = [self._fetch(cid) for cid in request.campaign_ids]
@@ -102,7 +105,9 @@ class AnalysisServicer(analysis_pb2_grpc.AnalysisServiceServicer):
         )
 
     @grpc_method
-    def Compare(self, request, context):  # type: ignore[no-untyped-def]
+    def Compare(
+        self, request: analysis_pb2.CompareRequest, context: grpc.ServicerContext
+    ) -> analysis_pb2.CompareResponse:
         ids = list(dict.fromkeys(request.campaign_ids))
         if len(ids) < 2:
             raise InvalidArgument(f"campaign_ids must name at least 2 distinct campaigns, got {len(ids)}")

@@ -43,7 +43,9 @@ class TranslatorServicer(translator_pb2_grpc.TranslatorServiceServicer):
             return self._loaded[name]
 
     @grpc_method
-    def ListTranslators(self, request, context):  # type: ignore[no-untyped-def]
+    def ListTranslators(
+        self, request: translator_pb2.ListTranslatorsRequest, context: grpc.ServicerContext
+    ) -> translator_pb2.ListTranslatorsResponse:
         return translator_pb2.ListTranslatorsResponse(
             translators=[
                 translator_pb2.TranslatorSummary(
@@ -54,7 +56,9 @@ class TranslatorServicer(translator_pb2_grpc.TranslatorServiceServicer):
         )
 
     @grpc_method
-    def Translate(self, request, context):  # type: ignore[no-untyped-def]
+    def Translate(
+        self, request: translator_pb2.TranslateRequest, context: grpc.ServicerContext
+    ) -> translator_pb2.TranslateResponse:
         model = self._model(request.translator)
         try:
             images = from_tensor(request.images)
