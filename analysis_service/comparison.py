@@ -307,7 +307,7 @@ def build_comparison(
     elif baseline not in groups:
         raise ValueError(f"baseline {baseline!r} is not among the compared strategies: {', '.join(groups)}")
     by_group_records: dict[str, list[Sequence[ExecutionRecord]]] = {}
-    for (info, records), o in zip(campaigns, outcomes):
+    for (_, records), o in zip(campaigns, outcomes):
         by_group_records.setdefault(o.strategy, []).append(records)
     strategies_out = []
     for name, members in groups.items():
@@ -535,11 +535,12 @@ def render_comparison_html(comparison: Mapping[str, Any]) -> str:
         "<title>Gauntlet comparison</title>"
         f"<style>{_CSS}{_COMPARE_CSS}</style></head><body>"
         "<h1>Gauntlet comparison</h1>"
-        f"<p class=meta>generated {_e(comparison.get('generated_at'))} · subjects {_e(', '.join(comparison['subjects']))} · "
-        f"{len(comparison['campaigns'])} campaigns · comparison version {_e(comparison.get('gauntlet_comparison_version'))}</p>"
+        f"<p class=meta>generated {_e(comparison.get('generated_at'))} · "
+        f"subjects {_e(', '.join(comparison['subjects']))} · {len(comparison['campaigns'])} campaigns · "
+        f"comparison version {_e(comparison.get('gauntlet_comparison_version'))}</p>"
         "<h2>Per strategy</h2>"
-        "<p class=meta>A campaign without a failure counts its executions (seconds: its wall time) as its cost to the first "
-        "failure, so such medians are lower bounds (≥). Shared behaviour grid: "
+        "<p class=meta>A campaign without a failure counts its executions (seconds: its wall time) as its cost to the "
+        "first failure, so such medians are lower bounds (≥). Shared behaviour grid: "
         + _e(grid_text)
         + ". Entropy scaling (min–max over all compared campaigns): "
         + _e(inputs)
@@ -547,7 +548,8 @@ def render_comparison_html(comparison: Mapping[str, Any]) -> str:
         f"{_summary_table(comparison)}"
         f"<h2>Against the baseline ({_e(comparison['baseline'])})</h2>"
         f"<p class=meta>Mann–Whitney U p-value ({_e(side)}) and Vargha–Delaney Â12 = P(row &gt; baseline) + ½ P(tie), "
-        "with the Vargha–Delaney bands (|Â12 − 0.5| &lt; 0.06 negligible, &lt; 0.14 small, &lt; 0.21 medium, else large). "
+        "with the Vargha–Delaney bands "
+        "(|Â12 − 0.5| &lt; 0.06 negligible, &lt; 0.14 small, &lt; 0.21 medium, else large). "
         "Green: significantly better than the baseline at p &lt; 0.05 (fewer tests or seconds to the first failure, "
         "more of the rest); red: significantly worse.</p>"
         f"{_tests_table(comparison)}"

@@ -355,7 +355,8 @@ def _summary_table(report: Mapping[str, Any]) -> str:
             f"<td class=num>{m['executions']}</td>",
             f"<td class=num>{m['failures']}</td>",
             f"<td class=num>{m['distinct_failures']}</td>",
-            f"<td class=num>{_pct(m['failure_rate'])} [{_pct(m['failure_rate_low'])}, {_pct(m['failure_rate_high'])}]</td>",
+            f"<td class=num>{_pct(m['failure_rate'])} "
+            f"[{_pct(m['failure_rate_low'])}, {_pct(m['failure_rate_high'])}]</td>",
             f"<td class=num>{m['invalid']}</td>",
             f"<td class=num>{m['tests_to_first_failure'] if found else '—'}</td>",
             f"<td class=num>{_fmt_float(m['seconds_to_first_failure'], 1) if found else '—'}</td>",
