@@ -21,12 +21,14 @@ HintKindName = Literal["boundary", "centre", "value"]
 KINDS: tuple[str, ...] = ("real", "integer", "categorical", "integer_set", "sequence")
 ParamValue = Any  # float | int | str | list[dict[str, ParamValue]]
 
-_HINT_TO_PROTO = {
+_HINT_TO_PROTO: dict[HintKindName, common_pb2.HintKind.ValueType] = {
     "boundary": common_pb2.HINT_KIND_BOUNDARY,
     "centre": common_pb2.HINT_KIND_CENTRE,
     "value": common_pb2.HINT_KIND_VALUE,
 }
 _HINT_FROM_PROTO = {v: k for k, v in _HINT_TO_PROTO.items()}
+# The hints a subject's YAML names by a bare word; a value hint is a mapping {value: <number>}.
+_WORD_HINTS: dict[str, HintKindName] = {"boundary": "boundary", "centre": "centre"}
 
 
 class SpaceError(ValueError):
@@ -70,11 +72,19 @@ class Parameter:
             raise SpaceError(f"parameter {self.name!r}: a sequence needs fields and 1 <= max_length >= min_length")
 
     # -- domain ------------------------------------------------------------------------------
+    @property
+    def bounds(self) -> tuple[float, float]:
+        """(low, high) of a real or integer parameter (__post_init__ guarantees both for those kinds)."""
+        if self.low is None or self.high is None:
+            raise SpaceError(f"parameter {self.name!r}: a {self.kind} parameter has no low/high bounds")
+        return self.low, self.high
+
     def domain_text(self) -> str:
         if self.kind == "real":
             return f"[{self.low:g}, {self.high:g}]"
         if self.kind == "integer":
-            return f"integers in [{int(self.low)}, {int(self.high)}]"  # type: ignore[arg-type]
+            low, high = self.bounds
+            return f"integers in [{int(low)}, {int(high)}]"
         if self.kind == "categorical":
             return "one of " + ", ".join(repr(c) for c in self.choices)
         if self.kind == "integer_set":
@@ -87,13 +97,18 @@ class Parameter:
         if self.kind == "real":
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                 return f"{label} must be a finite number in {self.domain_text()}, got {value!r}"
-            if not self.low <= value <= self.high:  # type: ignore[operator]
+            low, high = self.bounds
+            if not low <= value <= high:
                 return f"{label}={value:g} is outside its domain {self.domain_text()}"
             return None
         if self.kind in ("integer", "integer_set"):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
                 return f"{label} must be an integer ({self.domain_text()}), got {value!r}"
-            ok = self.low <= value <= self.high if self.kind == "integer" else int(value) in self.values  # type: ignore[operator]
+            if self.kind == "integer":
+                low, high = self.bounds
+                ok = low <= value <= high
+            else:
+                ok = int(value) in self.values
             return None if ok else f"{label}={value} is outside its domain {self.domain_text()}"
         if self.kind == "categorical":
             return None if value in self.choices else f"{label}={value!r} is not {self.domain_text()}"
@@ -112,9 +127,10 @@ class Parameter:
     def sample(self, rng: np.random.Generator) -> ParamValue:
         """A uniform draw from the domain."""
         if self.kind == "real":
-            return float(rng.uniform(self.low, self.high))  # type: ignore[arg-type]
+            return float(rng.uniform(*self.bounds))
         if self.kind == "integer":
-            return int(rng.integers(int(self.low), int(self.high) + 1))  # type: ignore[arg-type]
+            low, high = self.bounds
+            return int(rng.integers(int(low), int(high) + 1))
         if self.kind == "integer_set":
             return int(self.values[int(rng.integers(len(self.values)))])
         if self.kind == "categorical":
@@ -126,9 +142,11 @@ class Parameter:
     def to_proto(self) -> common_pb2.Parameter:
         msg = common_pb2.Parameter(name=self.name, description=self.description, unit=self.unit)
         if self.kind == "real":
-            msg.real.CopyFrom(common_pb2.RealRange(low=self.low, high=self.high))
+            low, high = self.bounds
+            msg.real.CopyFrom(common_pb2.RealRange(low=low, high=high))
         elif self.kind == "integer":
-            msg.integer.CopyFrom(common_pb2.IntegerRange(low=int(self.low), high=int(self.high)))  # type: ignore[arg-type]
+            low, high = self.bounds
+            msg.integer.CopyFrom(common_pb2.IntegerRange(low=int(low), high=int(high)))
         elif self.kind == "categorical":
             msg.categorical.CopyFrom(common_pb2.Categorical(choices=list(self.choices)))
         elif self.kind == "integer_set":
@@ -309,8 +327,8 @@ def _parameter_from_config(entry: Mapping[str, Any]) -> Parameter:
         raise SpaceError(f"parameter {name!r}: unknown keys {sorted(unknown)} (allowed: {sorted(allowed)})")
     hints = []
     for h in entry.get("hints", []) or []:
-        if isinstance(h, str) and h in ("boundary", "centre"):
-            hints.append(FailureHint(h))  # type: ignore[arg-type]
+        if isinstance(h, str) and h in _WORD_HINTS:
+            hints.append(FailureHint(_WORD_HINTS[h]))
         elif isinstance(h, Mapping) and "value" in h:
             hints.append(FailureHint("value", float(h["value"])))
         else:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from common.generated.gauntlet.v1 import common_pb2
 
-_TO_NUMPY = {
+_TO_NUMPY: dict[common_pb2.ElementType.ValueType, np.dtype[Any]] = {
     common_pb2.ELEMENT_TYPE_FLOAT32: np.dtype("<f4"),
     common_pb2.ELEMENT_TYPE_FLOAT64: np.dtype("<f8"),
     common_pb2.ELEMENT_TYPE_INT32: np.dtype("<i4"),
