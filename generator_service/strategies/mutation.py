@@ -79,7 +79,9 @@ def mutate_integers_nearby(
     with probability ``p``, at least one; each chosen one moves to another value of its range drawn with
     weight 1/distance. Other parameters are copied unchanged."""
     out: dict[str, ParamValue] = dict(values)
-    movable = [param for param in space.parameters if param.kind == "integer" and int(param.high) > int(param.low)]
+    movable = [
+        param for param in space.parameters if param.kind == "integer" and int(param.bounds[1]) > int(param.bounds[0])
+    ]
     if not movable:
         return out
     chosen = [param for param in movable if rng.random() < p]
@@ -87,7 +89,8 @@ def mutate_integers_nearby(
         chosen = [movable[int(rng.integers(len(movable)))]]
     for param in chosen:
         current = int(values[param.name])
-        others = np.array([v for v in range(int(param.low), int(param.high) + 1) if v != current])
+        low, high = param.bounds
+        others = np.array([v for v in range(int(low), int(high) + 1) if v != current])
         weights = 1.0 / np.abs(others - current)
         out[param.name] = int(others[int(rng.choice(len(others), p=weights / weights.sum()))])
     return out
@@ -136,7 +139,8 @@ def mutate_one(
     out = dict(values)
     value = values[param.name]
     if param.kind == "integer" and param.low != param.high:
-        up = [d for d in (-1, 1) if (d > 0 and value < param.high) or (d < 0 and value > param.low)]  # type: ignore[operator]
+        low, high = param.bounds
+        up = [d for d in (-1, 1) if (d > 0 and value < high) or (d < 0 and value > low)]
         out[param.name] = mutate_towards(param, value, rng, up[int(rng.integers(len(up)))], scale=scale)
     else:
         out[param.name] = mutate_value(param, value, rng, scale=scale, p=1.0)
