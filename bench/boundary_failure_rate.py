@@ -17,13 +17,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from agent_service.registry import DEFAULT_MODEL_ROOT, ModelRegistry, NotFound  # noqa: E402
-from analysis_service.metrics import wilson_interval  # noqa: E402
-from common.space import ParamValue  # noqa: E402
-from offline.evaluation import run_test_cases  # noqa: E402
-from simulator_service.subject import Subject, get_subject  # noqa: E402
+from agent_service.registry import DEFAULT_MODEL_ROOT, ModelRegistry, NotFound
+from analysis_service.metrics import wilson_interval
+from common.space import ParamValue
+from offline.evaluation import run_test_cases
+from simulator_service.subject import Subject, get_subject
 
 
 def boundary_cases(subject: Subject, tests: int, seed: int) -> list[dict[str, ParamValue]]:

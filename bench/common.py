@@ -58,13 +58,13 @@ def load_saved_runs(
         try:
             lines = [(n, line) for n, line in enumerate(path.read_text().splitlines(), 1) if line.strip()]
         except OSError as err:
-            raise SystemExit(f"error: cannot read saved runs {path}: {err.strerror}")
+            raise SystemExit(f"error: cannot read saved runs {path}: {err.strerror}") from err
         for number, line in lines:
             try:
                 row = json.loads(line)
                 name, seed = str(row.pop(name_field)), int(row["seed"])
             except (ValueError, KeyError, TypeError, AttributeError) as err:
-                raise SystemExit(f"error: {path}:{number}: not a saved run ({type(err).__name__}: {err})")
+                raise SystemExit(f"error: {path}:{number}: not a saved run ({type(err).__name__}: {err})") from err
             for key in settings:
                 if key not in row and not settings_required:
                     continue
@@ -79,7 +79,7 @@ def load_saved_runs(
                 try:
                     parse(row)
                 except (ValueError, KeyError, TypeError) as err:
-                    raise SystemExit(f"error: {path}:{number}: not a saved run ({type(err).__name__}: {err})")
+                    raise SystemExit(f"error: {path}:{number}: not a saved run ({type(err).__name__}: {err})") from err
             if seed in found.setdefault(name, {}):
                 raise SystemExit(f"error: {path}:{number}: {name} seed {seed} is saved twice (overlapping shares?)")
             found[name][seed] = row

@@ -20,11 +20,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from simulator_service.donkey_track import (
+from common.domain.donkey_track import (
     TrackOperators,
     TrackRules,
     draw_candidate,
-    is_valid,  # noqa: E402
+    is_valid,
     random_track,
     violations,
 )

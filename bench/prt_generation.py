@@ -33,9 +33,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from common.space import ParameterSpace  # noqa: E402
-from generator_service.strategies import make_strategy  # noqa: E402
-from simulator_service.subject import get_subject  # noqa: E402
+from common.space import ParameterSpace
+from generator_service.strategies import make_strategy
+from simulator_service.subject import get_subject
 
 SUBJECTS = {4: "cartpole", 47: "humanoid"}
 TAIL = 100  # tests timed at the end of each run for the marginal cost
@@ -93,7 +93,8 @@ def main() -> None:
 
     print(f"PRT generation cost, variant={args.variant} (CPU seconds of this process; wall beside)")
     print(
-        f"{'dims':>4} {'subject':>9} {'N':>7} {'cpu s':>8} {'wall s':>8} {'ms/test mean':>13} {f'ms/test last {TAIL}':>17}"
+        f"{'dims':>4} {'subject':>9} {'N':>7} {'cpu s':>8} {'wall s':>8} "
+        f"{'ms/test mean':>13} {f'ms/test last {TAIL}':>17}"
     )
     exponents: dict[int, float] = {}
     for dims, subject in SUBJECTS.items():

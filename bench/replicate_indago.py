@@ -43,37 +43,37 @@ import os
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
-import argparse  # noqa: E402
-import json  # noqa: E402
-import statistics  # noqa: E402
-import sys  # noqa: E402
-import threading  # noqa: E402
-import time  # noqa: E402
-from collections.abc import Callable, Mapping, Sequence  # noqa: E402
-from concurrent.futures import Future, ThreadPoolExecutor  # noqa: E402
-from dataclasses import asdict, dataclass, field  # noqa: E402
-from pathlib import Path  # noqa: E402
+import argparse
+import json
+import statistics
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-import numpy as np  # noqa: E402
+import numpy as np
 
 from analysis_service.failure_clusters import (
     cluster_diversity,
     gini_purity,
-    mean_trajectory,  # noqa: E402
+    mean_trajectory,
     pad_trajectories,
 )
-from analysis_service.statistics import compare  # noqa: E402
-from bench.campaigns import Clients, failing_traces, temporary_suite  # noqa: E402
-from bench.common import campaign_executions, run_campaign  # noqa: E402
-from common.generated.gauntlet.v1 import oracle_pb2, simulator_pb2  # noqa: E402
-from common.space import ParameterSpace, value_from_proto  # noqa: E402
-from generator_service.config import CampaignConfig  # noqa: E402
-from generator_service.strategies.indago import SETTINGS  # noqa: E402
+from analysis_service.statistics import compare
+from bench.campaigns import Clients, failing_traces, temporary_suite
+from bench.common import campaign_executions, run_campaign
+from common.generated.gauntlet.v1 import oracle_pb2, simulator_pb2
+from common.space import ParameterSpace, value_from_proto
+from generator_service.config import CampaignConfig
+from generator_service.strategies.indago import SETTINGS
 
 # approach name -> (strategy, needs the surrogate); the paper's row order, train. fail. last (Table 5's baseline)
 APPROACHES: dict[str, tuple[str, bool]] = {

@@ -24,9 +24,10 @@ an interruption; `--first-rep K` runs seeds K..K+reps-1 (a share of a bench spli
 each with its own --out, which may leave out prt or random), and `--from-runs A B ...` makes the table from
 saved runs without running anything (runs with different settings are refused, naming the field):
 
-    python bench/replicate_prt.py --subject mountaincar_continuous --reps 10 --strategies random --first-rep 0 --out runs/a
-    python bench/replicate_prt.py --subject mountaincar_continuous --reps 10 --strategies random --first-rep 10 --out runs/b
-    python bench/replicate_prt.py --subject mountaincar_continuous --from-runs runs/a/*.runs.jsonl runs/b/*.runs.jsonl ...
+    S="--subject mountaincar_continuous"
+    python bench/replicate_prt.py $S --reps 10 --strategies random --first-rep 0 --out runs/a
+    python bench/replicate_prt.py $S --reps 10 --strategies random --first-rep 10 --out runs/b
+    python bench/replicate_prt.py $S --from-runs runs/a/*.runs.jsonl runs/b/*.runs.jsonl ...
 """
 
 from __future__ import annotations
@@ -42,15 +43,15 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from rich.progress import Progress  # noqa: E402
+from rich.progress import Progress
 
-from analysis_service.statistics import compare  # noqa: E402
-from bench.common import load_saved_runs  # noqa: E402
-from cli.launcher import LocalSuite  # noqa: E402
-from common.generated.gauntlet.v1 import analysis_pb2, analysis_pb2_grpc, generator_pb2, generator_pb2_grpc  # noqa: E402
-from common.server import client_channel  # noqa: E402
-from generator_service.config import CampaignConfig  # noqa: E402
-from generator_service.strategies import strategies  # noqa: E402
+from analysis_service.statistics import compare
+from bench.common import load_saved_runs
+from cli.launcher import LocalSuite
+from common.generated.gauntlet.v1 import analysis_pb2, analysis_pb2_grpc, generator_pb2, generator_pb2_grpc
+from common.server import client_channel
+from generator_service.config import CampaignConfig
+from generator_service.strategies import strategies
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = {

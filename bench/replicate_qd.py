@@ -40,9 +40,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from analysis_service.fault_diversity import (  # noqa: E402
+from analysis_service.fault_diversity import (
     Grid,
     checkpoints_for,
     improvement,
@@ -50,14 +50,14 @@ from analysis_service.fault_diversity import (  # noqa: E402
     relative_to_baseline,
     run_curves,
 )
-from analysis_service.statistics import compare  # noqa: E402
-from bench.common import campaign_executions, load_saved_runs, run_campaign  # noqa: E402
-from cli.launcher import LocalSuite  # noqa: E402
-from common.generated.gauntlet.v1 import generator_pb2_grpc, oracle_pb2  # noqa: E402
-from common.server import client_channel  # noqa: E402
-from common.space import value_from_proto  # noqa: E402
-from generator_service.config import CampaignConfig  # noqa: E402
-from simulator_service.subject import get_subject  # noqa: E402
+from analysis_service.statistics import compare
+from bench.common import campaign_executions, load_saved_runs, run_campaign
+from cli.launcher import LocalSuite
+from common.generated.gauntlet.v1 import generator_pb2_grpc, oracle_pb2
+from common.server import client_channel
+from common.space import value_from_proto
+from generator_service.config import CampaignConfig
+from simulator_service.subject import get_subject
 
 ROOT = Path(__file__).resolve().parent.parent
 METHODS = ("random", "map_elites", "novelty_search", "mdpfuzz", "fuzzer")
@@ -290,7 +290,8 @@ def render(subject: str, results: dict[str, list[dict[str, Any]]], summary: dict
         "Final counts: median [Q1, Q3] over seeds; vs RT: one-sided Mann-Whitney p (method > random), "
         "Vargha-Delaney Â12; % = (median - RT median) / RT median; paper: its % vs RT (notes/002 §5).",
         "",
-        "| method | faults | vs RT (p, Â12) | % | paper % | #BS | vs RT (p, Â12) | % | paper % | #FBS | vs RT (p, Â12) | % | paper % | wall s |",
+        "| method | faults | vs RT (p, Â12) | % | paper % | #BS | vs RT (p, Â12) | % | paper % "
+        "| #FBS | vs RT (p, Â12) | % | paper % | wall s |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for method, row in summary.items():

@@ -22,18 +22,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from agent_service.algorithms import algorithm_class  # noqa: E402
-from agent_service.registry import DEFAULT_MODEL_ROOT  # noqa: E402
-from cli.launcher import LocalSuite  # noqa: E402
-from common.generated.gauntlet.v1 import generator_pb2, generator_pb2_grpc  # noqa: E402
-from common.seeding import derive_seed  # noqa: E402
-from common.server import client_channel  # noqa: E402
-from generator_service.config import CampaignConfig  # noqa: E402
-from generator_service.strategies import make_strategy  # noqa: E402
-from simulator_service.backends import make_env  # noqa: E402
-from simulator_service.runner import Job, run_lockstep  # noqa: E402
-from simulator_service.subject import get_subject  # noqa: E402
-from simulator_service.trace import TraceRecorder  # noqa: E402
+from agent_service.algorithms import algorithm_class
+from agent_service.registry import DEFAULT_MODEL_ROOT
+from cli.launcher import LocalSuite
+from common.generated.gauntlet.v1 import generator_pb2, generator_pb2_grpc
+from common.seeding import derive_seed
+from common.server import client_channel
+from generator_service.config import CampaignConfig
+from generator_service.strategies import make_strategy
+from simulator_service.backends import make_env
+from simulator_service.runner import Job, run_lockstep
+from simulator_service.subject import get_subject
+from simulator_service.trace import TraceRecorder
 
 MODEL = "cartpole-ppo"
 SIGNALS = ["observations", "actions", "final_observation"]  # what the CartPole oracle asks the simulator for
