@@ -16,7 +16,9 @@ class BudgetConfig(BaseModel):
         0,
         ge=0,
         le=10_000_000,
-        description="test cases to execute (0 = no limit); inputs the subject rejects are stored as invalid and do not count",
+        description=(
+            "test cases to execute (0 = no limit); inputs the subject rejects are stored as invalid and do not count"
+        ),
     )
     max_steps: int = Field(0, ge=0, description="simulated environment steps (0 = no limit)")
     max_wall_seconds: float = Field(0.0, ge=0.0, description="wall-clock seconds (0 = no limit)")

@@ -141,7 +141,7 @@ def test_lost_results_and_odd_batches_are_handled(name: str) -> None:
     for _ in range(2):
         rng = np.random.default_rng(0)
 
-        def some(n: int) -> list[int]:
+        def some(n: int, rng: np.random.Generator = rng) -> list[int]:  # this run's rng, bound now
             return sorted(rng.choice(n, size=int(rng.integers(0, n + 1)), replace=False).tolist())
 
         s = make_strategy(name, space, 8, SMALL[name])

@@ -111,7 +111,7 @@ def test_tiny_replication_through_the_suite(suite: Any, tmp_path: Path) -> None:
     result = replicate(Clients.of(suite), spec, say=lambda _: None)
     run = result["runs"][0]["approaches"]
     assert set(run) == {"random", "hc_rnd", "train_fail"}
-    for a, cell in run.items():
+    for cell in run.values():
         # Parking rejects inputs that break its validity rules; those are stored (as invalid) beside the 6 run tests
         assert cell["executions"] >= 6 and 0 <= cell["failures"] <= 6
         assert cell["replay_mismatches"] == 0  # Parking is deterministic: every re-run fails again

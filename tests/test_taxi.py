@@ -1,4 +1,4 @@
-"""The QD fault-diversity paper's enlarged Taxi: map, injection, faults and oracle, validator, Q-table agent, Q-learning."""
+"""The QD paper's enlarged Taxi: map, injection, faults, oracle, validator, Q-table agent, Q-learning."""
 
 from __future__ import annotations
 

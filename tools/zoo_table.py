@@ -12,7 +12,8 @@ MANIFEST = Path(__file__).resolve().parent.parent / "agent_service" / "zoo" / "m
 def main() -> None:
     models = yaml.safe_load(MANIFEST.read_text())["models"]
     print(
-        "| model | subject | algorithm | seed | timesteps | train wall (s) | file (KiB) | eval tests | failures | success rate |"
+        "| model | subject | algorithm | seed | timesteps | train wall (s) | file (KiB) "
+        "| eval tests | failures | success rate |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for name, m in models.items():

@@ -166,7 +166,7 @@ class DonkeyConnection:
     def wait_for(
         self, msg_type: str, timeout_s: float | None = None, handlers: Mapping[str, Any] | None = None
     ) -> dict[str, Any]:
-        """Reads until a message of ``msg_type`` arrives; other messages go to ``handlers[type](msg)`` or are dropped."""
+        """Reads until a message of ``msg_type`` arrives; any other goes to ``handlers[type](msg)`` or is dropped."""
         timeout = self.io_timeout_s if timeout_s is None else timeout_s
         deadline = time.monotonic() + timeout
         while True:
