@@ -54,6 +54,15 @@ def load_plugin(group: str, name: str) -> Any:
     raise KeyError(f"no {group} plug-in named {name!r}; installed: {known}")
 
 
+@cache
+def plugin_package(group: str, name: str) -> str:
+    """The distribution (pip package) that declares the entry point ``name`` of ``group``; "" if none does."""
+    for ep in entry_points(group=group):
+        if ep.name == name:
+            return ep.dist.name if ep.dist is not None else ""
+    return ""
+
+
 def load_group(group: str) -> dict[str, Any]:
     """Every plug-in of ``group`` by name, loaded."""
     return {name: load_plugin(group, name) for name in plugin_names(group)}

@@ -12,6 +12,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from common import plugins
+from common.plugins import PluginError, load_plugin, plugin_names
+
 
 @dataclass(frozen=True)
 class Episode:
@@ -222,22 +225,19 @@ def _bipedal(pair: tuple[str, str]) -> Callable[[Episode], Judgement]:
     return judge
 
 
-def _bipedal_oracles() -> list[Oracle]:
-    out = []
-    for suffix, pair in BIPEDAL_PAIRS.items():
-        name = "bipedal_fall" + (f"_{suffix}" if suffix else "")
-        out.append(
-            Oracle(
-                name,
-                "BipedalWalker fails when its hull touches the ground (reward -100; QD fault-diversity "
-                f"paper); descriptors: episode means of {pair[0]} and {pair[1]}.",
-                ("observations", "actions", "hull_x", "game_over"),
-                pair,
-                "episode return",
-                _bipedal(pair),
-            )
-        )
-    return out
+def bipedal_oracle(suffix: str) -> Oracle:
+    """bipedal_fall (suffix "") or bipedal_fall_<suffix>: the same fault, with the descriptor pair BIPEDAL_PAIRS
+    gives the suffix."""
+    pair = BIPEDAL_PAIRS[suffix]
+    return Oracle(
+        "bipedal_fall" + (f"_{suffix}" if suffix else ""),
+        "BipedalWalker fails when its hull touches the ground (reward -100; QD fault-diversity "
+        f"paper); descriptors: episode means of {pair[0]} and {pair[1]}.",
+        ("observations", "actions", "hull_x", "game_over"),
+        pair,
+        "episode return",
+        _bipedal(pair),
+    )
 
 
 PARKING_SUCCESS_ERROR = 0.12  # highway-env's success_goal_reward: parked when the weighted goal error is below it
@@ -280,90 +280,109 @@ def _goal_not_reached(ep: Episode) -> Judgement:
     return Judgement(True, ep.total_reward, (), f"did not terminate within {ep.steps} steps")
 
 
-ORACLES: dict[str, Oracle] = {
-    o.name: o
-    for o in (
-        Oracle(
-            "cartpole_balance",
-            "CartPole fails when |theta| > 12 deg or |x| > 2.4 before the step limit (500).",
-            ("observations", "actions", "final_observation"),
-            ("action0_count", "action1_count"),
-            "smallest normalised slack to the angle/position limits over the episode",
-            _cartpole,
-        ),
-        Oracle(
-            "lunar_crash",
-            "LunarLander fails when the lander body touches the ground or |x| >= 1 (PRT authors' rule).",
-            ("observations", "final_observation", "game_over"),
-            ("x_at_contact", "vy_at_contact"),
-            "episode return",
-            _lunar,
-        ),
-        Oracle(
-            "mountaincar_goal",
-            "MountainCar fails when the car does not reach the goal before the step limit.",
-            ("observations", "actions", "final_observation", "goal_position"),
-            ("negative_actions", "positive_actions"),
-            "best position reached minus the goal position",
-            _mountaincar,
-        ),
-        Oracle(
-            "humanoid_fall",
-            "Humanoid fails when its torso drops below 1.0 m before the horizon (Gymnasium's healthy range).",
-            ("torso_z", "actions"),
-            ("negative_torques", "positive_torques"),
-            "lowest torso height minus 1.0 m",
-            _humanoid,
-        ),
-        Oracle(
-            "taxi_fault",
-            "Taxi fails on an illegal pick-up/drop-off or a move into a wall (QD fault-diversity paper); "
-            "a timeout without a fault passes.",
-            ("crash", "illegal_action", "delivered", "moves_before_pickup", "moves_after_pickup"),
-            ("moves_before_pickup", "moves_after_pickup"),
-            "1.0 delivered, 0.0 timed out without a fault, -1.0 a fault (illegal action or crash)",
-            _taxi,
-        ),
-        Oracle(
-            "donkey_off_road",
-            "Donkey fails when the car leaves the road (cross-track error beyond the "
-            "subject's max_cte around the lane centre; Indago Driving); the end line or the step limit pass.",
-            ("off_road", "reached_end", "max_abs_deviation", "cte_limit"),
-            ("max_abs_deviation", "steps"),
-            "max_cte minus the largest |cte - lane centre| of the episode (m)",
-            _donkey,
-        ),
-        *_bipedal_oracles(),
-        Oracle(
-            "parking_fail",
-            "Parking fails on a crash (a parked car or a wall) or when the ego is not parked "
-            "(highway-env's success criterion) before the step limit (Indago).",
-            ("crashed", "parked", "goal_error", "ego_xy"),
-            ("final_x", "final_y"),
-            "parked: fraction of the step limit left; timeout: -(1 - 0.12 / closest goal error); crash: -1",
-            _parking,
-        ),
-        Oracle(
-            "early_termination",
-            "Generic: fails when the episode terminates before its step limit.",
-            (),
-            (),
-            "episode return",
-            _early_termination,
-        ),
-        Oracle(
-            "goal_not_reached",
-            "Generic: fails when the episode does not terminate before its step limit.",
-            (),
-            (),
-            "episode return",
-            _goal_not_reached,
-        ),
-    )
-}
+# Each oracle is a plug-in: pyproject.toml names these objects under the entry-point group gauntlet.oracles.
+CARTPOLE_BALANCE = Oracle(
+    "cartpole_balance",
+    "CartPole fails when |theta| > 12 deg or |x| > 2.4 before the step limit (500).",
+    ("observations", "actions", "final_observation"),
+    ("action0_count", "action1_count"),
+    "smallest normalised slack to the angle/position limits over the episode",
+    _cartpole,
+)
+
+LUNAR_CRASH = Oracle(
+    "lunar_crash",
+    "LunarLander fails when the lander body touches the ground or |x| >= 1 (PRT authors' rule).",
+    ("observations", "final_observation", "game_over"),
+    ("x_at_contact", "vy_at_contact"),
+    "episode return",
+    _lunar,
+)
+
+MOUNTAINCAR_GOAL = Oracle(
+    "mountaincar_goal",
+    "MountainCar fails when the car does not reach the goal before the step limit.",
+    ("observations", "actions", "final_observation", "goal_position"),
+    ("negative_actions", "positive_actions"),
+    "best position reached minus the goal position",
+    _mountaincar,
+)
+
+HUMANOID_FALL = Oracle(
+    "humanoid_fall",
+    "Humanoid fails when its torso drops below 1.0 m before the horizon (Gymnasium's healthy range).",
+    ("torso_z", "actions"),
+    ("negative_torques", "positive_torques"),
+    "lowest torso height minus 1.0 m",
+    _humanoid,
+)
+
+TAXI_FAULT = Oracle(
+    "taxi_fault",
+    "Taxi fails on an illegal pick-up/drop-off or a move into a wall (QD fault-diversity paper); "
+    "a timeout without a fault passes.",
+    ("crash", "illegal_action", "delivered", "moves_before_pickup", "moves_after_pickup"),
+    ("moves_before_pickup", "moves_after_pickup"),
+    "1.0 delivered, 0.0 timed out without a fault, -1.0 a fault (illegal action or crash)",
+    _taxi,
+)
+
+DONKEY_OFF_ROAD = Oracle(
+    "donkey_off_road",
+    "Donkey fails when the car leaves the road (cross-track error beyond the "
+    "subject's max_cte around the lane centre; Indago Driving); the end line or the step limit pass.",
+    ("off_road", "reached_end", "max_abs_deviation", "cte_limit"),
+    ("max_abs_deviation", "steps"),
+    "max_cte minus the largest |cte - lane centre| of the episode (m)",
+    _donkey,
+)
+
+PARKING_FAIL = Oracle(
+    "parking_fail",
+    "Parking fails on a crash (a parked car or a wall) or when the ego is not parked "
+    "(highway-env's success criterion) before the step limit (Indago).",
+    ("crashed", "parked", "goal_error", "ego_xy"),
+    ("final_x", "final_y"),
+    "parked: fraction of the step limit left; timeout: -(1 - 0.12 / closest goal error); crash: -1",
+    _parking,
+)
+
+EARLY_TERMINATION = Oracle(
+    "early_termination",
+    "Generic: fails when the episode terminates before its step limit.",
+    (),
+    (),
+    "episode return",
+    _early_termination,
+)
+
+GOAL_NOT_REACHED = Oracle(
+    "goal_not_reached",
+    "Generic: fails when the episode does not terminate before its step limit.",
+    (),
+    (),
+    "episode return",
+    _goal_not_reached,
+)
+
+BIPEDAL_FALL = bipedal_oracle("")
+BIPEDAL_FALL_TORQUE_JUMP = bipedal_oracle("torque_jump")
+BIPEDAL_FALL_HIP_ANGLES = bipedal_oracle("hip_angles")
+BIPEDAL_FALL_HIP_SPEEDS = bipedal_oracle("hip_speeds")
+
+
+def oracles() -> dict[str, Oracle]:
+    """Every installed oracle by name (entry-point group gauntlet.oracles)."""
+    return {name: get_oracle(name) for name in plugin_names(plugins.ORACLES)}
 
 
 def get_oracle(name: str) -> Oracle:
-    if name not in ORACLES:
-        raise KeyError(f"unknown oracle {name!r}; known oracles: {', '.join(sorted(ORACLES))}")
-    return ORACLES[name]
+    """The installed oracle ``name``: an object with this module's ``Oracle`` interface, whatever package has it."""
+    try:
+        oracle = load_plugin(plugins.ORACLES, name)
+    except KeyError:
+        installed = ", ".join(plugin_names(plugins.ORACLES))
+        raise KeyError(f"unknown oracle {name!r}; installed oracles: {installed}") from None
+    if getattr(oracle, "name", None) != name:
+        raise PluginError(f"oracle plug-in {name!r} names an object whose name is {getattr(oracle, 'name', None)!r}")
+    return oracle  # type: ignore[no-any-return]

@@ -8,7 +8,7 @@ from prometheus_client import Counter
 from common.errors import InvalidArgument, grpc_method
 from common.generated.gauntlet.v1 import oracle_pb2, oracle_pb2_grpc
 from common.tensor import TensorError, from_tensor
-from oracle_service.oracles import ORACLES, Episode, get_oracle
+from oracle_service.oracles import Episode, get_oracle, oracles
 
 VERDICTS = Counter("gauntlet_oracle_verdicts_total", "Verdicts given", ["oracle", "verdict"])
 
@@ -25,7 +25,7 @@ class OracleServicer(oracle_pb2_grpc.OracleServiceServicer):
                     descriptor_names=o.descriptor_names,
                     margin_description=o.margin_description,
                 )
-                for o in ORACLES.values()
+                for o in oracles().values()
             ]
         )
 

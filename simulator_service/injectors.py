@@ -1,6 +1,8 @@
 """Injectors write a test case into a freshly reset environment, through the environment's own API.
 
-Nothing patches installed packages: an injector resets the environment itself, steering
+Each injector is a plug-in (entry-point group gauntlet.injectors, declared in pyproject.toml): a factory
+``(subject, options) -> Injector`` that the subject YAML names by ``injector.kind``. Nothing patches installed
+packages: an injector resets the environment itself, steering
 or overwriting the part of the state that the test case controls through the env's own
 attributes, and returns the observation the agent sees first.
 """
@@ -14,6 +16,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from common.plugins import INJECTORS, load_plugin, plugin_names
 from common.space import ParamValue
 from simulator_service.subject import Subject
 
@@ -21,7 +24,7 @@ from simulator_service.subject import Subject
 Injector = Callable[[gym.Env, Mapping[str, ParamValue], "int | None"], np.ndarray]
 
 
-def _state_vector(subject: Subject, options: Mapping[str, Any]) -> Injector:
+def state_vector(subject: Subject, options: Mapping[str, Any]) -> Injector:
     """Classic control: `env.unwrapped.<attribute>` is the whole state and the observation equals it."""
     attribute = options.get("attribute", "state")
     indices: Mapping[str, int] = options.get("indices") or {n: i for i, n in enumerate(subject.space.names)}
@@ -60,7 +63,7 @@ class _ScriptedPushRng:
         return getattr(self._rng, name)
 
 
-def _box2d_initial_force(subject: Subject, options: Mapping[str, Any]) -> Injector:
+def box2d_initial_force(subject: Subject, options: Mapping[str, Any]) -> Injector:
     """LunarLander: the test case's (fx, fy) replaces the random initial push."""
     fx_name, fy_name = options.get("parameters", ("fx", "fy"))
     bound_name = options.get("bound_constant", "INITIAL_RANDOM")
@@ -76,7 +79,7 @@ def _box2d_initial_force(subject: Subject, options: Mapping[str, Any]) -> Inject
     return inject
 
 
-def _mujoco_pose_offset(subject: Subject, options: Mapping[str, Any]) -> Injector:
+def mujoco_pose_offset(subject: Subject, options: Mapping[str, Any]) -> Injector:
     """MuJoCo: qpos = init_qpos + offsets[:nq], qvel = init_qvel + offsets[nq:] (the PRT/Indago Humanoid input)."""
     names = subject.space.names
 
@@ -93,7 +96,7 @@ def _mujoco_pose_offset(subject: Subject, options: Mapping[str, Any]) -> Injecto
     return inject
 
 
-def _taxi_state(subject: Subject, options: Mapping[str, Any]) -> Injector:
+def taxi_state(subject: Subject, options: Mapping[str, Any]) -> Injector:
     """Taxi grids: the test case is the start state (taxi row and column, passenger location, destination).
 
     Calls the env's `set_state(taxi_row, taxi_col, passenger, destination)`; `parameters` maps
@@ -109,7 +112,7 @@ def _taxi_state(subject: Subject, options: Mapping[str, Any]) -> Injector:
     return inject
 
 
-def _terrain_obstacles(subject: Subject, options: Mapping[str, Any]) -> Injector:
+def terrain_obstacles(subject: Subject, options: Mapping[str, Any]) -> Injector:
     """Obstacle terrains (BipedalWalker): the test case's integer slots, in the order of `parameters` (default: the
     space's order), are the obstacle codes of `reset(options={"obstacles": [...]})` (simulator_service/envs/
     bipedal_obstacles.py). The env builds its terrain from them with a fixed terrain seed."""
@@ -122,7 +125,7 @@ def _terrain_obstacles(subject: Subject, options: Mapping[str, Any]) -> Injector
     return inject
 
 
-def _donkey_track(subject: Subject, options: Mapping[str, Any]) -> Injector:
+def donkey_track(subject: Subject, options: Mapping[str, Any]) -> Injector:
     """Donkey: the test case's track (parameter ``parameter``, default "track") is sent to the remote simulator,
     which builds it and resets the car (backends/donkey.py ``DonkeyEnv.load_track``)."""
     name = str(options.get("parameter", "track"))
@@ -133,7 +136,7 @@ def _donkey_track(subject: Subject, options: Mapping[str, Any]) -> Injector:
     return inject
 
 
-def _parking_scene(subject: Subject, options: Mapping[str, Any]) -> Injector:
+def parking_scene(subject: Subject, options: Mapping[str, Any]) -> Injector:
     """Parking (GauntletParking-v0): the test case is the scene the env builds on reset (goal spot, parked cars,
     ego position and heading; simulator_service/envs/parking.py). `flags` is the prefix of the 0/1 spot flags
     (flag i = spot i+1)."""
@@ -156,19 +159,13 @@ def _parking_scene(subject: Subject, options: Mapping[str, Any]) -> Injector:
     return inject
 
 
-INJECTORS: dict[str, Callable[[Subject, Mapping[str, Any]], Injector]] = {
-    "state_vector": _state_vector,
-    "box2d_initial_force": _box2d_initial_force,
-    "mujoco_pose_offset": _mujoco_pose_offset,
-    "taxi_state": _taxi_state,
-    "parking_scene": _parking_scene,
-    "donkey_track": _donkey_track,
-    "terrain_obstacles": _terrain_obstacles,
-}
-
-
 def make_injector(subject: Subject) -> Injector:
+    """The subject's injector: the plug-in its ``injector.kind`` names (entry-point group gauntlet.injectors), called
+    as ``factory(subject, options)`` with the subject's ``injector`` mapping as options."""
     kind = subject.injector["kind"]
-    if kind not in INJECTORS:
-        raise KeyError(f"subject {subject.name}: unknown injector {kind!r}; known: {', '.join(sorted(INJECTORS))}")
-    return INJECTORS[kind](subject, subject.injector)
+    try:
+        factory = load_plugin(INJECTORS, kind)
+    except KeyError:
+        known = ", ".join(plugin_names(INJECTORS))
+        raise KeyError(f"subject {subject.name}: unknown injector {kind!r}; installed: {known}") from None
+    return factory(subject, subject.injector)  # type: ignore[no-any-return]

@@ -1,14 +1,36 @@
-"""The ask/tell interface every test-generation strategy implements, and the strategy registry."""
+"""The ask/tell interface every test-generation strategy implements, and how installed strategies are made.
+
+A strategy is a plug-in in the entry-point group ``gauntlet.strategies`` (common/plugins.py) that names a class
+(or any callable) with:
+
+* ``Params``: its parameter schema, a ``StrategyParams`` model (params.py): the one place its parameters'
+  defaults, types and ranges are declared;
+* ``source``: the paper it comes from, by title and section ("" for none);
+* a docstring whose first paragraph describes it;
+* a call ``Factory(space, rng, params, **context)`` returning an object with ``ask``/``tell`` (``Strategy``).
+"""
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
 
+from common.plugins import STRATEGIES, load_plugin, plugin_names, plugin_package
 from common.space import ParameterSpace, ParamValue
+from generator_service.strategies.params import (
+    ParameterDoc,
+    StrategyParamError,
+    StrategyParams,
+    defaults,
+    describe,
+    validate,
+)
+
+__all__ = ["Result", "Strategy", "StrategyInfo", "StrategyParamError", "TestInput", "make_strategy", "strategies"]
 
 TestInput = dict[str, ParamValue]
 
@@ -34,55 +56,72 @@ class Strategy(Protocol):
 
 @dataclass(frozen=True)
 class StrategyInfo:
+    """An installed strategy plug-in, as listed: what it is, where it comes from and its parameters."""
+
     name: str
     description: str
     source: str
-    defaults: Mapping[str, Any]
+    package: str
+    schema: type[StrategyParams]
     factory: Callable[..., Strategy]
 
+    @property
+    def defaults(self) -> dict[str, Any]:
+        return defaults(self.schema)
 
-class StrategyParamError(ValueError):
-    """A strategy parameter that is unknown or out of range; the message names it."""
+    @property
+    def parameters(self) -> tuple[ParameterDoc, ...]:
+        return describe(self.schema)
 
 
-_REGISTRY: dict[str, StrategyInfo] = {}
-
-
-def register_strategy(
-    name: str, description: str, source: str = "", **defaults: Any
-) -> Callable[[Callable[..., Strategy]], Callable[..., Strategy]]:
-    """Class decorator: the class is built as cls(space, rng, **params) with params over `defaults`."""
-
-    def wrap(factory: Callable[..., Strategy]) -> Callable[..., Strategy]:
-        _REGISTRY[name] = StrategyInfo(name, description, source, dict(defaults), factory)
-        return factory
-
-    return wrap
+def strategy_info(name: str) -> StrategyInfo:
+    """The installed strategy ``name`` (entry-point group gauntlet.strategies); KeyError naming those installed."""
+    try:
+        factory = load_plugin(STRATEGIES, name)
+    except KeyError:
+        raise KeyError(
+            f"unknown strategy {name!r}; installed strategies: {', '.join(plugin_names(STRATEGIES))}"
+        ) from None
+    doc = inspect.getdoc(factory) or ""
+    return StrategyInfo(
+        name=name,
+        description=" ".join(doc.split("\n\n")[0].split()),  # the docstring's first paragraph, on one line
+        source=str(getattr(factory, "source", "")),
+        package=plugin_package(STRATEGIES, name),
+        schema=getattr(factory, "Params", StrategyParams),  # no Params: no parameters
+        factory=factory,
+    )
 
 
 def strategies() -> dict[str, StrategyInfo]:
-    from generator_service.strategies import (  # noqa: F401 - registers on import
-        fuzzing,
-        indago,  # noqa: F401 - registers on import
-        map_elites,
-        novelty_search,
-        prt,
-        random_testing,
-    )
-
-    return dict(_REGISTRY)
+    """Every installed strategy by name (this imports each plug-in's module, not the libraries it uses lazily)."""
+    return {name: strategy_info(name) for name in plugin_names(STRATEGIES)}
 
 
-def make_strategy(name: str, space: ParameterSpace, seed: int, params: Mapping[str, Any] | None = None) -> Strategy:
-    known = strategies()
-    if name not in known:
-        raise KeyError(f"unknown strategy {name!r}; known strategies: {', '.join(sorted(known))}")
-    info = known[name]
-    params = dict(params or {})
-    unknown = sorted(set(params) - set(info.defaults))
-    if unknown:
-        allowed = ", ".join(sorted(info.defaults)) or "none"
-        raise StrategyParamError(
-            f"strategy {name!r} has no parameter(s) {', '.join(unknown)}; its parameters: {allowed}"
-        )
-    return info.factory(space, np.random.default_rng(seed), **{**info.defaults, **params})
+def make_strategy(
+    name: str, space: ParameterSpace, seed: int, params: Mapping[str, Any] | None = None, **context: Any
+) -> Strategy:
+    """The strategy ``name`` over ``space``: ``factory(space, rng, validated_params, **context)``.
+
+    ``params`` are the user's (a campaign's ``strategy_params``), checked against the strategy's schema. ``context``
+    is what the caller knows beside them (e.g. the subject's validity rules); each factory receives only the
+    context keywords its signature names, so a strategy that needs none is called without them.
+    """
+    info = strategy_info(name)
+    checked = validate(name, info.schema, params or {})
+    return info.factory(space, np.random.default_rng(seed), checked, **accepted_context(info.factory, context))
+
+
+def accepted_context(factory: Callable[..., Any], context: Mapping[str, Any]) -> dict[str, Any]:
+    """The entries of ``context`` that ``factory`` takes as keywords (all of them if it takes ``**kwargs``)."""
+    try:
+        signature = inspect.signature(factory)
+    except (TypeError, ValueError):  # a callable without an introspectable signature: give it no context
+        return {}
+    taken = signature.parameters.values()
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in taken):
+        return dict(context)
+    names = {
+        p.name for p in taken if p.kind in (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    }
+    return {key: value for key, value in context.items() if key in names}

@@ -47,21 +47,22 @@ import warnings
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
+from pydantic import Field
 
 from common.space import ParameterSpace
-from generator_service.strategies.base import Result, TestInput, register_strategy
+from generator_service.strategies.base import Result, TestInput
 from generator_service.strategies.mutation import mutate
+from generator_service.strategies.params import Integer, Number
 from generator_service.strategies.search_support import (
     AskLedger,
     BehaviourScale,
-    check_bounds,
-    check_float,
-    check_int,
-    check_integer_mutation,
+    DescriptorBounds,
+    MutationParams,
+    bounds_array,
     check_mutable_space,
+    descriptor_bounds_field,
     usable,
 )
 
@@ -152,37 +153,35 @@ class OnlineGaussianMixture:
         m.precisions_cholesky_[live] = np.swapaxes(np.linalg.inv(chol), 1, 2)  # what sklearn stores for "full"
 
 
+class FuzzerParams(MutationParams):
+    seed_energy: Integer = Field(5, ge=1, description="selections of a seed before it is dropped")
+
+
+class MDPFuzzParams(FuzzerParams):
+    gmm_components: Integer = Field(10, ge=1, description="Gaussian mixture components of the density model")
+    density_threshold: Number = Field(0.01, gt=0.0, description="density below which a state counts as fresh")
+    update_rate: Number = Field(0.01, gt=0.0, le=1.0, description="online EM step of the density model")
+    descriptor_bounds: DescriptorBounds | None = descriptor_bounds_field()
+
+
 class Fuzzer:
     """The fuzzing loop shared by ``fuzzer`` (guidance off) and ``mdpfuzz`` (guidance on); see the module doc."""
 
-    def __init__(
-        self,
-        space: ParameterSpace,
-        rng: np.random.Generator,
-        guidance: bool,
-        initial_tests: int = 1000,
-        mutation_scale: float = 0.05,
-        seed_energy: int = 5,
-        gmm_components: int = 10,
-        density_threshold: float = 0.01,
-        update_rate: float = 0.01,
-        descriptor_bounds: Any = None,
-        integer_mutation: str = "shift",
-        mutation_p: float = 0.1,
-    ) -> None:
-        self.name = "mdpfuzz" if guidance else "fuzzer"
+    def __init__(self, space: ParameterSpace, rng: np.random.Generator, params: FuzzerParams) -> None:
+        # the density model exists only with MDPFuzz's parameters (guidance on)
+        self.density: MDPFuzzParams | None = params if isinstance(params, MDPFuzzParams) else None
+        self.guidance = self.density is not None
+        self.name = "mdpfuzz" if self.guidance else "fuzzer"
         check_mutable_space(self.name, space)
         self.space = space
         self.rng = rng
-        self.guidance = bool(guidance)
-        self.initial_tests = check_int(self.name, "initial_tests", initial_tests, 1)
-        self.mutation_scale = check_float(self.name, "mutation_scale", mutation_scale, 0.0, 1.0)
-        self.integer_mutation, self.mutation_p = check_integer_mutation(self.name, integer_mutation, mutation_p)
-        self.seed_energy = check_int(self.name, "seed_energy", seed_energy, 1)
-        self.gmm_components = check_int(self.name, "gmm_components", gmm_components, 1)
-        self.density_threshold = check_float(self.name, "density_threshold", density_threshold, 0.0, low_open=True)
-        self.update_rate = check_float(self.name, "update_rate", update_rate, 0.0, 1.0, low_open=True)
-        self.behaviour = BehaviourScale(self.name, space, check_bounds(self.name, descriptor_bounds))
+        self.initial_tests = params.initial_tests
+        self.mutation_scale = params.mutation_scale
+        self.integer_mutation, self.mutation_p = params.integer_mutation, params.mutation_p
+        self.seed_energy = params.seed_energy
+        self.behaviour = BehaviourScale(
+            self.name, space, bounds_array(self.density.descriptor_bounds if self.density else None)
+        )
         self.corpus: list[Seed] = []
         self.gmm: OnlineGaussianMixture | None = None
         self._collecting = True
@@ -294,7 +293,7 @@ class Fuzzer:
     def _observe(self, r: Result) -> bool:
         """Guidance only: whether r's state has a density below the threshold (read before the update), then
         the online update (or, before the GMM exists, the state is kept for fitting it)."""
-        if not self.guidance or r.invalid:
+        if self.density is None or r.invalid:
             return False
         raw = self.behaviour.raw(r)
         if raw is None:
@@ -303,48 +302,33 @@ class Fuzzer:
             self._states.append(raw)
             return False
         x = self.behaviour.normalise(raw)
-        fresh = self.gmm.log_density(x) < math.log(self.density_threshold)
-        self.gmm.update(x, self.update_rate)
+        fresh = self.gmm.log_density(x) < math.log(self.density.density_threshold)
+        self.gmm.update(x, self.density.update_rate)
         return fresh
 
     def _fit_gmm(self) -> None:
-        if len(self._states) < 2:
-            return  # too few states yet: fitted at a later ask
+        if self.density is None or len(self._states) < 2:
+            return  # no guidance, or too few states yet: fitted at a later ask
         self.behaviour.learn(self._states)
         data = np.array([self.behaviour.normalise(s) for s in self._states])
-        self.gmm = OnlineGaussianMixture(data, self.gmm_components, int(self.rng.integers(2**31)))
+        self.gmm = OnlineGaussianMixture(data, self.density.gmm_components, int(self.rng.integers(2**31)))
         self._states = []
 
 
-@register_strategy(
-    "fuzzer",
-    "Fuzzer (MDPFuzz without density guidance): mutates passing seeds chosen by margin sensitivity and keeps "
-    "mutants that move closer to failure.",
-    source="Pang et al.: MDPFuzz (ISSTA 2022); Mazouni et al.'s replication (plain Fuzzer baseline)",
-    initial_tests=1000,
-    mutation_scale=0.05,
-    integer_mutation="shift",
-    mutation_p=0.1,
-    seed_energy=5,
-)
-def make_fuzzer(space: ParameterSpace, rng: np.random.Generator, **params: Any) -> Fuzzer:
-    return Fuzzer(space, rng, guidance=False, **params)
+class PlainFuzzer(Fuzzer):
+    """Fuzzer (MDPFuzz without density guidance): mutates passing seeds chosen by margin sensitivity and keeps
+    mutants that move closer to failure."""
+
+    source = "Pang et al.: MDPFuzz (ISSTA 2022); Mazouni et al.'s replication (plain Fuzzer baseline)"
+    Params = FuzzerParams
 
 
-@register_strategy(
-    "mdpfuzz",
-    "MDPFuzz: the Fuzzer plus a Gaussian-mixture density model of the episodes' behaviour that also keeps "
-    "mutants with rarely seen behaviour.",
-    source="Pang et al.: MDPFuzz: Testing Models Solving Markov Decision Processes (ISSTA 2022)",
-    initial_tests=1000,
-    mutation_scale=0.05,
-    integer_mutation="shift",
-    mutation_p=0.1,
-    seed_energy=5,
-    gmm_components=10,
-    density_threshold=0.01,
-    update_rate=0.01,
-    descriptor_bounds=None,
-)
-def make_mdpfuzz(space: ParameterSpace, rng: np.random.Generator, **params: Any) -> Fuzzer:
-    return Fuzzer(space, rng, guidance=True, **params)
+class MDPFuzz(Fuzzer):
+    """MDPFuzz: the Fuzzer plus a Gaussian-mixture density model of the episodes' behaviour that also keeps
+    mutants with rarely seen behaviour."""
+
+    source = "Pang et al.: MDPFuzz: Testing Models Solving Markov Decision Processes (ISSTA 2022)"
+    Params = MDPFuzzParams
+
+    def __init__(self, space: ParameterSpace, rng: np.random.Generator, params: MDPFuzzParams) -> None:
+        super().__init__(space, rng, params)

@@ -34,61 +34,57 @@ when the archive is first built, so listing strategies does not pay its import (
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
+from annotated_types import MinLen
+from pydantic import Field
 
 from common.space import ParameterSpace
-from generator_service.strategies.base import Result, StrategyParamError, TestInput, register_strategy
+from generator_service.strategies.base import Result, TestInput
 from generator_service.strategies.mutation import mutate
+from generator_service.strategies.params import Count, StrategyParamError
 from generator_service.strategies.search_support import (
-    MAX_GRID_CELLS,
     AskLedger,
     BehaviourScale,
-    as_int,
-    check_bounds,
-    check_float,
-    check_int,
-    check_integer_mutation,
+    DescriptorBounds,
+    MutationParams,
+    bounds_array,
     check_mutable_space,
+    descriptor_bounds_field,
     usable,
 )
 
 NAME = "map_elites"
 
 
-@register_strategy(
-    NAME,
-    "MAP-Elites: after random initial tests, mutates the lowest-margin elite of a random occupied cell of a "
-    "grid over the oracle's behaviour descriptors (quality-diversity search for diverse faults).",
-    source="Mazouni et al.: Testing for Fault Diversity in Reinforcement Learning (AST 2024); Mouret & Clune 2015",
-    initial_tests=1000,
-    cells=50,
-    descriptor_bounds=None,
-    mutation_scale=0.05,
-    integer_mutation="shift",
-    mutation_p=0.1,
-)
+# no archive grid may have more cells than this (pyribs allocates every cell up front: ~50 bytes per cell)
+MAX_GRID_CELLS = 1_000_000
+
+
+class MapElitesParams(MutationParams):
+    cells: Count | Annotated[list[Count], MinLen(1)] = Field(
+        50, description="bins per behaviour descriptor: one count for all, or one per descriptor"
+    )
+    descriptor_bounds: DescriptorBounds | None = descriptor_bounds_field()
+
+
 class MapElites:
-    def __init__(
-        self,
-        space: ParameterSpace,
-        rng: np.random.Generator,
-        initial_tests: int = 1000,
-        cells: int | Sequence[int] = 50,
-        descriptor_bounds: Any = None,
-        mutation_scale: float = 0.05,
-        integer_mutation: str = "shift",
-        mutation_p: float = 0.1,
-    ) -> None:
+    """MAP-Elites: after random initial tests, mutates the lowest-margin elite of a random occupied cell of a
+    grid over the oracle's behaviour descriptors (quality-diversity search for diverse faults)."""
+
+    source = "Mazouni et al.: Testing for Fault Diversity in Reinforcement Learning (AST 2024); Mouret & Clune 2015"
+    Params = MapElitesParams
+
+    def __init__(self, space: ParameterSpace, rng: np.random.Generator, params: MapElitesParams) -> None:
         check_mutable_space(NAME, space)
         self.space = space
         self.rng = rng
-        self.initial_tests = check_int(NAME, "initial_tests", initial_tests, 1)
-        self.cells = _check_cells(cells)
-        self.mutation_scale = check_float(NAME, "mutation_scale", mutation_scale, 0.0, 1.0)
-        self.integer_mutation, self.mutation_p = check_integer_mutation(NAME, integer_mutation, mutation_p)
-        self.behaviour = BehaviourScale(NAME, space, check_bounds(NAME, descriptor_bounds))
+        self.initial_tests = params.initial_tests
+        self.cells = list(params.cells) if isinstance(params.cells, list) else [params.cells]
+        self.mutation_scale = params.mutation_scale
+        self.integer_mutation, self.mutation_p = params.integer_mutation, params.mutation_p
+        self.behaviour = BehaviourScale(NAME, space, bounds_array(params.descriptor_bounds))
         self._tests: list[TestInput] = []  # every archived-candidate test; the archive's solution is an index here
         self._waiting: list[tuple[int, np.ndarray, float]] = []  # (index, raw behaviour, objective) before the archive
         self._archive: Any = None
@@ -191,13 +187,3 @@ class MapElites:
             objective=np.array([o for _, _, o in rows], dtype=float),
             measures=np.array([raw for _, raw, _ in rows], dtype=float),
         )
-
-
-def _check_cells(cells: Any) -> list[int]:
-    values = [as_int(c) for c in (cells if isinstance(cells, (list, tuple)) else [cells])]
-    if not values or any(c is None or c < 1 for c in values):
-        raise StrategyParamError(
-            f"{NAME} parameter cells must be an integer >= 1 or a list of them (one per "
-            f"behaviour descriptor), got {cells!r}"
-        )
-    return [int(c) for c in values]  # type: ignore[arg-type]

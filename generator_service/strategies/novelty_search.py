@@ -39,62 +39,51 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from pydantic import Field
 from scipy.spatial import cKDTree
 
 from common.space import ParameterSpace
-from generator_service.strategies.base import Result, TestInput, register_strategy
+from generator_service.strategies.base import Result, TestInput
 from generator_service.strategies.mutation import mutate
+from generator_service.strategies.params import Integer, Number
 from generator_service.strategies.search_support import (
     AskLedger,
     BehaviourScale,
-    check_bounds,
-    check_float,
-    check_int,
-    check_integer_mutation,
+    DescriptorBounds,
+    MutationParams,
+    bounds_array,
     check_mutable_space,
+    descriptor_bounds_field,
 )
 
 NAME = "novelty_search"
 
 
-@register_strategy(
-    NAME,
-    "Novelty Search: evolves a population towards behaviours far from those seen so far (k-nearest-neighbour "
-    "novelty over the oracle's behaviour descriptors), keeping an archive of novel behaviours.",
-    source="Mazouni et al.: Testing for Fault Diversity in Reinforcement Learning (AST 2024); Lehman & Stanley 2011",
-    initial_tests=1000,
-    population=100,
-    neighbours=3,
-    archive_threshold=0.005,
-    descriptor_bounds=None,
-    mutation_scale=0.05,
-    integer_mutation="shift",
-    mutation_p=0.1,
-)
+class NoveltySearchParams(MutationParams):
+    population: Integer = Field(100, ge=1, description="individuals per generation")
+    neighbours: Integer = Field(3, ge=1, description="k of the k-nearest-neighbour novelty")
+    archive_threshold: Number = Field(0.005, ge=0.0, description="novelty above which a behaviour is archived")
+    descriptor_bounds: DescriptorBounds | None = descriptor_bounds_field()
+
+
 class NoveltySearch:
-    def __init__(
-        self,
-        space: ParameterSpace,
-        rng: np.random.Generator,
-        initial_tests: int = 1000,
-        population: int = 100,
-        neighbours: int = 3,
-        archive_threshold: float = 0.005,
-        descriptor_bounds: Any = None,
-        mutation_scale: float = 0.05,
-        integer_mutation: str = "shift",
-        mutation_p: float = 0.1,
-    ) -> None:
+    """Novelty Search: evolves a population towards behaviours far from those seen so far (k-nearest-neighbour
+    novelty over the oracle's behaviour descriptors), keeping an archive of novel behaviours."""
+
+    source = "Mazouni et al.: Testing for Fault Diversity in Reinforcement Learning (AST 2024); Lehman & Stanley 2011"
+    Params = NoveltySearchParams
+
+    def __init__(self, space: ParameterSpace, rng: np.random.Generator, params: NoveltySearchParams) -> None:
         check_mutable_space(NAME, space)
         self.space = space
         self.rng = rng
-        self.initial_tests = check_int(NAME, "initial_tests", initial_tests, 1)
-        self.population_size = check_int(NAME, "population", population, 1)
-        self.k = check_int(NAME, "neighbours", neighbours, 1)
-        self.threshold = check_float(NAME, "archive_threshold", archive_threshold, 0.0)
-        self.mutation_scale = check_float(NAME, "mutation_scale", mutation_scale, 0.0, 1.0)
-        self.integer_mutation, self.mutation_p = check_integer_mutation(NAME, integer_mutation, mutation_p)
-        self.behaviour = BehaviourScale(NAME, space, check_bounds(NAME, descriptor_bounds))
+        self.initial_tests = params.initial_tests
+        self.population_size = params.population
+        self.k = params.neighbours
+        self.threshold = params.archive_threshold
+        self.mutation_scale = params.mutation_scale
+        self.integer_mutation, self.mutation_p = params.integer_mutation, params.mutation_p
+        self.behaviour = BehaviourScale(NAME, space, bounds_array(params.descriptor_bounds))
         self._asked = 0
         self._ledger = AskLedger()
         self._next_id = 0

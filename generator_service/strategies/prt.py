@@ -61,14 +61,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Literal, get_args
 
 import numpy as np
+from pydantic import Field
 
 from common.space import Parameter, ParameterSpace
-from generator_service.strategies.base import Result, StrategyParamError, TestInput, register_strategy
+from generator_service.strategies.base import Result, TestInput
+from generator_service.strategies.params import Number, StrategyParams
 
-VARIANTS: tuple[str, ...] = ("paper", "authors_code")
-MAPPINGS: tuple[str, ...] = ("hints", "identity", "centre")
+PRTVariant = Literal["paper", "authors_code"]
+PRTMapping = Literal["hints", "identity", "centre"]
+VARIANTS: tuple[str, ...] = get_args(PRTVariant)
 
 # lambda = 20 is the value the paper uses in every experiment (Sec. 4.3, "Confidence"), and also the authors'
 # code constant. With it, the Eq. 4 deviation |1-2*theta|^20 exceeds 10 % of the half-gap with probability
@@ -313,32 +317,21 @@ def apply_mapping(u: np.ndarray, cuts: np.ndarray) -> np.ndarray:
     return np.clip(np.where(np.isnan(cuts), u, reflected), 0.0, 1.0)
 
 
-@register_strategy(
-    "prt",
-    "Prior Random Testing: each test fills the sparsest region, favouring each parameter's failure hint "
-    "(boundary, centre or a value); no feedback needed.",
-    source="Lin, Meng, Zheng: Failure-Based Testing for Deep Reinforcement Learning Agents (FSE 2026), Alg. 1-3",
-    lam=DEFAULT_LAMBDA,
-    variant="paper",
-    mapping="hints",
-)
-class PriorRandomTesting:
-    """PRT as an ask/tell strategy over a box parameter space (see the module docstring)."""
+class PRTParams(StrategyParams):
+    lam: Number = Field(DEFAULT_LAMBDA, ge=1.0, description="confidence lambda of Eq. 4 (1 = uniform)")
+    variant: PRTVariant = Field("paper", description="Alg. 1-3 as printed, or the authors' code")
+    mapping: PRTMapping = Field("hints", description="the mapping F of Eq. 8")
 
-    def __init__(
-        self,
-        space: ParameterSpace,
-        rng: np.random.Generator,
-        lam: float = DEFAULT_LAMBDA,
-        variant: str = "paper",
-        mapping: str = "hints",
-    ) -> None:
-        if isinstance(lam, bool) or not isinstance(lam, (int, float)) or not (lam >= 1.0 and math.isfinite(lam)):
-            raise StrategyParamError(f"prt parameter lam (confidence lambda) must be a finite number >= 1, got {lam!r}")
-        if variant not in VARIANTS:
-            raise StrategyParamError(f"prt parameter variant must be one of {', '.join(VARIANTS)}, got {variant!r}")
-        if mapping not in MAPPINGS:
-            raise StrategyParamError(f"prt parameter mapping must be one of {', '.join(MAPPINGS)}, got {mapping!r}")
+
+class PriorRandomTesting:
+    """Prior Random Testing: each test fills the sparsest region, favouring each parameter's failure hint
+    (boundary, centre or a value); no feedback needed."""
+
+    source = "Lin, Meng, Zheng: Failure-Based Testing for Deep Reinforcement Learning Agents (FSE 2026), Alg. 1-3"
+    Params = PRTParams
+
+    def __init__(self, space: ParameterSpace, rng: np.random.Generator, params: PRTParams) -> None:
+        lam, variant, mapping = params.lam, params.variant, params.mapping
         for param in space.parameters:
             if param.kind not in ("real", "integer"):
                 raise ValueError(

@@ -7,16 +7,17 @@ from collections.abc import Sequence
 import numpy as np
 
 from common.space import ParameterSpace
-from generator_service.strategies.base import Result, TestInput, register_strategy
+from generator_service.strategies.base import Result, TestInput
+from generator_service.strategies.params import StrategyParams
 
 
-@register_strategy(
-    "random",
-    "Uniform random test inputs over the parameter space (RT baseline).",
-    source="baseline in all five seed papers",
-)
 class RandomTesting:
-    def __init__(self, space: ParameterSpace, rng: np.random.Generator) -> None:
+    """Uniform random test inputs over the parameter space (RT baseline)."""
+
+    source = "baseline in all five seed papers"
+    Params = StrategyParams  # no parameters
+
+    def __init__(self, space: ParameterSpace, rng: np.random.Generator, params: StrategyParams) -> None:
         self.space = space
         self.rng = rng
 

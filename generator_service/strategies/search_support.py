@@ -1,6 +1,6 @@
 """Helpers shared by the feedback-driven strategies (MAP-Elites, Novelty Search, the fuzzers).
 
-* parameter checks that raise ``StrategyParamError`` naming the strategy and the parameter;
+* ``MutationParams``: the parameters every mutation-based strategy shares (params.py explains the schema);
 * ``AskLedger``: matches told results to the inputs of the last ask. The campaign tells the results of the
   last ask in order, but after a stop mid-batch only those executed (any subset, not necessarily a prefix).
   Results are therefore matched by their values, not by position; an input asked twice in one batch is
@@ -20,80 +20,49 @@ import json
 import math
 from collections import deque
 from collections.abc import Hashable, Mapping, Sequence
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import numpy as np
+from pydantic import AfterValidator, Field
 
 from common.space import ParameterSpace
-from generator_service.strategies.base import Result, StrategyParamError, TestInput
+from generator_service.strategies.base import Result, TestInput
+from generator_service.strategies.params import Integer, Number, StrategyParamError, StrategyParams
 
-# no archive grid may have more cells than this (pyribs allocates every cell up front: ~50 bytes per cell)
-MAX_GRID_CELLS = 1_000_000
-
-
-# -- parameter checks -------------------------------------------------------------------------------------
-def as_int(value: Any) -> int | None:
-    """An integer, or an integral float (parameters sent as a protobuf Struct arrive as floats); else None."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, (int, np.integer)):
-        return int(value)
-    if isinstance(value, (float, np.floating)) and math.isfinite(value) and float(value).is_integer():
-        return int(value)
-    return None
+# -- parameter schema shared by the mutation-based strategies ----------------------------------------------
+IntegerMutation = Literal["shift", "nearby"]  # mutation.INTEGER_OPERATORS, as a type the schema can check
 
 
-def check_int(strategy: str, name: str, value: Any, minimum: int) -> int:
-    v = as_int(value)
-    if v is None or v < minimum:
-        raise StrategyParamError(f"{strategy} parameter {name} must be an integer >= {minimum}, got {value!r}")
-    return v
+def _ordered_pairs(pairs: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    if not pairs or any(low >= high for low, high in pairs):
+        raise ValueError("one [low, high] pair with low < high per behaviour descriptor")
+    return pairs
 
 
-def check_float(
-    strategy: str, name: str, value: Any, low: float, high: float = math.inf, low_open: bool = False
-) -> float:
-    ok = not isinstance(value, bool) and isinstance(value, (int, float, np.floating, np.integer))
-    if ok:
-        v = float(value)
-        ok = math.isfinite(v) and (v > low if low_open else v >= low) and v <= high
-    if not ok:
-        where = f"{'>' if low_open else '>='} {low:g}" + (f" and <= {high:g}" if math.isfinite(high) else "")
-        raise StrategyParamError(f"{strategy} parameter {name} must be a finite number {where}, got {value!r}")
-    return float(value)
+DescriptorBounds = Annotated[list[tuple[Number, Number]], AfterValidator(_ordered_pairs)]
 
 
-def check_integer_mutation(strategy: str, operator: Any, p: Any) -> tuple[str, float]:
-    """The integer operator of mutation.py ("shift" or "nearby") and the per-parameter probability p."""
-    from generator_service.strategies.mutation import INTEGER_OPERATORS
+class MutationParams(StrategyParams):
+    """The parameters every mutation-based strategy shares: the random phase and mutation.py's operator."""
 
-    if operator not in INTEGER_OPERATORS:
-        raise StrategyParamError(
-            f"{strategy} parameter integer_mutation must be one of {', '.join(INTEGER_OPERATORS)}, got {operator!r}"
-        )
-    return str(operator), check_float(strategy, "mutation_p", p, 0.0, 1.0)
+    initial_tests: Integer = Field(1000, ge=1, description="random tests before the search starts")
+    mutation_scale: Number = Field(0.05, ge=0.0, le=1.0, description="mutation step, a fraction of each range")
+    integer_mutation: IntegerMutation = Field("shift", description="operator for integer parameters")
+    mutation_p: Number = Field(0.1, ge=0.0, le=1.0, description="probability that a parameter mutates")
 
 
-def check_bounds(strategy: str, value: Any, name: str = "descriptor_bounds") -> np.ndarray | None:
-    """None, or a (d, 2) array of finite [low, high] pairs with low < high."""
-    if value is None:
-        return None
-    try:
-        arr = np.asarray(value, dtype=float)
-    except (TypeError, ValueError):
-        arr = np.empty(0)
-    if (
-        arr.ndim != 2
-        or arr.shape[0] < 1
-        or arr.shape[1] != 2
-        or not np.all(np.isfinite(arr))
-        or not np.all(arr[:, 0] < arr[:, 1])
-    ):
-        raise StrategyParamError(
-            f"{strategy} parameter {name} must be a list of [low, high] pairs with "
-            f"low < high, one per behaviour descriptor, got {value!r}"
-        )
-    return arr
+def descriptor_bounds_field() -> Any:
+    """The ``descriptor_bounds`` parameter's declaration (default None: learned from the initial tests)."""
+    return Field(
+        None,
+        description="grid/normalisation bounds of the behaviour descriptors; learned from the initial tests if null",
+        json_schema_extra={"allowed": "a list of [low, high] pairs with low < high, one per behaviour descriptor"},
+    )
+
+
+def bounds_array(bounds: list[tuple[float, float]] | None) -> np.ndarray | None:
+    """The validated ``descriptor_bounds`` as a (d, 2) array, or None."""
+    return None if bounds is None else np.asarray(bounds, dtype=float)
 
 
 def check_mutable_space(strategy: str, space: ParameterSpace) -> None:

@@ -1,0 +1,134 @@
+"""A strategy's parameters, declared once as a typed schema: names, types, ranges and defaults.
+
+Each strategy class names a ``Params`` model (a subclass of ``StrategyParams``). The model is the only place a
+parameter's default and allowed values are written: ``make_strategy`` validates a campaign's ``strategy_params``
+against it, and ``gauntlet strategies`` lists it. Checks that need more than one parameter or the parameter
+space (e.g. a surrogate that must fit the subject) stay in the strategy's constructor.
+
+Numbers may arrive as floats (a campaign's parameters travel as a protobuf Struct), so ``Integer`` accepts an
+integral float; neither numeric type accepts a bool or a string.
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
+
+import annotated_types
+from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
+from pydantic.fields import FieldInfo
+
+
+class StrategyParamError(ValueError):
+    """A strategy parameter that is unknown or out of range; the message names it."""
+
+
+def _number_only(value: Any) -> Any:
+    # pydantic's lax mode would read True as 1 and "3" as 3; a parameter file with those is a mistake.
+    if isinstance(value, (bool, str, bytes)):
+        raise ValueError("not a number")
+    return value
+
+
+Integer = Annotated[int, BeforeValidator(_number_only)]
+Number = Annotated[float, BeforeValidator(_number_only)]
+Count = Annotated[int, BeforeValidator(_number_only), annotated_types.Ge(1)]  # an integer >= 1, inside other types
+
+
+class StrategyParams(BaseModel):
+    """Base of every strategy's parameter schema: unknown names, NaN and infinity are refused."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)
+
+
+@dataclass(frozen=True)
+class ParameterDoc:
+    """One parameter as listed: its name, default, allowed values in words, and what it means."""
+
+    name: str
+    default: Any
+    allowed: str
+    description: str
+
+
+def _type_text(annotation: Any) -> str:
+    origin = get_origin(annotation)
+    if origin is Annotated:
+        base, *metadata = get_args(annotation)
+        return _type_text(base) + _bounds_text(metadata)
+    if origin is Literal:
+        return "one of " + ", ".join(str(v) for v in get_args(annotation))
+    if origin in (Union, types.UnionType):
+        options = [a for a in get_args(annotation) if a is not type(None)]
+        text = " or ".join(_type_text(a) for a in options)
+        return text + (" (or null)" if len(options) < len(get_args(annotation)) else "")
+    if origin in (list, tuple):
+        items = get_args(annotation)
+        if origin is tuple and items and items[-1] is not Ellipsis:
+            return "[" + ", ".join(_type_text(a) for a in items) + "]"
+        return f"a list of items, each {_type_text(items[0])}" if items else "a list"
+    names = {int: "an integer", float: "a number", str: "text", bool: "true or false"}
+    return names.get(annotation, getattr(annotation, "__name__", str(annotation)))
+
+
+def _bounds_text(metadata: list[Any]) -> str:
+    low = next((("[", m.ge) for m in metadata if isinstance(m, annotated_types.Ge)), None)
+    low = low or next((("(", m.gt) for m in metadata if isinstance(m, annotated_types.Gt)), None)
+    high = next(((m.le, "]") for m in metadata if isinstance(m, annotated_types.Le)), None)
+    high = high or next(((m.lt, ")") for m in metadata if isinstance(m, annotated_types.Lt)), None)
+    if low and high:
+        return f" in {low[0]}{low[1]:g}, {high[0]:g}{high[1]}"
+    if low:
+        return f" {'>=' if low[0] == '[' else '>'} {low[1]:g}"
+    if high:
+        return f" {'<=' if high[1] == ']' else '<'} {high[0]:g}"
+    return ""
+
+
+def allowed_text(field: FieldInfo) -> str:
+    """The values a parameter allows, in words (e.g. "an integer >= 1", "one of paper, authors_code")."""
+    if isinstance(field.json_schema_extra, dict) and "allowed" in field.json_schema_extra:
+        return str(field.json_schema_extra["allowed"])
+    return _type_text(field.annotation) + _bounds_text(list(field.metadata))
+
+
+def describe(schema: type[StrategyParams]) -> tuple[ParameterDoc, ...]:
+    """Every parameter of ``schema``, in declaration order."""
+    return tuple(
+        ParameterDoc(name, field.get_default(call_default_factory=True), allowed_text(field), field.description or "")
+        for name, field in schema.model_fields.items()
+    )
+
+
+def defaults(schema: type[StrategyParams]) -> dict[str, Any]:
+    return {doc.name: doc.default for doc in describe(schema)}
+
+
+def validate(strategy: str, schema: type[StrategyParams], params: Mapping[str, Any]) -> StrategyParams:
+    """``params`` over the schema's defaults; StrategyParamError naming the first bad parameter and its range."""
+    unknown = sorted(set(params) - set(schema.model_fields))
+    if unknown:
+        known = ", ".join(schema.model_fields) or "none"
+        raise StrategyParamError(
+            f"strategy {strategy!r} has no parameter(s) {', '.join(unknown)}; its parameters: {known}"
+        )
+    try:
+        return schema.model_validate(dict(params))
+    except ValidationError as exc:
+        problem = exc.errors()[0]
+        name = str(problem["loc"][0]) if problem["loc"] else ""
+        if name not in schema.model_fields:  # a check across parameters (model validator): its message says it all
+            raise StrategyParamError(f"{strategy}: {_reason(problem)}") from None
+        field = schema.model_fields[name]
+        explicit = isinstance(field.json_schema_extra, dict) and "allowed" in field.json_schema_extra
+        why = f" ({_reason(problem)})" if problem["type"] == "value_error" and not explicit else ""
+        raise StrategyParamError(
+            f"{strategy} parameter {name} must be {allowed_text(field)}, got {params.get(name)!r}{why}"
+        ) from None
+
+
+def _reason(problem: Any) -> str:
+    message = str(problem["msg"])
+    return message.removeprefix("Value error, ")
