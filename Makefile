@@ -1,11 +1,11 @@
-# Two entry points: `make demo` (a real campaign ending in a report) and `make test`.
+# Two entry points: `make demo` (a real campaign ending in a report) and `make test` (`make lint`, then pytest).
 # Each bootstraps .venv on first use (Python 3.11; torch is the CPU build pip finds on disk).
 PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench protos lint-protos clean
+.PHONY: demo lint test bench protos lint-protos clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,7 +17,14 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/gauntlet run examples/cartpole_random.yaml
 
-test: $(STAMP)
+# Style, types and service boundaries (docs/development/tooling.md); each tool reads its config from pyproject.toml.
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+test: lint
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)
