@@ -17,6 +17,10 @@ FILE_NAME = "model.npz"
 FORMAT = "gauntlet-qtable-1"
 
 
+class ObservationError(ValueError):
+    """Observations a Q-table cannot index (not integers, or out of its range): the caller's mistake."""
+
+
 class QTablePolicy:
     """Acts greedily: argmax_a Q[obs, a], ties to the lowest action index (numpy's argmax)."""
 
@@ -38,11 +42,11 @@ class QTablePolicy:
         obs = np.asarray(observation)
         if obs.size and not np.issubdtype(obs.dtype, np.integer):
             if not np.all(np.equal(np.mod(obs, 1), 0)):
-                raise ValueError(f"a Q-table takes integer observations, got dtype {obs.dtype}")
+                raise ObservationError(f"a Q-table takes integer observations, got dtype {obs.dtype}")
             obs = obs.astype(np.int64)
         n = self.q.shape[0]
         if obs.size and (obs.min() < 0 or obs.max() >= n):
-            raise ValueError(f"observations must lie in 0..{n - 1}, got values in {obs.min()}..{obs.max()}")
+            raise ObservationError(f"observations must lie in 0..{n - 1}, got values in {obs.min()}..{obs.max()}")
         return np.argmax(self.q[obs], axis=-1).astype(np.int64), None
 
     def save(self, path: str | Path) -> None:

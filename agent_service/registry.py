@@ -17,7 +17,8 @@ import numpy as np
 import yaml
 
 from agent_service.algorithms import TABULAR, algorithm_class, model_file_name
-from common.errors import InvalidArgument, NotFound
+from agent_service.qtable import ObservationError
+from common.errors import FailedPrecondition, InvalidArgument, NotFound
 from common.spaces import flat_shape, unpack_observations
 
 DEFAULT_MODEL_ROOT = Path(__file__).parent / "zoo"
@@ -65,8 +66,12 @@ class ModelRegistry:
                     others = sorted(p.name for p in path.parent.glob("model.*"))
                     hint = f" (the folder holds {', '.join(others)}; is the algorithm right?)" if others else ""
                     raise NotFound(f"model {name!r} ({entry.algorithm}) is in the manifest but {path} is missing{hint}")
+                try:
+                    loader = algorithm_class(entry.algorithm)
+                except KeyError as exc:  # the manifest names an algorithm this service cannot load
+                    raise FailedPrecondition(str(exc.args[0])) from None
                 extra = {} if entry.algorithm in TABULAR else {"custom_objects": SERVE_ONLY}
-                self._loaded[name] = algorithm_class(entry.algorithm).load(path, device="cpu", **extra)
+                self._loaded[name] = loader.load(path, device="cpu", **extra)
             return self._loaded[name]
 
     def preload(self) -> None:
@@ -87,7 +92,10 @@ class ModelRegistry:
             )
         # SB3 policies keep the last action distribution on the shared module: one batch at a time per model
         with self._act_locks[name]:
-            actions = _predict_fixed_rows(model, observations)
+            try:
+                actions = _predict_fixed_rows(model, observations)
+            except ObservationError as exc:
+                raise InvalidArgument(str(exc)) from None
         return actions.astype(np.int64) if np.issubdtype(actions.dtype, np.integer) else actions.astype(np.float32)
 
 

@@ -19,12 +19,12 @@ from rich.table import Table
 
 from cli.launcher import LaunchError, LocalSuite
 from common.generated.gauntlet.v1 import analysis_pb2, analysis_pb2_grpc, generator_pb2, generator_pb2_grpc
+from common.remote import describe
 from common.server import client_channel
 from generator_service.config import CampaignConfig, explain
 from generator_service.store import default_store_url
 
 console = Console()
-STATE = {1: "running", 2: "completed", 3: "cancelled", 4: "interrupted"}
 
 
 class UserError(Exception):
@@ -82,7 +82,7 @@ def _rpc(call: Any, *a: Any, **kw: Any) -> Any:
     try:
         return call(*a, **kw)
     except grpc.RpcError as exc:
-        raise UserError(f"{exc.code().name}: {exc.details()}") from None  # type: ignore[attr-defined]
+        raise UserError(describe(exc)) from None
 
 
 # -- run / resume / report ------------------------------------------------------------------------------
@@ -124,7 +124,7 @@ def list_or_iter(stream: Any) -> Iterator[Any]:
     try:
         yield from stream
     except grpc.RpcError as exc:
-        raise UserError(f"lost the campaign's progress stream: {exc.code().name}: {exc.details()}") from None  # type: ignore[attr-defined]
+        raise UserError(f"lost the campaign's progress stream: {describe(exc)}") from None
 
 
 def _report(

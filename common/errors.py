@@ -1,21 +1,32 @@
-"""Service errors that map to gRPC status codes with one human sentence (never a traceback)."""
+"""Typed service errors and the one place that turns a servicer's exceptions into gRPC statuses.
+
+Only a ServiceError reaches the caller with its own code and sentence: it is a deliberate answer ("that campaign
+does not exist", "batch_size is out of range"). Any other exception is a bug in the service, not the caller's
+mistake, so the caller gets INTERNAL with one sentence and a correlation id, and the service's JSON log gets the
+same id with the traceback. A plain KeyError or ValueError is deliberately not mapped: a bug deep inside a
+handler must not read as NOT_FOUND or INVALID_ARGUMENT (a retrying caller would give up on a transient fault, and
+a user would hunt for a mistake they did not make).
+"""
 
 from __future__ import annotations
 
 import functools
 import inspect
 import logging
+import uuid
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import grpc
 
-log = logging.getLogger("gauntlet")
+log = logging.getLogger("gauntlet.errors")
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 class ServiceError(Exception):
-    code = grpc.StatusCode.INTERNAL
+    """A deliberate failure the caller sees as `code` with this exception's message."""
+
+    code: grpc.StatusCode = grpc.StatusCode.UNKNOWN
 
 
 class NotFound(ServiceError):
@@ -38,22 +49,60 @@ class Unavailable(ServiceError):
     code = grpc.StatusCode.UNAVAILABLE
 
 
-def _message(exc: BaseException) -> str:
-    # KeyError quotes its message; unwrap it so the sentence reads naturally.
-    return str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
+class DeadlineExceeded(ServiceError):
+    code = grpc.StatusCode.DEADLINE_EXCEEDED
+
+
+class ResourceExhausted(ServiceError):
+    code = grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+class Unauthenticated(ServiceError):
+    code = grpc.StatusCode.UNAUTHENTICATED
+
+
+class PermissionDenied(ServiceError):
+    code = grpc.StatusCode.PERMISSION_DENIED
+
+
+class Aborted(ServiceError):
+    code = grpc.StatusCode.ABORTED
+
+
+class RelayedError(ServiceError):
+    """A downstream service's status that has no class of its own here (INTERNAL, UNKNOWN, DATA_LOSS, ...),
+    passed on with its code (see common/remote.py)."""
+
+    def __init__(self, message: str, code: grpc.StatusCode) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def correlation_id() -> str:
+    return uuid.uuid4().hex[:16]
 
 
 def _abort(context: grpc.ServicerContext, exc: BaseException, method: str) -> None:
     if isinstance(exc, ServiceError):
-        context.abort(exc.code, _message(exc))
-    if isinstance(exc, KeyError):
-        context.abort(grpc.StatusCode.NOT_FOUND, _message(exc))
-    if isinstance(exc, ValueError):
-        context.abort(grpc.StatusCode.INVALID_ARGUMENT, _message(exc))
-    log.exception("unexpected error in %s", method)
-    context.abort(
-        grpc.StatusCode.INTERNAL, f"{method} failed: {type(exc).__name__}: {exc} (details in the service log)"
+        context.abort(exc.code, str(exc))
+    cid = correlation_id()
+    log.error(
+        "internal error in %s (correlation id %s): %s: %s",
+        method,
+        cid,
+        type(exc).__name__,
+        exc,
+        exc_info=exc,
+        extra={"correlation_id": cid},
     )
+    context.abort(
+        grpc.StatusCode.INTERNAL, f"internal error in {method} (correlation id {cid}); the service log has the details"
+    )
+
+
+def _status_set(context: grpc.ServicerContext) -> bool:
+    """True when the handler already chose its status (context.abort raised): that status stands."""
+    return context.code() is not None  # type: ignore[attr-defined]  # grpcio >= 1.38; the stubs lack it
 
 
 def grpc_method(func: F) -> F:
@@ -65,9 +114,9 @@ def grpc_method(func: F) -> F:
             try:
                 yield from func(self, request, context)
             except Exception as exc:  # noqa: BLE001 - converted to a status
-                if context.code() is None or not isinstance(exc, grpc.RpcError):
-                    _abort(context, exc, func.__name__)
-                raise
+                if _status_set(context):
+                    raise
+                _abort(context, exc, func.__name__)
 
         return stream  # type: ignore[return-value]
 
@@ -75,8 +124,8 @@ def grpc_method(func: F) -> F:
     def unary(self: Any, request: Any, context: grpc.ServicerContext) -> Any:
         try:
             return func(self, request, context)
-        except Exception as exc:  # noqa: BLE001
-            if isinstance(exc, grpc.RpcError) and context.code() is not None:
+        except Exception as exc:  # noqa: BLE001 - converted to a status
+            if _status_set(context):
                 raise
             _abort(context, exc, func.__name__)
 

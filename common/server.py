@@ -89,6 +89,9 @@ class _JsonFormatter(logging.Formatter):
             "logger": record.name,
             "msg": record.getMessage(),
         }
+        correlation = getattr(record, "correlation_id", None)  # set by common.errors for an INTERNAL answer
+        if correlation:
+            entry["correlation_id"] = correlation
         if record.exc_info:
             entry["exc"] = self.formatException(record.exc_info)
         return json.dumps(entry)

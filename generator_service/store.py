@@ -6,6 +6,7 @@ progress). (campaign_id, test_case_id) is unique, so a retried batch never doubl
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -95,6 +96,41 @@ class CampaignRow:
     error: str
     wall_seconds: float
     created_at: str
+
+
+@dataclass
+class Totals:
+    """A campaign's running counts. The store computes them with one aggregate; a running campaign seeds them once
+    from there (start or resume) and adds each execution it stores, so a stop check or a progress event costs O(1)
+    instead of a scan over every stored execution."""
+
+    executions: int = 0  # every stored row
+    steps: int = 0
+    failures: int = 0
+    invalid: int = 0  # inputs the subject rejected (stored unrun)
+    first_failure_index: int = 0  # tests to first failure: the earliest-asked failing test (0: none yet)
+    first_failure_seconds: float = 0.0  # when a failure was first seen
+
+    def add(self, row: ExecutionRow) -> None:
+        """Counts one newly stored execution (never one the store skipped as already stored)."""
+        self.executions += 1
+        self.steps += row.steps
+        if row.verdict == "invalid":
+            self.invalid += 1
+        if row.verdict == "fail":
+            self.failures += 1
+            if not self.first_failure_index or row.index < self.first_failure_index:
+                self.first_failure_index = row.index
+            if self.failures == 1 or row.elapsed_seconds < self.first_failure_seconds:
+                self.first_failure_seconds = row.elapsed_seconds
+
+    @property
+    def run(self) -> int:
+        """Executions that ran the subject (what an execution budget counts)."""
+        return self.executions - self.invalid
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
 
 
 def default_store_url(root: Path = Path("runs")) -> str:
@@ -237,6 +273,10 @@ class CampaignStore:
                 )
 
     def totals(self, campaign_id: str) -> dict[str, Any]:
+        return self.count(campaign_id).as_dict()
+
+    def count(self, campaign_id: str) -> Totals:
+        """The campaign's totals by one aggregate over its executions (a running campaign keeps its own: Totals)."""
         with self.engine.connect() as conn:
             failing = executions.c.verdict == "fail"
             row = conn.execute(
@@ -249,16 +289,14 @@ class CampaignStore:
                     sa.func.min(sa.case((failing, executions.c.elapsed_seconds), else_=None)),
                 ).where(executions.c.campaign_id == campaign_id)
             ).one()
-        # tests to first failure: the earliest-asked failing test; seconds: when a failure was first seen
-        # executions: every stored row; invalid: inputs the subject rejected (stored unrun)
-        return {
-            "executions": int(row[0]),
-            "steps": int(row[1]),
-            "failures": int(row[2]),
-            "invalid": int(row[3]),
-            "first_failure_index": int(row[4] or 0),
-            "first_failure_seconds": float(row[5] or 0.0),
-        }
+        return Totals(
+            executions=int(row[0]),
+            steps=int(row[1]),
+            failures=int(row[2]),
+            invalid=int(row[3]),
+            first_failure_index=int(row[4] or 0),
+            first_failure_seconds=float(row[5] or 0.0),
+        )
 
 
 def _execution_values(campaign_id: str, row: ExecutionRow) -> dict[str, Any]:

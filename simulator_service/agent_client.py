@@ -8,28 +8,14 @@ from collections.abc import Iterator
 import grpc
 import numpy as np
 
-from common.errors import FailedPrecondition, InvalidArgument, NotFound, ServiceError, Unavailable
+from common.errors import FailedPrecondition
 from common.generated.gauntlet.v1 import agent_pb2, agent_pb2_grpc, common_pb2
+from common.remote import local_error
 from common.spaces import compatible, describe, space_to_proto
 from common.tensor import from_tensor, to_tensor
 from simulator_service.runner import AgentError
 
-_PASS_THROUGH = {
-    grpc.StatusCode.NOT_FOUND: NotFound,
-    grpc.StatusCode.INVALID_ARGUMENT: InvalidArgument,
-    grpc.StatusCode.FAILED_PRECONDITION: FailedPrecondition,
-}
-
-
-def translate_rpc_error(exc: grpc.RpcError, what: str) -> ServiceError:
-    """Keeps the agent's own status for caller mistakes; everything else is retryable UNAVAILABLE."""
-    code, details = exc.code(), exc.details()  # type: ignore[attr-defined]
-    cls = _PASS_THROUGH.get(code, Unavailable)
-    return cls(
-        f"{what}: {details}"
-        if cls is not Unavailable
-        else f"{what}: agent service unavailable ({code.name}: {details})"
-    )
+AGENT = "agent service"
 
 
 class AgentStream:
@@ -59,7 +45,8 @@ class AgentStream:
         try:
             return from_tensor(next(self._responses).actions)
         except grpc.RpcError as exc:
-            raise AgentError(str(translate_rpc_error(exc, f"model {self._model!r}"))) from exc
+            # the agent's own status, relayed with its code: INTERNAL (a bug) must not read as retryable
+            raise local_error(exc, f"model {self._model!r}: {AGENT}") from None
         except StopIteration:
             raise AgentError(f"model {self._model!r}: the agent service closed the action stream") from None
 
@@ -77,7 +64,7 @@ def check_model_fits(
     try:
         info = stub.DescribeModel(agent_pb2.DescribeModelRequest(name=model), timeout=60)
     except grpc.RpcError as exc:
-        raise translate_rpc_error(exc, f"model {model!r}") from None
+        raise local_error(exc, f"model {model!r}: {AGENT}") from None
     pairs: list[tuple[str, common_pb2.SpaceSpec, common_pb2.SpaceSpec]] = [
         ("observation", info.observation_space, space_to_proto(observation_space)),
         ("action", info.action_space, space_to_proto(action_space)),
