@@ -19,7 +19,7 @@ import yaml
 from agent_service.algorithms import TABULAR, algorithm_class, model_file_name
 from agent_service.qtable import ObservationError
 from common.errors import FailedPrecondition, InvalidArgument, NotFound
-from common.spaces import flat_shape, unpack_observations
+from common.space_spec import flat_shape, unpack_observations
 
 DEFAULT_MODEL_ROOT = Path(__file__).parent / "zoo"
 # A served model only acts: an off-policy model saved with a replay buffer that needs its training env (HER
@@ -84,7 +84,7 @@ class ModelRegistry:
 
     def act(self, name: str, observations: np.ndarray) -> np.ndarray:
         model = self.load(name)
-        expected = flat_shape(model.observation_space)  # a Dict space arrives packed (common/spaces.py)
+        expected = flat_shape(model.observation_space)  # a Dict space arrives packed (common/space_spec.py)
         if observations.ndim != len(expected) + 1 or tuple(observations.shape[1:]) != expected:
             raise InvalidArgument(
                 f"model {name!r} expects observations of shape (batch, {', '.join(map(str, expected))}), "

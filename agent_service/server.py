@@ -11,7 +11,7 @@ from prometheus_client import Counter, Histogram
 from agent_service.registry import ModelRegistry
 from common.errors import InvalidArgument, grpc_method
 from common.generated.gauntlet.v1 import agent_pb2, agent_pb2_grpc
-from common.spaces import space_to_proto
+from common.space_spec import space_to_proto
 from common.tensor import TensorError, from_tensor, to_tensor
 
 ACT_LATENCY = Histogram("gauntlet_agent_act_seconds", "Latency of one batched act call", ["model"])

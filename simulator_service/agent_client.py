@@ -11,7 +11,7 @@ import numpy as np
 from common.errors import FailedPrecondition
 from common.generated.gauntlet.v1 import agent_pb2, agent_pb2_grpc, common_pb2
 from common.remote import local_error
-from common.spaces import compatible, describe, space_to_proto
+from common.space_spec import compatible, describe, space_to_proto
 from common.tensor import from_tensor, to_tensor
 from simulator_service.runner import AgentError
 

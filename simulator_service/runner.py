@@ -16,7 +16,7 @@ import gymnasium as gym
 import numpy as np
 
 from common.space import ParamValue
-from common.spaces import pack_observations
+from common.space_spec import pack_observations
 from simulator_service.trace import TraceRecorder
 
 ActFn = Callable[[np.ndarray], np.ndarray]

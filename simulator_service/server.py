@@ -19,7 +19,7 @@ from common.generated.gauntlet.v1 import agent_pb2_grpc, common_pb2, simulator_p
 from common.seeding import episode_seed
 from common.server import client_channel
 from common.space import case_values
-from common.spaces import pack_observation, space_to_proto
+from common.space_spec import pack_observation, space_to_proto
 from common.tensor import TensorError, from_tensor, to_tensor
 from simulator_service.agent_client import AgentStream, check_model_fits
 from simulator_service.backends import make_env

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from common.spaces import pack_observation
+from common.space_spec import pack_observation
 from simulator_service.subject import STANDARD_SIGNALS, Subject
 
 

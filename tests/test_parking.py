@@ -10,7 +10,7 @@ import numpy as np
 from highway_env.envs.common.observation import KinematicsGoalObservation
 
 from common.generated.gauntlet.v1 import common_pb2
-from common.spaces import compatible, pack_observations, space_to_proto, unpack_observations
+from common.space_spec import compatible, pack_observations, space_to_proto, unpack_observations
 from oracle_service.oracles import Episode, get_oracle
 from simulator_service.backends import make_env
 from simulator_service.envs.parking import NumpyKinematicsGoalObservation, spot_lane
