@@ -1,7 +1,7 @@
 """Indago's cluster-based failure diversity: coverage (Eq. 2), entropy (Eqs. 3-5) and Gini purity (Sec. 6.2.2).
 
-Source: "Testing of Deep Reinforcement Learning Agents with Surrogate Models" (Indago), Sec. 5.2.3 and 6.2.2;
-extraction in shared/notes/000 §4.2-4.3. The failures of several compared approaches (their failing inputs,
+Source: "Testing of Deep Reinforcement Learning Agents with Surrogate Models" (Indago), Sec. 5.2.2 (metrics)
+and 6.2.2 (Gini purity). The failures of several compared approaches (their failing inputs,
 or their failing trajectories) are pooled and clustered *together*; each approach is then scored by the
 clusters its own failures reach:
 

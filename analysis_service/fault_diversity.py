@@ -1,7 +1,7 @@
 """The QD fault-diversity paper's metrics over a test sequence (RQ1/RQ2), as its authors' analysis computes them.
 
-Source: Mazouni et al., "Testing for Fault Diversity in Reinforcement Learning" (AST 2024), section 4, and the
-authors' result_analysis.py (shared/notes/002 §4 and Appendix A). For the first n tests of one run, at every
+Source: Mazouni et al., "Testing for Fault Diversity in Reinforcement Learning" (AST 2024), Section 5.3
+(metrics), and the authors' published analysis script (result_analysis.py). For the first n tests of one run, at every
 checkpoint n:
 
 - faults(n): distinct fault-triggering inputs (unique input vectors among the failing tests);

@@ -1,7 +1,7 @@
 """Replicates Indago's Table 2 (failures and their input/output diversity) on one Gauntlet subject and zoo agent.
 
 What it does, for one subject (paper: "Testing of Deep Reinforcement Learning Agents with Surrogate Models",
-Sec. 5-6; shared/notes/000):
+Sec. 5-6):
 
 1. takes the surrogate failure predictor of the subject's zoo model: trained from the model's training log on
    the `--grid` tuning grid (`gauntlet surrogate train`), or loaded from the cache under runs/surrogates/bench/

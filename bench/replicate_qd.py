@@ -125,7 +125,8 @@ SUBJECTS: dict[str, SubjectSetup] = {
     ),
 }
 
-# The paper's end-of-budget numbers, in % relative to random testing (shared/notes/002 §5); None = not stated.
+# The paper's end-of-budget numbers, in % relative to random testing ("Testing for Fault Diversity in
+# Reinforcement Learning", Sections 5.5-5.7, RQ1-RQ3); None = not stated.
 PAPER: dict[str, dict[str, dict[str, str]]] = {
     "bipedalwalker_obstacles": {
         "faults": {"map_elites": "+30", "novelty_search": "+56", "mdpfuzz": "+17"},
@@ -288,7 +289,8 @@ def render(subject: str, results: dict[str, list[dict[str, Any]]], summary: dict
         f"Grid (shared by all methods, 50x50): {setup.grid_note}.",
         "",
         "Final counts: median [Q1, Q3] over seeds; vs RT: one-sided Mann-Whitney p (method > random), "
-        "Vargha-Delaney Â12; % = (median - RT median) / RT median; paper: its % vs RT (notes/002 §5).",
+        "Vargha-Delaney Â12; % = (median - RT median) / RT median; "
+        'paper: its % vs RT ("Testing for Fault Diversity in Reinforcement Learning", Sec. 5.5-5.7).',
         "",
         "| method | faults | vs RT (p, Â12) | % | paper % | #BS | vs RT (p, Â12) | % | paper % "
         "| #FBS | vs RT (p, Â12) | % | paper % | wall s |",

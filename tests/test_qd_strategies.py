@@ -226,8 +226,9 @@ def test_novelty_search_starts_from_the_most_novel_initial_tests() -> None:
 
 # -- Fuzzer and MDPFuzz -------------------------------------------------------------------------------------
 def basin(values: TestInput) -> Result:
-    """MountainCar-like (notes/003 Fig. 2): a small failure disc (0.8 % of the square) inside a basin where the
-    margin falls towards it; flat margin elsewhere. Random inputs rarely fail; margin-guided search should."""
+    """MountainCar-like ("Failure-Based Testing for Deep Reinforcement Learning Agents", Sec. 5.1, Fig. 2): a
+    small failure disc (0.8 % of the square) inside a basin where the margin falls towards it; flat margin
+    elsewhere. Random inputs rarely fail; margin-guided search should."""
     dist = float(np.hypot(values["x"] - 0.5, values["y"] - 0.5))
     return Result(values, dist < 0.05, min(1.0, (dist - 0.05) / 0.2), (values["x"], values["y"]))
 

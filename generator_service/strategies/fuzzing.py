@@ -2,8 +2,9 @@
 
 Sources: Q. Pang, Y. Yuan, S. Wang, "MDPFuzz: Testing Models Solving Markov Decision Processes", ISSTA 2022;
 the replication by Mazouni et al. (the plain Fuzzer, "MDPFuzz without GMM coverage guidance", beats MDPFuzz
-in most cases, so both are shipped); configurations as the QD paper and the PRT paper re-ran them
-(shared/notes/002 section 2.4 and Appendix A, notes/003 "[Repo] Baseline details", notes/landscape.md).
+in most cases, so both are shipped); configurations as the QD paper ("Testing for Fault Diversity in
+Reinforcement Learning", Section 5.4, and its authors' code) and the PRT paper ("Failure-Based Testing for Deep
+Reinforcement Learning Agents", Section 4.1, and its authors' baseline code) re-ran them.
 
 Seed corpus (``initial_tests``, default 1000: the QD paper's MDPFuzz initialisation within a 5000-test budget;
 the PRT paper used 2000 and did not count them, which ``initial_tests=2000`` gives, counted). Collection

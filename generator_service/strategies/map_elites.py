@@ -1,8 +1,8 @@
 """MAP-Elites for policy testing, as the QD fault-diversity paper and its code run it.
 
 Source: Q. Mazouni, H. Spieker, A. Gotlieb, M. Acher, "Testing for Fault Diversity in Reinforcement Learning",
-AST 2024 (Algorithm 1 with MAP-Elites, Mouret & Clune 2015); extraction and code check in
-shared/notes/002 (sections 2.2, 7 and Appendix A).
+AST 2024, Sections 3.2 and 4 (Algorithm 1 with MAP-Elites, Mouret & Clune 2015) and 5.4 (implementation); what
+the paper leaves open follows the authors' published code.
 
 1. The first ``initial_tests`` asks (default 1000, as the paper) are uniform random inputs. An ask that
    reaches the end of this phase returns only the remaining random inputs (fewer than asked), so that every

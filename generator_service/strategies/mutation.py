@@ -1,7 +1,8 @@
 """Per-parameter-kind mutation operators: the one place every mutating strategy takes them from.
 
 The fuzzers (MDPFuzz, CureFuzz) and MAP-Elites mutate a parent test input into a nearby child. The seed
-papers' shared operator (the PRT authors' baseline code, see notes/003 section 2.7) is, per real dimension,
+papers' shared operator (the baseline code of "Failure-Based Testing for Deep Reinforcement Learning Agents",
+whose Section 4.1 lists the baselines) is, per real dimension,
 a uniform shift delta in +-0.1*(high-low)/2 = +-5 % of the range, then a clip into the domain. Here:
 
 * ``real``:        delta ~ U(-scale*(high-low), +scale*(high-low)), then clipped into [low, high];
@@ -12,7 +13,8 @@ a uniform shift delta in +-0.1*(high-low)/2 = +-5 % of the range, then a clip in
 * ``sequence``:    not supported yet; raises NotImplementedError naming the parameter.
 
 Integer parameters have a second operator, ``integer="nearby"`` (the QD fault-diversity authors' integer
-mutation, shared/notes/002 Appendix A; the shift above often rounds back to the same integer on a narrow range,
+mutation in the code published with "Testing for Fault Diversity in Reinforcement Learning"; the shift above
+often rounds back to the same integer on a narrow range,
 e.g. Taxi's 0..10 never moves): the integer parameters are mutated TOGETHER, each chosen with probability ``p``
 and at least one (one drawn uniformly when none was; ``p=0`` mutates exactly one, as the authors' Taxi), and
 each chosen value is redrawn from the rest of its range with weight 1/|v - current| (near values likelier,

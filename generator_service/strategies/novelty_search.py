@@ -1,8 +1,8 @@
 """Novelty Search for policy testing, as the QD fault-diversity paper and its code run it.
 
 Source: Q. Mazouni, H. Spieker, A. Gotlieb, M. Acher, "Testing for Fault Diversity in Reinforcement Learning",
-AST 2024 (Novelty Search, Lehman & Stanley 2011); extraction and code check in shared/notes/002 (sections
-2.3, 7 item 6 and Appendix A). The search ignores margins and verdicts: it only seeks new behaviours.
+AST 2024, Sections 3.2 (Novelty Search, Lehman & Stanley 2011) and 5.4 (implementation); what the paper leaves
+open follows the authors' published code. The search ignores margins and verdicts: it only seeks new behaviours.
 
 Behaviours are the oracle's descriptors normalised to [0, 1] per dimension by ``descriptor_bounds`` (given, or
 learned from the initial tests; see search_support.py). Distances are Euclidean in that normalised space.

@@ -1,7 +1,7 @@
 """Prior Random Testing (PRT): failure-based test generation that spreads tests evenly and favours hint locations.
 
 Source: W. Lin, J. Meng, Z. Zheng, "Failure-Based Testing for Deep Reinforcement Learning Agents",
-Proc. ACM Softw. Eng. 3 (FSE), FSE178, 2026 (Algorithms 1-3, Eqs. 4-9). Extraction: shared/notes/003.
+Proc. ACM Softw. Eng. 3 (FSE), FSE178, 2026 (Section 3: Algorithms 1-3, Eqs. 4-9).
 
 How a new test case is made (Alg. 1), on the unit cube (every dimension normalised to [0, 1]):
 
@@ -21,7 +21,7 @@ Variants (parameter ``variant``):
 * ``"paper"`` (default): Alg. 1-3 and Eq. 4 as printed, with the paper's strict ``<`` in the boundary tests
   and |C'| = ceil(tau*|C|). It is the default because it is the specification the paper analyses (Eq. 4's
   lambda semantics, the boundary priority of Sec. 3.4, the cost in Eq. 9). The published code differs from
-  it, and neither version reproduces the paper's Table 4 (notes/003 section 7.1 item 10), so the code gives
+  it, and neither version reproduces the paper's Table 4 (Section 5.2, RQ2: entropy), so the code gives
   no better claim to "what was measured".
 * ``"authors_code"``: the behaviour of the authors' repository as the notes describe it. (a) Early
   assignment: every remaining dimension whose largest normalised interval exceeds tau is assigned at once,

@@ -1,7 +1,8 @@
 """BipedalWalker on Gymnasium's hardcore terrain, with the obstacle sequence given as the test input.
 
-Registered on import as `GauntletBipedalObstacles-v0`. The QD fault-diversity paper (shared/notes/002 §3.2,
-Appendix A) tests a walker on terrains described by 15 integer "slots": the authors' code fills the
+Registered on import as `GauntletBipedalObstacles-v0`. The QD fault-diversity paper ("Testing for Fault Diversity
+in Reinforcement Learning", Section 5.2.1, and its authors' code) tests a walker on terrains described by 15
+integer "slots": the authors' code fills the
 successive obstacle slots of the hardcore terrain generator with the 15 codes, in order, cycling when the
 terrain has more slots. Codes (Gymnasium's own state numbers): 0 grass (no obstacle), 1 stump, 2 stairs, 3 pit.
 
