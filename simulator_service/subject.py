@@ -11,8 +11,11 @@ from typing import Any
 import numpy as np
 import yaml
 
+from common.domain.operators import ParameterOperators, make_operators
+from common.domain.rules import SubjectRules
+from common.domain.validators import Validator, make_validator
+from common.plugins import PluginError
 from common.space import ParameterSpace, ParamValue, SpaceError
-from simulator_service.validators import Validator, make_validator
 
 BUILTIN_SUBJECTS = Path(__file__).parent / "subjects"
 # Extra folders of subject YAML files, separated by os.pathsep (lets users add subjects without code).
@@ -53,10 +56,18 @@ class Subject:
     env_kwargs: Mapping[str, Any] = field(default_factory=dict)
     signals: tuple[SignalDecl, ...] = ()
     source: str = ""
-    validators: tuple[Validator, ...] = ()  # rules across parameters (see simulator_service/validators.py)
+    validators: tuple[Validator, ...] = ()  # rules across parameters (plug-ins; see common/domain/validators.py)
+    # parameter name -> the operators a validator declared for it (e.g. Donkey's track; common/domain/operators.py)
+    operators: Mapping[str, ParameterOperators] = field(default_factory=dict)
 
     def signal_names(self) -> list[str]:
         return list(STANDARD_SIGNALS) + [s.name for s in self.signals]
+
+    @property
+    def rules(self) -> SubjectRules:
+        """The subject's rules and operators as declarations: what DescribeEnvironment sends a generator, which
+        builds the same rules from them (common/domain/rules.py)."""
+        return SubjectRules.of_validators(self.name, self.space, self.validators)
 
     def violations(self, values: Mapping[str, ParamValue]) -> list[str]:
         """Domain violations of the space, then those of the subject's validators; empty means valid."""
@@ -69,9 +80,8 @@ class Subject:
         """
         for _ in range(max_tries):
             values = self.space.sample(rng)
-            for v in self.validators:
-                if v.operators is not None:
-                    values[v.operators.parameter] = v.operators.sample(rng)
+            for name, ops in self.operators.items():
+                values[name] = ops.sample(rng)
             if not self.validators or not self.violations(values):
                 return values
         raise SubjectError(
@@ -99,8 +109,18 @@ def load_subject_file(path: Path) -> Subject:
     for i, spec in enumerate(data.get("validators", []) or []):
         try:
             validators.append(make_validator(spec, space.names))
-        except ValueError as exc:
+        except (ValueError, PluginError) as exc:
             raise SubjectError(f"{path}: validators[{i}]: {exc}") from None
+    operators: dict[str, ParameterOperators] = {}
+    for v in validators:
+        if v.operator is None:
+            continue
+        if v.operator.parameter in operators:
+            raise SubjectError(f"{path}: two validators declare search operators for {v.operator.parameter!r}")
+        try:
+            operators[v.operator.parameter] = make_operators(v.operator, space.names)
+        except (ValueError, PluginError) as exc:
+            raise SubjectError(f"{path}: validator {v.kind!r}: {exc}") from None
     # the rules also travel as the space's free-text constraints, so clients see them in DescribeEnvironment
     extra = [v.text for v in validators if v.text not in space.constraints]
     if extra:
@@ -131,6 +151,7 @@ def load_subject_file(path: Path) -> Subject:
         signals=tuple(signals),
         source=str(path),
         validators=tuple(validators),
+        operators=operators,
     )
 
 

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from simulator_service.donkey_track import UNIT_LENGTH, centre_line, parse_track_string
+from common.domain.donkey_track import UNIT_LENGTH, centre_line, parse_track_string
 
 
 @dataclass

@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 
 from cli.launcher import LocalSuite
+from common.domain.donkey_track import as_records, track_string
 from oracle_service.oracles import Episode, get_oracle
 from simulator_service.backends import backends, make_env
 from simulator_service.backends.donkey import ENDPOINT_ENV, DonkeyEnv
 from simulator_service.backends.donkey_client import SimProtocolError, SimUnavailable, parse_endpoint
-from simulator_service.donkey_track import as_records, track_string
 from simulator_service.runner import Job, run_lockstep
 from simulator_service.subject import Subject, load_subjects
 from simulator_service.trace import TraceRecorder

@@ -7,9 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from generator_service.surrogates.encoding import Encoder
-from generator_service.surrogates.search import Budget, Mutator, crossover, genetic, hill_climb, subject_validity
-from simulator_service.donkey_track import (
+from common.domain.donkey_track import (
     UNIT_LENGTH,
     TrackOperators,
     TrackRules,
@@ -21,6 +19,8 @@ from simulator_service.donkey_track import (
     track_string,
     violations,
 )
+from generator_service.surrogates.encoding import Encoder
+from generator_service.surrogates.search import Budget, Mutator, crossover, genetic, hill_climb, subject_validity
 from simulator_service.subject import load_subjects
 
 # 3 curves: 120 deg left, 60 deg right, 60 deg left; 30 + 12 + ... units, no self-approach
@@ -248,8 +248,9 @@ def test_encoding_is_24_dims_and_round_trips() -> None:
 
 
 def test_indago_search_uses_the_track_operators_and_keeps_every_candidate_valid() -> None:
-    space = load_subjects()["donkey"].space
-    validity = subject_validity("donkey", space)
+    subject = load_subjects()["donkey"]
+    space = subject.space
+    validity = subject_validity(space, subject.rules)  # the rules as DescribeEnvironment declares them
     assert set(validity.operators) == {"track"}
     rng = np.random.default_rng(5)
     mutator = Mutator(None, validity, rng, "random")
@@ -257,7 +258,7 @@ def test_indago_search_uses_the_track_operators_and_keeps_every_candidate_valid(
     assert validity.ok(seed)
 
     def hardest(inputs: list) -> np.ndarray:  # a stand-in surrogate: prefers sharp curves
-        from simulator_service.donkey_track import as_pairs, curves
+        from common.domain.donkey_track import as_pairs, curves
 
         return np.array([max(abs(t) for _, t in curves(as_pairs(c["track"]))) / 170 for c in inputs])
 
@@ -291,8 +292,9 @@ class GradientSurrogate:
 
 
 def test_saliency_mutation_moves_the_pair_and_direction_the_gradient_names() -> None:
-    space = load_subjects()["donkey"].space
-    validity = subject_validity("donkey", space)
+    subject = load_subjects()["donkey"]
+    space = subject.space
+    validity = subject_validity(space, subject.rules)  # the rules as DescribeEnvironment declares them
     base = {"track": as_records(VALID)}
     rng = np.random.default_rng(9)
 
@@ -324,10 +326,10 @@ def test_indago_end_to_end_on_tracks_log_surrogate_and_all_searches(tmp_path) ->
     import gzip
     import json
 
+    from common.domain.donkey_track import as_pairs, curves
     from generator_service.strategies import make_strategy
     from generator_service.surrogates.model import TrainSettings
     from offline.surrogate_training import TuningGrid, train_surrogate
-    from simulator_service.donkey_track import as_pairs, curves
 
     subject = load_subjects()["donkey"]
     rng = np.random.default_rng(0)
@@ -365,9 +367,9 @@ def test_indago_end_to_end_on_tracks_log_surrogate_and_all_searches(tmp_path) ->
     )
     fast = {"time_budget_s": 0, "max_iterations": 4, "neighbourhood": 8, "population": 8}
     for setting in ("hc_sal+rnd", "ga_sal+fail"):  # saliency + HC; GA with crossover, failure seeds, reseeding
-        asked = make_strategy("indago", subject.space, 1, {"surrogate": str(artifact), "setting": setting, **fast}).ask(
-            2
-        )
+        params = {"surrogate": str(artifact), "setting": setting, **fast}
+        asked = make_strategy("indago", subject.space, 1, params, subject_rules=subject.rules).ask(2)
         assert all(subject.violations(a) == [] for a in asked), setting
-    sampled = make_strategy("indago_sampling", subject.space, 1, {"surrogate": str(artifact), "candidates": 20}).ask(2)
+    params = {"surrogate": str(artifact), "candidates": 20}
+    sampled = make_strategy("indago_sampling", subject.space, 1, params, subject_rules=subject.rules).ask(2)
     assert all(subject.violations(a) == [] for a in sampled)

@@ -182,7 +182,7 @@ def test_indago_encoding_is_24_features_and_saliency_maps_back_to_parameters() -
 def test_indago_mutation_keeps_parking_inputs_valid_and_moves_the_flags() -> None:
     from generator_service.surrogates.search import Mutator, subject_validity
 
-    validity = subject_validity("parking", SUBJECT.space)
+    validity = subject_validity(SUBJECT.space, SUBJECT.rules)
     rng = np.random.default_rng(5)
     mutator = Mutator(surrogate=None, validity=validity, rng=rng, mode="random", scale=0.1)
     values = SUBJECT.sample(rng)

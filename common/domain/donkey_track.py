@@ -1,4 +1,5 @@
-"""The Donkey track model of Indago (shared/notes/000 section 3.3): geometry, validity, generation, mutation, crossover.
+"""The Donkey track model of Indago ("Testing of Deep Reinforcement Learning Agents with Surrogate Models"):
+geometry, validity, generation, mutation, crossover.
 
 A track is a list of 12 (command, value) pairs; as a test-case value it is a list of records
 ``[{"command": "S", "value": 5}, {"command": "DY", "value": 15.2}, {"command": "L", "value": 3}, ...]``.
@@ -43,6 +44,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from common.domain.operators import OperatorSpec, ParameterOperators
+from common.domain.validators import Validator
 
 COMMANDS = ("S", "DY", "R", "L")  # domain order = command ids 0..3 (the authors' COMMAND_NAME_VALUE_DICT)
 CURVES = ("L", "R")
@@ -92,12 +96,12 @@ class TrackRules:
         unknown = sorted(set(options) - allowed)
         if unknown:
             raise ValueError(f"unknown track rule option(s) {unknown}; allowed: {sorted(allowed)}")
-        return TrackRules(
-            **{
-                k: (int(v) if k in ("n_pairs", "min_units", "max_units", "min_curves") else float(v))
-                for k, v in options.items()
-            }
-        )
+        # whole-number fields as ints (options may arrive as floats: they travel in a protobuf Struct)
+        fields: dict[str, Any] = {
+            k: (int(v) if k in ("n_pairs", "min_units", "max_units", "min_curves") else float(v))
+            for k, v in options.items()
+        }
+        return TrackRules(**fields)
 
 
 # -- reading ------------------------------------------------------------------------------------------------
@@ -487,3 +491,66 @@ class TrackOperators:
 
     def sample(self, rng: np.random.Generator) -> list[dict[str, Any]]:
         return random_track(rng, self.rules)
+
+
+# -- plug-ins: the donkey_track rule and search operators (entry points in pyproject.toml) -----------------------
+# the operator options of a donkey_track entry -> (TrackOperators field, type); the rest are TrackRules fields
+_OPERATOR_OPTIONS: dict[str, tuple[str, type]] = {
+    "mutation_pairs": ("pairs", str),
+    "dy_delta": ("dy_delta", float),
+    "units_delta": ("units_delta", int),
+    "crossover_tries": ("crossover_tries", int),
+}
+
+
+def _rules_and_operators(options: Mapping[str, Any]) -> tuple[TrackRules, TrackOperators]:
+    """TrackRules and TrackOperators from a donkey_track entry's options (``parameter`` aside)."""
+    rule_options = {k: v for k, v in options.items() if k != "parameter" and k not in _OPERATOR_OPTIONS}
+    try:
+        rules = TrackRules.from_options(rule_options)
+        ops = TrackOperators(
+            rules,
+            **{
+                _OPERATOR_OPTIONS[k][0]: _OPERATOR_OPTIONS[k][1](v)
+                for k, v in options.items()
+                if k in _OPERATOR_OPTIONS
+            },
+        )
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"'donkey_track': {exc}") from None
+    return rules, ops
+
+
+def _track_parameter(options: Mapping[str, Any], names: Sequence[str]) -> str:
+    param = str(options.get("parameter", "track"))
+    if param not in names:
+        raise ValueError(f"'donkey_track' names unknown parameter {param!r} (known: {', '.join(names)})")
+    return param
+
+
+def track_validator(options: Mapping[str, Any], names: Sequence[str]) -> Validator:
+    """Indago's Driving rules on a track parameter, declaring the ``donkey_track`` operators for it.
+
+    YAML: ``{kind: donkey_track, parameter: track, <TrackRules fields>, mutation_pairs, dy_delta, units_delta,
+    crossover_tries}``; every threshold has the paper's value as default.
+    """
+    param = _track_parameter(options, names)
+    rules, _ = _rules_and_operators(options)
+
+    def check(values: Mapping[str, Any]) -> list[str]:
+        return [f"{param}: {v}" for v in violations(values[param], rules)] if param in values else []
+
+    text = (
+        f"{param}: starts and ends with S; DY followed by L or R; no self-intersection (road width "
+        f"{rules.road_width:g} m); no turn over {rules.max_turn_deg:g} deg; at least {rules.min_curves} curves, "
+        f"one of at least {rules.min_hardest_deg:g} deg"
+    )
+    operator_options = {k: v for k, v in options.items() if k != "parameter"}
+    return Validator("donkey_track", text, check, operator=OperatorSpec(param, "donkey_track", operator_options))
+
+
+def track_operators(parameter: str, options: Mapping[str, Any], names: Sequence[str]) -> ParameterOperators:
+    """Indago's track sampling, mutation, crossover and saliency moves (``TrackOperators``) for ``parameter``;
+    options as ``track_validator``'s (without ``parameter``)."""
+    _, ops = _rules_and_operators(options)
+    return ParameterOperators(parameter, ops.sample, ops.mutate, ops.crossover, ops.directed)

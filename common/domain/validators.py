@@ -1,62 +1,99 @@
-"""Validity rules across parameters (a subject's `validators:`), beyond each parameter's own domain.
+"""Validity rules across parameters (a subject's `validators:`), beyond each parameter's own domain, as plug-ins
+(entry-point group ``gauntlet.validators``).
 
 A subject declares them in YAML, e.g. Taxi's "the passenger does not start at its destination":
 
     validators:
       - {kind: distinct, parameters: [passenger, destination]}
 
-Each rule turns a test case into a list of violations, one sentence each (empty: valid). A rule
-skips parameters the test case lacks: the domain check already names those.
+``kind`` names the plug-in; everything else in the entry is its options. A plug-in is a factory
+``factory(options, names) -> Validator``: ``options`` are JSON-like (they travel to the generator in a protobuf
+Struct, so numbers may arrive as floats: ``3`` as ``3.0``), ``names`` are the subject's parameter names. The
+simulator builds its rules from its YAML with ``make_validator``; the generator builds the very same ones from
+DescribeEnvironment (common/domain/rules.py). Gauntlet's own kinds (distinct, spot_free, donkey_track) are declared
+in its pyproject.toml; another package adds one by declaring its own entry point.
 
-A rule that governs a whole structured parameter (Donkey's track: a sequence of (command, value) records with
-a grammar and a geometry) also brings ``ParameterOperators``: how to draw a valid value (rejection over the
-generic uniform sample would almost never succeed), and the paper's own mutation and crossover for it. The
-subject's sampling and the search strategies use those instead of the generic per-kind operators.
+Each rule turns a test case into a list of violations, one sentence each (empty: valid). A rule skips parameters
+the test case lacks: the domain check already names those.
+
+A rule that governs a whole structured parameter (Donkey's track) may also declare search operators for it
+(``Validator.operator``, an ``OperatorSpec`` naming a ``gauntlet.search_operators`` plug-in,
+common/domain/operators.py): how to draw a valid value (rejection over the generic uniform sample would almost
+never succeed), and the paper's own mutation and crossover for it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Any
 
-import numpy as np
+from google.protobuf import json_format, struct_pb2
 
+from common.domain.operators import OperatorSpec
+from common.plugins import VALIDATORS, load_plugin, plugin_names
 from common.space import ParamValue
 
 Check = Callable[[Mapping[str, ParamValue]], list[str]]
 
 
 @dataclass(frozen=True)
-class ParameterOperators:
-    """Valid-by-construction sampling, mutation and crossover of one parameter, owned by the rule that governs it.
-
-    ``mutate`` may return an invalid value (callers retry, as the papers do); ``crossover`` returns two valid
-    children or None when it gave up (the parents stay); ``directed`` (optional) turns a surrogate's gradient over
-    the parameter's encoded features into candidate values, best first (saliency-guided mutation).
-    """
-
-    parameter: str
-    sample: Callable[[np.random.Generator], ParamValue]
-    mutate: Callable[[ParamValue, np.random.Generator], ParamValue]
-    crossover: Callable[[ParamValue, ParamValue, np.random.Generator], tuple[ParamValue, ParamValue] | None]
-    directed: Callable[[ParamValue, np.ndarray, np.random.Generator], Iterator[ParamValue]] | None = None
-
-
-@dataclass(frozen=True)
 class Validator:
+    """One built rule: its kind, its text (one line, e.g. "passenger != destination"; also listed as a space
+    constraint), the check, the options it was built from, and the operators it declares for its parameter."""
+
     kind: str
-    text: str  # the rule in one line, e.g. "passenger != destination" (also listed as a space constraint)
+    text: str
     check: Check
-    operators: ParameterOperators | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+    operator: OperatorSpec | None = None
 
     def violations(self, values: Mapping[str, ParamValue]) -> list[str]:
         return self.check(values)
 
 
-def _distinct(options: Mapping[str, Any], names: Sequence[str]) -> Validator:
-    """The named parameters take pairwise different values."""
+class UnknownRuleKind(ValueError):
+    """No ``gauntlet.validators`` plug-in of this name is installed here."""
+
+
+def plain_options(options: Mapping[str, Any], what: str) -> dict[str, Any]:
+    """``options`` as they come out of a protobuf Struct (JSON-like; whole numbers as the protobuf runtime gives
+    them back). The simulator builds its rules from this form, so both sides build from identical input."""
+    struct = struct_pb2.Struct()
+    try:
+        struct.update(dict(options))
+    except (TypeError, ValueError) as exc:
+        raise ValueError(
+            f"{what}: options must be JSON-like (strings, numbers, booleans, lists, mappings): {exc}"
+        ) from None
+    return json_format.MessageToDict(struct)
+
+
+def make_validator(spec: Mapping[str, Any], names: Sequence[str]) -> Validator:
+    """Builds one rule from its YAML mapping ({kind, options...}); ValueError names what is wrong."""
+    if not isinstance(spec, Mapping) or "kind" not in spec:
+        raise ValueError(f"a validator must be a mapping with a 'kind', got {spec!r}")
+    kind = str(spec["kind"])
+    options = plain_options({k: v for k, v in spec.items() if k != "kind"}, f"validator {kind!r}")
+    return build_validator(kind, options, names)
+
+
+def build_validator(kind: str, options: Mapping[str, Any], names: Sequence[str]) -> Validator:
+    """The rule ``kind`` with ``options`` over parameters ``names``, built by its plug-in."""
+    if kind not in plugin_names(VALIDATORS):
+        installed = ", ".join(plugin_names(VALIDATORS)) or "none"
+        raise UnknownRuleKind(f"unknown validator kind {kind!r}; installed: {installed}")
+    built = load_plugin(VALIDATORS, kind)(options, names)
+    if not isinstance(built, Validator):
+        raise ValueError(f"validator plug-in {kind!r} must return a Validator, got {built!r}")
+    return dataclasses.replace(built, kind=kind, options=dict(options))
+
+
+# -- Gauntlet's own rule kinds (entry points in pyproject.toml) --------------------------------------------------
+def distinct(options: Mapping[str, Any], names: Sequence[str]) -> Validator:
+    """The named parameters take pairwise different values. YAML: ``{kind: distinct, parameters: [a, b, ...]}``."""
     params = options.get("parameters")
     if not isinstance(params, list) or len(params) < 2 or not all(isinstance(p, str) for p in params):
         raise ValueError(f"'distinct' needs 'parameters': a list of at least two parameter names, got {params!r}")
@@ -76,50 +113,6 @@ def _distinct(options: Mapping[str, Any], names: Sequence[str]) -> Validator:
     )
 
 
-def _donkey_track(options: Mapping[str, Any], names: Sequence[str]) -> Validator:
-    """Indago's Driving rules on a track parameter (simulator_service/donkey_track.py), with its operators.
-
-    YAML: ``{kind: donkey_track, parameter: track, <TrackRules fields>, mutation_pairs, dy_delta, units_delta,
-    crossover_tries}``; every threshold has the paper's value as default.
-    """
-    from simulator_service.donkey_track import TrackOperators, TrackRules, violations
-
-    param = options.get("parameter", "track")
-    if param not in names:
-        raise ValueError(f"'donkey_track' names unknown parameter {param!r} (known: {', '.join(names)})")
-    op_keys = {
-        "mutation_pairs": "pairs",
-        "dy_delta": "dy_delta",
-        "units_delta": "units_delta",
-        "crossover_tries": "crossover_tries",
-    }
-    rule_options = {k: v for k, v in options.items() if k not in ("kind", "parameter", *op_keys)}
-    try:
-        rules = TrackRules.from_options(rule_options)
-        ops = TrackOperators(
-            rules,
-            **{
-                op_keys[k]: (str(v) if k == "mutation_pairs" else float(v) if k == "dy_delta" else int(v))
-                for k, v in options.items()
-                if k in op_keys
-            },
-        )
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"'donkey_track': {exc}") from None
-
-    def check(values: Mapping[str, ParamValue]) -> list[str]:
-        return [f"{param}: {v}" for v in violations(values[param], rules)] if param in values else []
-
-    text = (
-        f"{param}: starts and ends with S; DY followed by L or R; no self-intersection (road width "
-        f"{rules.road_width:g} m); no turn over {rules.max_turn_deg:g} deg; at least {rules.min_curves} curves, "
-        f"one of at least {rules.min_hardest_deg:g} deg"
-    )
-    return Validator(
-        "donkey_track", text, check, ParameterOperators(param, ops.sample, ops.mutate, ops.crossover, ops.directed)
-    )
-
-
 def flag_names(prefix: str, names: Sequence[str]) -> list[str]:
     """The parameters prefix_0, prefix_1, ... that a `repeat:` entry declared, in index order."""
     flags: list[str] = []
@@ -128,7 +121,7 @@ def flag_names(prefix: str, names: Sequence[str]) -> list[str]:
     return flags
 
 
-def _spot_free(options: Mapping[str, Any], names: Sequence[str]) -> Validator:
+def spot_free(options: Mapping[str, Any], names: Sequence[str]) -> Validator:
     """The spot an integer parameter names (1-based) has its 0/1 flag at 0, e.g. Parking's "the goal spot is free".
 
     YAML: ``{kind: spot_free, spot: goal_lane, flags: parked}``; flag ``parked_0`` is spot 1.
@@ -157,21 +150,3 @@ def _spot_free(options: Mapping[str, Any], names: Sequence[str]) -> Validator:
         return []
 
     return Validator("spot_free", f"{prefix}_{{{spot}-1}} = 0 (the spot {spot} names is free)", check)
-
-
-# kind -> factory(options from YAML, parameter names of the subject) -> Validator
-VALIDATORS: dict[str, Callable[[Mapping[str, Any], Sequence[str]], Validator]] = {
-    "distinct": _distinct,
-    "spot_free": _spot_free,
-    "donkey_track": _donkey_track,
-}
-
-
-def make_validator(spec: Mapping[str, Any], names: Sequence[str]) -> Validator:
-    """Builds one rule from its YAML mapping; ValueError names what is wrong."""
-    if not isinstance(spec, Mapping) or "kind" not in spec:
-        raise ValueError(f"a validator must be a mapping with a 'kind', got {spec!r}")
-    kind = spec["kind"]
-    if kind not in VALIDATORS:
-        raise ValueError(f"unknown validator kind {kind!r}; known: {', '.join(sorted(VALIDATORS))}")
-    return VALIDATORS[kind](spec, names)

@@ -30,7 +30,7 @@ Mutation:
 
 * random: one parameter chosen uniformly, mutated by mutation.py's operator of its kind (``mutate_one``), or by
   the subject's own operator for a parameter that has one (``Validity.operators``: Donkey's track, whose
-  mutation and crossover are Indago's per-pair operators, simulator_service/donkey_track.py);
+  mutation and crossover are Indago's per-pair operators, common/domain/donkey_track.py);
 * saliency: captum Saliency of the failure score at the input, mapped back to parameters
   (encoding.Encoder.parameter_moves); the parameter with the largest attribution magnitude that can still
   move is changed: a number by U(0, scale * range) in the sign's direction (mutation.py ``mutate_towards``), a
@@ -51,6 +51,7 @@ from typing import Any
 
 import numpy as np
 
+from common.domain.rules import SubjectRules
 from common.space import ParameterSpace, ParamValue
 from generator_service.strategies.mutation import mutate_one, mutate_towards, mutate_value
 
@@ -69,7 +70,7 @@ class InvalidSearchResult(RuntimeError):
 # -- validity ---------------------------------------------------------------------------------------------
 class Validity:
     """The space's domains plus any cross-parameter rules (a subject's validators), and the subject's own
-    operators for parameters that have them (sampling, mutation, crossover; see subject_operators)."""
+    operators for parameters that have them (sampling, mutation, crossover; common/domain/operators.py)."""
 
     def __init__(
         self, space: ParameterSpace, rules: Sequence[Check] = (), operators: Mapping[str, Any] | None = None
@@ -108,42 +109,22 @@ class Validity:
         return dict(values)
 
 
-def subject_rules(subject: str, space: ParameterSpace) -> list[Check]:
-    """The validators of ``subject`` (simulator_service's YAML), if it is known here and has ``space``'s parameters.
+def subject_validity(space: ParameterSpace, subject: SubjectRules | None = None) -> Validity:
+    """The Validity of a subject as its simulator declares it (DescribeEnvironment; common/domain/rules.py): the
+    space, the subject's rules and its parameters' own operators, built by the plug-ins installed here.
 
-    The generator only receives the space; the rules across parameters live with the subject. Unknown subjects
-    (e.g. a synthetic one in a test) contribute no rule; the campaign still refuses invalid inputs remotely.
+    A rule or operator kind that is not installed here is a FailedPrecondition naming it: searching without it
+    would propose inputs the subject refuses. Without ``subject`` (a strategy built outside a campaign, e.g. over
+    a synthetic space), or for a subject without rules, only the space's domains apply.
     """
-    try:
-        from simulator_service.subject import load_subjects
-
-        known = load_subjects()
-    except Exception:  # noqa: BLE001 - the generator may run without the simulator's package data
-        return []
-    found = known.get(subject)
-    if found is None or found.space.names != space.names:
-        return []
-    return [v.violations for v in found.validators]
-
-
-def subject_operators(subject: str, space: ParameterSpace) -> dict[str, Any]:
-    """Parameter name -> the ParameterOperators (simulator_service/validators.py) ``subject``'s validators bring
-    for it; empty when the subject is unknown here or has none (as ``subject_rules``)."""
-    try:
-        from simulator_service.subject import load_subjects
-
-        known = load_subjects()
-    except Exception:  # noqa: BLE001 - the generator may run without the simulator's package data
-        return {}
-    found = known.get(subject)
-    if found is None or found.space.names != space.names:
-        return {}
-    return {v.operators.parameter: v.operators for v in found.validators if v.operators is not None}
-
-
-def subject_validity(subject: str, space: ParameterSpace) -> Validity:
-    """The Validity of ``subject``: its rules and its parameters' own operators."""
-    return Validity(space, subject_rules(subject, space), subject_operators(subject, space))
+    if subject is None:
+        return Validity(space)
+    if subject.space.names != space.names:
+        raise ValueError(
+            f"the rules of subject {subject.subject!r} are over parameters {subject.space.names}, "
+            f"not this space's {space.names}"
+        )
+    return Validity(space, [v.violations for v in subject.validators()], subject.parameter_operators())
 
 
 # -- budget -----------------------------------------------------------------------------------------------

@@ -48,6 +48,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from common.domain.donkey_track import track_string
 from simulator_service.backends.donkey_client import (
     DonkeyConnection,
     Endpoint,
@@ -55,7 +56,6 @@ from simulator_service.backends.donkey_client import (
     SimUnavailable,
     parse_endpoint,
 )
-from simulator_service.donkey_track import track_string
 from simulator_service.subject import Subject
 
 ENDPOINT_ENV = "GAUNTLET_DONKEY_ENDPOINT"

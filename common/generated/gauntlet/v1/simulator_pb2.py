@@ -23,53 +23,58 @@ _sym_db = _symbol_database.Default()
 
 
 from common.generated.gauntlet.v1 import common_pb2 as gauntlet_dot_v1_dot_common__pb2
+from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bgauntlet/v1/simulator.proto\x12\x0bgauntlet.v1\x1a\x18gauntlet/v1/common.proto\"\x19\n\x17ListEnvironmentsRequest\"[\n\x12\x45nvironmentSummary\x12\x0f\n\x07subject\x18\x01 \x01(\t\x12\x0f\n\x07\x62\x61\x63kend\x18\x02 \x01(\t\x12\x0e\n\x06\x65nv_id\x18\x03 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x04 \x01(\t\"Q\n\x18ListEnvironmentsResponse\x12\x35\n\x0c\x65nvironments\x18\x01 \x03(\x0b\x32\x1f.gauntlet.v1.EnvironmentSummary\"-\n\x1a\x44\x65scribeEnvironmentRequest\x12\x0f\n\x07subject\x18\x01 \x01(\t\"D\n\nSignalInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12\x13\n\x0bgranularity\x18\x03 \x01(\t\"\xd2\x02\n\x1b\x44\x65scribeEnvironmentResponse\x12\x30\n\x07summary\x18\x01 \x01(\x0b\x32\x1f.gauntlet.v1.EnvironmentSummary\x12\x34\n\x0fparameter_space\x18\x02 \x01(\x0b\x32\x1b.gauntlet.v1.ParameterSpace\x12\x31\n\x11observation_space\x18\x03 \x01(\x0b\x32\x16.gauntlet.v1.SpaceSpec\x12,\n\x0c\x61\x63tion_space\x18\x04 \x01(\x0b\x32\x16.gauntlet.v1.SpaceSpec\x12\x16\n\x0e\x64\x65\x66\x61ult_oracle\x18\x05 \x01(\t\x12\x11\n\tmax_steps\x18\x06 \x01(\r\x12(\n\x07signals\x18\x07 \x03(\x0b\x32\x17.gauntlet.v1.SignalInfo\x12\x15\n\rdeterministic\x18\x08 \x01(\x08\"T\n\x16ValidateConfigsRequest\x12\x0f\n\x07subject\x18\x01 \x01(\t\x12)\n\ntest_cases\x18\x02 \x03(\x0b\x32\x15.gauntlet.v1.TestCase\"I\n\x0e\x43onfigValidity\x12\x14\n\x0ctest_case_id\x18\x01 \x01(\t\x12\r\n\x05valid\x18\x02 \x01(\x08\x12\x12\n\nviolations\x18\x03 \x03(\t\"G\n\x17ValidateConfigsResponse\x12,\n\x07results\x18\x01 \x03(\x0b\x32\x1b.gauntlet.v1.ConfigValidity\"\x94\x02\n\x12RunEpisodesRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x0f\n\x07subject\x18\x02 \x01(\t\x12$\n\x05model\x18\x03 \x01(\x0b\x32\x15.gauntlet.v1.ModelRef\x12)\n\ntest_cases\x18\x04 \x03(\x0b\x32\x15.gauntlet.v1.TestCase\x12\x0c\n\x04seed\x18\x05 \x01(\x04\x12\x13\n\x0brepetitions\x18\x06 \x01(\r\x12%\n\x05trace\x18\x07 \x01(\x0b\x32\x16.gauntlet.v1.TraceSpec\x12\x13\n\x0bparallelism\x18\x08 \x01(\r\x12\x16\n\x0e\x61gent_endpoint\x18\t \x01(\t\x12\x11\n\tmax_steps\x18\n \x01(\r\"A\n\x13RunEpisodesResponse\x12*\n\x06result\x18\x01 \x01(\x0b\x32\x1a.gauntlet.v1.EpisodeResult\"V\n\x0bSessionOpen\x12\x0f\n\x07subject\x18\x01 \x01(\t\x12(\n\ttest_case\x18\x02 \x01(\x0b\x32\x15.gauntlet.v1.TestCase\x12\x0c\n\x04seed\x18\x03 \x01(\x04\"2\n\x0bSessionStep\x12#\n\x06\x61\x63tion\x18\x01 \x01(\x0b\x32\x13.gauntlet.v1.Tensor\"\x11\n\x0fSessionSnapshot\"%\n\x0eSessionRestore\x12\x13\n\x0bsnapshot_id\x18\x01 \x01(\t\"\xd5\x01\n\x12OpenSessionRequest\x12(\n\x04open\x18\x01 \x01(\x0b\x32\x18.gauntlet.v1.SessionOpenH\x00\x12(\n\x04step\x18\x02 \x01(\x0b\x32\x18.gauntlet.v1.SessionStepH\x00\x12\x30\n\x08snapshot\x18\x03 \x01(\x0b\x32\x1c.gauntlet.v1.SessionSnapshotH\x00\x12.\n\x07restore\x18\x04 \x01(\x0b\x32\x1b.gauntlet.v1.SessionRestoreH\x00\x42\t\n\x07\x63ommand\"\x99\x01\n\x13OpenSessionResponse\x12(\n\x0bobservation\x18\x01 \x01(\x0b\x32\x13.gauntlet.v1.Tensor\x12\x0e\n\x06reward\x18\x02 \x01(\x01\x12\x12\n\nterminated\x18\x03 \x01(\x08\x12\x11\n\ttruncated\x18\x04 \x01(\x08\x12\x0c\n\x04step\x18\x05 \x01(\r\x12\x13\n\x0bsnapshot_id\x18\x06 \x01(\t\"g\n\rRenderRequest\x12\x0f\n\x07subject\x18\x01 \x01(\t\x12(\n\ttest_case\x18\x02 \x01(\x0b\x32\x15.gauntlet.v1.TestCase\x12\x0c\n\x04seed\x18\x03 \x01(\x04\x12\r\n\x05steps\x18\x04 \x01(\r\"4\n\x0eRenderResponse\x12\"\n\x05image\x18\x01 \x01(\x0b\x32\x13.gauntlet.v1.Tensor2\xa8\x04\n\x10SimulatorService\x12_\n\x10ListEnvironments\x12$.gauntlet.v1.ListEnvironmentsRequest\x1a%.gauntlet.v1.ListEnvironmentsResponse\x12h\n\x13\x44\x65scribeEnvironment\x12\'.gauntlet.v1.DescribeEnvironmentRequest\x1a(.gauntlet.v1.DescribeEnvironmentResponse\x12\\\n\x0fValidateConfigs\x12#.gauntlet.v1.ValidateConfigsRequest\x1a$.gauntlet.v1.ValidateConfigsResponse\x12R\n\x0bRunEpisodes\x12\x1f.gauntlet.v1.RunEpisodesRequest\x1a .gauntlet.v1.RunEpisodesResponse0\x01\x12T\n\x0bOpenSession\x12\x1f.gauntlet.v1.OpenSessionRequest\x1a .gauntlet.v1.OpenSessionResponse(\x01\x30\x01\x12\x41\n\x06Render\x12\x1a.gauntlet.v1.RenderRequest\x1a\x1b.gauntlet.v1.RenderResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bgauntlet/v1/simulator.proto\x12\x0bgauntlet.v1\x1a\x18gauntlet/v1/common.proto\x1a\x1cgoogle/protobuf/struct.proto\"\x19\n\x17ListEnvironmentsRequest\"[\n\x12\x45nvironmentSummary\x12\x0f\n\x07subject\x18\x01 \x01(\t\x12\x0f\n\x07\x62\x61\x63kend\x18\x02 \x01(\t\x12\x0e\n\x06\x65nv_id\x18\x03 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x04 \x01(\t\"Q\n\x18ListEnvironmentsResponse\x12\x35\n\x0c\x65nvironments\x18\x01 \x03(\x0b\x32\x1f.gauntlet.v1.EnvironmentSummary\"-\n\x1a\x44\x65scribeEnvironmentRequest\x12\x0f\n\x07subject\x18\x01 \x01(\t\"D\n\nSignalInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12\x13\n\x0bgranularity\x18\x03 \x01(\t\"\xbc\x03\n\x1b\x44\x65scribeEnvironmentResponse\x12\x30\n\x07summary\x18\x01 \x01(\x0b\x32\x1f.gauntlet.v1.EnvironmentSummary\x12\x34\n\x0fparameter_space\x18\x02 \x01(\x0b\x32\x1b.gauntlet.v1.ParameterSpace\x12\x31\n\x11observation_space\x18\x03 \x01(\x0b\x32\x16.gauntlet.v1.SpaceSpec\x12,\n\x0c\x61\x63tion_space\x18\x04 \x01(\x0b\x32\x16.gauntlet.v1.SpaceSpec\x12\x16\n\x0e\x64\x65\x66\x61ult_oracle\x18\x05 \x01(\t\x12\x11\n\tmax_steps\x18\x06 \x01(\r\x12(\n\x07signals\x18\x07 \x03(\x0b\x32\x17.gauntlet.v1.SignalInfo\x12\x15\n\rdeterministic\x18\x08 \x01(\x08\x12\x31\n\x0evalidity_rules\x18\t \x03(\x0b\x32\x19.gauntlet.v1.ValidityRule\x12\x35\n\x10search_operators\x18\n \x03(\x0b\x32\x1b.gauntlet.v1.SearchOperator\"T\n\x0cValidityRule\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\x12(\n\x07options\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\"[\n\x0eSearchOperator\x12\x11\n\tparameter\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12(\n\x07options\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\"T\n\x16ValidateConfigsRequest\x12\x0f\n\x07subject\x18\x01 \x01(\t\x12)\n\ntest_cases\x18\x02 \x03(\x0b\x32\x15.gauntlet.v1.TestCase\"I\n\x0e\x43onfigValidity\x12\x14\n\x0ctest_case_id\x18\x01 \x01(\t\x12\r\n\x05valid\x18\x02 \x01(\x08\x12\x12\n\nviolations\x18\x03 \x03(\t\"G\n\x17ValidateConfigsResponse\x12,\n\x07results\x18\x01 \x03(\x0b\x32\x1b.gauntlet.v1.ConfigValidity\"\x94\x02\n\x12RunEpisodesRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x0f\n\x07subject\x18\x02 \x01(\t\x12$\n\x05model\x18\x03 \x01(\x0b\x32\x15.gauntlet.v1.ModelRef\x12)\n\ntest_cases\x18\x04 \x03(\x0b\x32\x15.gauntlet.v1.TestCase\x12\x0c\n\x04seed\x18\x05 \x01(\x04\x12\x13\n\x0brepetitions\x18\x06 \x01(\r\x12%\n\x05trace\x18\x07 \x01(\x0b\x32\x16.gauntlet.v1.TraceSpec\x12\x13\n\x0bparallelism\x18\x08 \x01(\r\x12\x16\n\x0e\x61gent_endpoint\x18\t \x01(\t\x12\x11\n\tmax_steps\x18\n \x01(\r\"A\n\x13RunEpisodesResponse\x12*\n\x06result\x18\x01 \x01(\x0b\x32\x1a.gauntlet.v1.EpisodeResult\"V\n\x0bSessionOpen\x12\x0f\n\x07subject\x18\x01 \x01(\t\x12(\n\ttest_case\x18\x02 \x01(\x0b\x32\x15.gauntlet.v1.TestCase\x12\x0c\n\x04seed\x18\x03 \x01(\x04\"2\n\x0bSessionStep\x12#\n\x06\x61\x63tion\x18\x01 \x01(\x0b\x32\x13.gauntlet.v1.Tensor\"\x11\n\x0fSessionSnapshot\"%\n\x0eSessionRestore\x12\x13\n\x0bsnapshot_id\x18\x01 \x01(\t\"\xd5\x01\n\x12OpenSessionRequest\x12(\n\x04open\x18\x01 \x01(\x0b\x32\x18.gauntlet.v1.SessionOpenH\x00\x12(\n\x04step\x18\x02 \x01(\x0b\x32\x18.gauntlet.v1.SessionStepH\x00\x12\x30\n\x08snapshot\x18\x03 \x01(\x0b\x32\x1c.gauntlet.v1.SessionSnapshotH\x00\x12.\n\x07restore\x18\x04 \x01(\x0b\x32\x1b.gauntlet.v1.SessionRestoreH\x00\x42\t\n\x07\x63ommand\"\x99\x01\n\x13OpenSessionResponse\x12(\n\x0bobservation\x18\x01 \x01(\x0b\x32\x13.gauntlet.v1.Tensor\x12\x0e\n\x06reward\x18\x02 \x01(\x01\x12\x12\n\nterminated\x18\x03 \x01(\x08\x12\x11\n\ttruncated\x18\x04 \x01(\x08\x12\x0c\n\x04step\x18\x05 \x01(\r\x12\x13\n\x0bsnapshot_id\x18\x06 \x01(\t\"g\n\rRenderRequest\x12\x0f\n\x07subject\x18\x01 \x01(\t\x12(\n\ttest_case\x18\x02 \x01(\x0b\x32\x15.gauntlet.v1.TestCase\x12\x0c\n\x04seed\x18\x03 \x01(\x04\x12\r\n\x05steps\x18\x04 \x01(\r\"4\n\x0eRenderResponse\x12\"\n\x05image\x18\x01 \x01(\x0b\x32\x13.gauntlet.v1.Tensor2\xa8\x04\n\x10SimulatorService\x12_\n\x10ListEnvironments\x12$.gauntlet.v1.ListEnvironmentsRequest\x1a%.gauntlet.v1.ListEnvironmentsResponse\x12h\n\x13\x44\x65scribeEnvironment\x12\'.gauntlet.v1.DescribeEnvironmentRequest\x1a(.gauntlet.v1.DescribeEnvironmentResponse\x12\\\n\x0fValidateConfigs\x12#.gauntlet.v1.ValidateConfigsRequest\x1a$.gauntlet.v1.ValidateConfigsResponse\x12R\n\x0bRunEpisodes\x12\x1f.gauntlet.v1.RunEpisodesRequest\x1a .gauntlet.v1.RunEpisodesResponse0\x01\x12T\n\x0bOpenSession\x12\x1f.gauntlet.v1.OpenSessionRequest\x1a .gauntlet.v1.OpenSessionResponse(\x01\x30\x01\x12\x41\n\x06Render\x12\x1a.gauntlet.v1.RenderRequest\x1a\x1b.gauntlet.v1.RenderResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'gauntlet.v1.simulator_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_LISTENVIRONMENTSREQUEST']._serialized_start=70
-  _globals['_LISTENVIRONMENTSREQUEST']._serialized_end=95
-  _globals['_ENVIRONMENTSUMMARY']._serialized_start=97
-  _globals['_ENVIRONMENTSUMMARY']._serialized_end=188
-  _globals['_LISTENVIRONMENTSRESPONSE']._serialized_start=190
-  _globals['_LISTENVIRONMENTSRESPONSE']._serialized_end=271
-  _globals['_DESCRIBEENVIRONMENTREQUEST']._serialized_start=273
-  _globals['_DESCRIBEENVIRONMENTREQUEST']._serialized_end=318
-  _globals['_SIGNALINFO']._serialized_start=320
-  _globals['_SIGNALINFO']._serialized_end=388
-  _globals['_DESCRIBEENVIRONMENTRESPONSE']._serialized_start=391
-  _globals['_DESCRIBEENVIRONMENTRESPONSE']._serialized_end=729
-  _globals['_VALIDATECONFIGSREQUEST']._serialized_start=731
-  _globals['_VALIDATECONFIGSREQUEST']._serialized_end=815
-  _globals['_CONFIGVALIDITY']._serialized_start=817
-  _globals['_CONFIGVALIDITY']._serialized_end=890
-  _globals['_VALIDATECONFIGSRESPONSE']._serialized_start=892
-  _globals['_VALIDATECONFIGSRESPONSE']._serialized_end=963
-  _globals['_RUNEPISODESREQUEST']._serialized_start=966
-  _globals['_RUNEPISODESREQUEST']._serialized_end=1242
-  _globals['_RUNEPISODESRESPONSE']._serialized_start=1244
-  _globals['_RUNEPISODESRESPONSE']._serialized_end=1309
-  _globals['_SESSIONOPEN']._serialized_start=1311
-  _globals['_SESSIONOPEN']._serialized_end=1397
-  _globals['_SESSIONSTEP']._serialized_start=1399
-  _globals['_SESSIONSTEP']._serialized_end=1449
-  _globals['_SESSIONSNAPSHOT']._serialized_start=1451
-  _globals['_SESSIONSNAPSHOT']._serialized_end=1468
-  _globals['_SESSIONRESTORE']._serialized_start=1470
-  _globals['_SESSIONRESTORE']._serialized_end=1507
-  _globals['_OPENSESSIONREQUEST']._serialized_start=1510
-  _globals['_OPENSESSIONREQUEST']._serialized_end=1723
-  _globals['_OPENSESSIONRESPONSE']._serialized_start=1726
-  _globals['_OPENSESSIONRESPONSE']._serialized_end=1879
-  _globals['_RENDERREQUEST']._serialized_start=1881
-  _globals['_RENDERREQUEST']._serialized_end=1984
-  _globals['_RENDERRESPONSE']._serialized_start=1986
-  _globals['_RENDERRESPONSE']._serialized_end=2038
-  _globals['_SIMULATORSERVICE']._serialized_start=2041
-  _globals['_SIMULATORSERVICE']._serialized_end=2593
+  _globals['_LISTENVIRONMENTSREQUEST']._serialized_start=100
+  _globals['_LISTENVIRONMENTSREQUEST']._serialized_end=125
+  _globals['_ENVIRONMENTSUMMARY']._serialized_start=127
+  _globals['_ENVIRONMENTSUMMARY']._serialized_end=218
+  _globals['_LISTENVIRONMENTSRESPONSE']._serialized_start=220
+  _globals['_LISTENVIRONMENTSRESPONSE']._serialized_end=301
+  _globals['_DESCRIBEENVIRONMENTREQUEST']._serialized_start=303
+  _globals['_DESCRIBEENVIRONMENTREQUEST']._serialized_end=348
+  _globals['_SIGNALINFO']._serialized_start=350
+  _globals['_SIGNALINFO']._serialized_end=418
+  _globals['_DESCRIBEENVIRONMENTRESPONSE']._serialized_start=421
+  _globals['_DESCRIBEENVIRONMENTRESPONSE']._serialized_end=865
+  _globals['_VALIDITYRULE']._serialized_start=867
+  _globals['_VALIDITYRULE']._serialized_end=951
+  _globals['_SEARCHOPERATOR']._serialized_start=953
+  _globals['_SEARCHOPERATOR']._serialized_end=1044
+  _globals['_VALIDATECONFIGSREQUEST']._serialized_start=1046
+  _globals['_VALIDATECONFIGSREQUEST']._serialized_end=1130
+  _globals['_CONFIGVALIDITY']._serialized_start=1132
+  _globals['_CONFIGVALIDITY']._serialized_end=1205
+  _globals['_VALIDATECONFIGSRESPONSE']._serialized_start=1207
+  _globals['_VALIDATECONFIGSRESPONSE']._serialized_end=1278
+  _globals['_RUNEPISODESREQUEST']._serialized_start=1281
+  _globals['_RUNEPISODESREQUEST']._serialized_end=1557
+  _globals['_RUNEPISODESRESPONSE']._serialized_start=1559
+  _globals['_RUNEPISODESRESPONSE']._serialized_end=1624
+  _globals['_SESSIONOPEN']._serialized_start=1626
+  _globals['_SESSIONOPEN']._serialized_end=1712
+  _globals['_SESSIONSTEP']._serialized_start=1714
+  _globals['_SESSIONSTEP']._serialized_end=1764
+  _globals['_SESSIONSNAPSHOT']._serialized_start=1766
+  _globals['_SESSIONSNAPSHOT']._serialized_end=1783
+  _globals['_SESSIONRESTORE']._serialized_start=1785
+  _globals['_SESSIONRESTORE']._serialized_end=1822
+  _globals['_OPENSESSIONREQUEST']._serialized_start=1825
+  _globals['_OPENSESSIONREQUEST']._serialized_end=2038
+  _globals['_OPENSESSIONRESPONSE']._serialized_start=2041
+  _globals['_OPENSESSIONRESPONSE']._serialized_end=2194
+  _globals['_RENDERREQUEST']._serialized_start=2196
+  _globals['_RENDERREQUEST']._serialized_end=2299
+  _globals['_RENDERRESPONSE']._serialized_start=2301
+  _globals['_RENDERRESPONSE']._serialized_end=2353
+  _globals['_SIMULATORSERVICE']._serialized_start=2356
+  _globals['_SIMULATORSERVICE']._serialized_end=2908
 # @@protoc_insertion_point(module_scope)

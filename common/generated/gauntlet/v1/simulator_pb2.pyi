@@ -7,6 +7,7 @@ from collections import abc as _abc
 from common.generated.gauntlet.v1 import common_pb2 as _common_pb2
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
+from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf.internal import containers as _containers
 import builtins as _builtins
 import sys
@@ -139,6 +140,8 @@ class DescribeEnvironmentResponse(_message.Message):
     MAX_STEPS_FIELD_NUMBER: _builtins.int
     SIGNALS_FIELD_NUMBER: _builtins.int
     DETERMINISTIC_FIELD_NUMBER: _builtins.int
+    VALIDITY_RULES_FIELD_NUMBER: _builtins.int
+    SEARCH_OPERATORS_FIELD_NUMBER: _builtins.int
     default_oracle: _builtins.str
     max_steps: _builtins.int
     deterministic: _builtins.bool
@@ -153,6 +156,23 @@ class DescribeEnvironmentResponse(_message.Message):
     def action_space(self) -> _common_pb2.SpaceSpec: ...
     @_builtins.property
     def signals(self) -> _containers.RepeatedCompositeFieldContainer[Global___SignalInfo]: ...
+    @_builtins.property
+    def validity_rules(self) -> _containers.RepeatedCompositeFieldContainer[Global___ValidityRule]:
+        """The subject's validity rules across parameters, in the order it declares
+        them; empty when it has none. A test case is valid when it fits
+        parameter_space and breaks none of these rules (ValidateConfigs checks
+        both). A strategy that proposes inputs should build these rules and
+        respect them; one that cannot build a rule's kind must refuse to run
+        rather than ignore it. See docs/contracts/subject-rules.md.
+        """
+
+    @_builtins.property
+    def search_operators(self) -> _containers.RepeatedCompositeFieldContainer[Global___SearchOperator]:
+        """Parameters the subject searches with its own operators (sampling, mutation,
+        crossover) instead of the generic per-domain ones, e.g. Donkey's track;
+        empty when none. At most one operator per parameter.
+        """
+
     def __init__(
         self,
         *,
@@ -164,14 +184,101 @@ class DescribeEnvironmentResponse(_message.Message):
         max_steps: _builtins.int = ...,
         signals: _abc.Iterable[Global___SignalInfo] | None = ...,
         deterministic: _builtins.bool = ...,
+        validity_rules: _abc.Iterable[Global___ValidityRule] | None = ...,
+        search_operators: _abc.Iterable[Global___SearchOperator] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["action_space", b"action_space", "observation_space", b"observation_space", "parameter_space", b"parameter_space", "summary", b"summary"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["action_space", b"action_space", "default_oracle", b"default_oracle", "deterministic", b"deterministic", "max_steps", b"max_steps", "observation_space", b"observation_space", "parameter_space", b"parameter_space", "signals", b"signals", "summary", b"summary"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["action_space", b"action_space", "default_oracle", b"default_oracle", "deterministic", b"deterministic", "max_steps", b"max_steps", "observation_space", b"observation_space", "parameter_space", b"parameter_space", "search_operators", b"search_operators", "signals", b"signals", "summary", b"summary", "validity_rules", b"validity_rules"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___DescribeEnvironmentResponse: _TypeAlias = DescribeEnvironmentResponse  # noqa: Y015
+
+@_typing.final
+class ValidityRule(_message.Message):
+    """One validity rule of a subject across its parameters, beyond each
+    parameter's own domain, e.g. Taxi's "the passenger does not start at its
+    destination": {kind: "distinct", options: {parameters: ["passenger",
+    "destination"]}}. Declarative: the rule's behaviour is defined by the
+    plug-in of its kind, so a client rebuilds it from (kind, options).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KIND_FIELD_NUMBER: _builtins.int
+    TEXT_FIELD_NUMBER: _builtins.int
+    OPTIONS_FIELD_NUMBER: _builtins.int
+    kind: _builtins.str
+    """The rule's kind: the name of a plug-in of the Python entry-point group
+    "gauntlet.validators", e.g. "distinct", "spot_free", "donkey_track".
+    """
+    text: _builtins.str
+    """The rule in one human-readable line, e.g. "passenger != destination".
+    For display only; the same line is among parameter_space.constraints.
+    """
+    @_builtins.property
+    def options(self) -> _struct_pb2.Struct:
+        """The options the subject declared for the rule: its whole declaration
+        except `kind`, e.g. {"parameters": ["passenger", "destination"]}. Their
+        meaning is defined by the kind's plug-in. JSON-like; numbers are doubles
+        (a whole number 3 arrives as 3.0), as google.protobuf.Struct holds them.
+        """
+
+    def __init__(
+        self,
+        *,
+        kind: _builtins.str = ...,
+        text: _builtins.str = ...,
+        options: _struct_pb2.Struct | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["options", b"options"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["kind", b"kind", "options", b"options", "text", b"text"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ValidityRule: _TypeAlias = ValidityRule  # noqa: Y015
+
+@_typing.final
+class SearchOperator(_message.Message):
+    """The subject's own search operators for one parameter: how to draw a valid
+    value, mutate it and cross two values over (a parameter with structure, such
+    as Donkey's track of (command, value) pairs, is almost never valid under the
+    generic operators).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PARAMETER_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
+    OPTIONS_FIELD_NUMBER: _builtins.int
+    parameter: _builtins.str
+    """The parameter the operators own, e.g. "track" (a name in parameter_space)."""
+    kind: _builtins.str
+    """The name of a plug-in of the Python entry-point group
+    "gauntlet.search_operators", e.g. "donkey_track".
+    """
+    @_builtins.property
+    def options(self) -> _struct_pb2.Struct:
+        """The options the subject declared for the operators; meaning defined by the
+        kind's plug-in. JSON-like; numbers are doubles (google.protobuf.Struct).
+        """
+
+    def __init__(
+        self,
+        *,
+        parameter: _builtins.str = ...,
+        kind: _builtins.str = ...,
+        options: _struct_pb2.Struct | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["options", b"options"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["kind", b"kind", "options", b"options", "parameter", b"parameter"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SearchOperator: _TypeAlias = SearchOperator  # noqa: Y015
 
 @_typing.final
 class ValidateConfigsRequest(_message.Message):
