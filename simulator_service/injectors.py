@@ -140,8 +140,8 @@ def parking_scene(subject: Subject, options: Mapping[str, Any]) -> Injector:
     """Parking (GauntletParking-v0): the test case is the scene the env builds on reset (goal spot, parked cars,
     ego position and heading; simulator_service/envs/parking.py). `flags` is the prefix of the 0/1 spot flags
     (flag i = spot i+1)."""
+    from common.domain.validators import flag_names
     from simulator_service.envs.parking import scene_from_values
-    from simulator_service.validators import flag_names
 
     flags = flag_names(str(options.get("flags", "parked")), subject.space.names)
     if not flags:

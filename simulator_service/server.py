@@ -130,6 +130,7 @@ class SimulatorServicer(simulator_pb2_grpc.SimulatorServiceServicer):
             max_steps=s.max_steps,
             signals=signals,
             deterministic=s.deterministic,
+            **s.rules.to_proto_fields(),  # the rules travel declared, so a remote generator builds the same ones
         )
 
     @grpc_method
