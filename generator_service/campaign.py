@@ -18,6 +18,7 @@ from typing import Any
 import grpc
 from prometheus_client import Counter
 
+from common.domain.rules import SubjectRules
 from common.generated.gauntlet.v1 import common_pb2, oracle_pb2, oracle_pb2_grpc, simulator_pb2, simulator_pb2_grpc
 from common.seeding import derive_seed
 from common.space import ParameterSpace
@@ -134,7 +135,14 @@ class CampaignRunner:
         signals = self._required_signals(oracle_name)
         if cfg.keep_final_observations and "final_observation" not in signals:
             signals.append("final_observation")  # a standard signal of every subject (simulator_service/subject.py)
-        strategy = make_strategy(cfg.strategy, space, derive_seed(cfg.seed, "strategy"), cfg.strategy_params)
+        # the subject's rules as the simulator declares them: a strategy that honours rules (Indago) builds them
+        strategy = make_strategy(
+            cfg.strategy,
+            space,
+            derive_seed(cfg.seed, "strategy"),
+            cfg.strategy_params,
+            subject_rules=SubjectRules.from_description(info),
+        )
         batches = self.store.asked_batches(self.id)
         self._positions = {cid: i for i, (cid, _) in enumerate((c for b in batches for c in b), 1)}
         position = len(self._positions)

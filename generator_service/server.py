@@ -14,6 +14,7 @@ from google.protobuf import struct_pb2
 from prometheus_client import Gauge
 from pydantic import ValidationError
 
+from common.domain.rules import SubjectRules
 from common.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound, Unavailable, grpc_method
 from common.generated.gauntlet.v1 import (
     common_pb2,
@@ -24,7 +25,6 @@ from common.generated.gauntlet.v1 import (
     simulator_pb2_grpc,
 )
 from common.server import client_channel
-from common.space import ParameterSpace
 from generator_service.campaign import CampaignRunner
 from generator_service.config import CampaignConfig, explain
 from generator_service.store import CampaignRow, CampaignStore
@@ -153,9 +153,9 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
             info = self.simulator.DescribeEnvironment(
                 simulator_pb2.DescribeEnvironmentRequest(subject=config.subject), timeout=60
             )
-            make_strategy(
-                config.strategy, ParameterSpace.from_proto(info.parameter_space), config.seed, config.strategy_params
-            )
+            # built with the subject's rules: a rule kind the strategy needs but this generator lacks is refused here
+            subject = SubjectRules.from_description(info)
+            make_strategy(config.strategy, subject.space, config.seed, config.strategy_params, subject_rules=subject)
             request = simulator_pb2.RunEpisodesRequest(subject=config.subject, trace=common_pb2.TraceSpec())
             request.model.name = config.model
             list(self.simulator.RunEpisodes(request, timeout=120))  # no test cases: checks model and fit only

@@ -321,6 +321,7 @@ def test_every_strategy_asks_only_valid_inputs_and_is_deterministic(taxi_artifac
     from simulator_service.subject import get_subject
 
     subject = get_subject("taxi_large")
+    rules = subject.rules  # what DescribeEnvironment declares: the campaign passes it to the strategy
     art = str(taxi_artifact)
     cases: list[tuple[str, dict[str, Any]]] = [("indago", {"setting": s, **FAST}) for s in SETTINGS]
     cases += [
@@ -329,19 +330,19 @@ def test_every_strategy_asks_only_valid_inputs_and_is_deterministic(taxi_artifac
         ("train_fail_replay", {}),
     ]
     for name, params in cases:
-        first = make_strategy(name, subject.space, 5, {"surrogate": art, **params}).ask(4)
-        again = make_strategy(name, subject.space, 5, {"surrogate": art, **params}).ask(4)
+        first = make_strategy(name, subject.space, 5, {"surrogate": art, **params}, subject_rules=rules).ask(4)
+        again = make_strategy(name, subject.space, 5, {"surrogate": art, **params}, subject_rules=rules).ask(4)
         assert first == again, (name, params)
         assert len(first) == 4
         for values in first:
             assert subject.violations(values) == [], (name, params, values)
     # asking in several batches gives the same inputs as asking at once (what a resumed campaign relies on)
     params = {"surrogate": art, "setting": "ga_sal+fail", **FAST}
-    at_once = make_strategy("indago", subject.space, 9, params).ask(4)
-    split = make_strategy("indago", subject.space, 9, params)
+    at_once = make_strategy("indago", subject.space, 9, params, subject_rules=rules).ask(4)
+    split = make_strategy("indago", subject.space, 9, params, subject_rules=rules)
     assert split.ask(1) + split.ask(3) == at_once
     # replay takes the failures after the first 30 % of training and stops when they run out
-    replay = make_strategy("train_fail_replay", subject.space, 1, {"surrogate": art})
+    replay = make_strategy("train_fail_replay", subject.space, 1, {"surrogate": art}, subject_rules=rules)
     everything = replay.ask(10_000)
     assert len(everything) == len(replay.failures) > 0 and replay.ask(5) == []
     assert all(v["taxi_row"] >= 12 for v in everything)

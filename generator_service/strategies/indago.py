@@ -1,7 +1,7 @@
 """Indago: surrogate-guided failure search, and its two baselines (sampling, training-failure replay).
 
-Source: "Testing of Deep Reinforcement Learning Agents with Surrogate Models" (tool Indago); extraction in
-shared/notes/000. A surrogate trained on the agent's own training episodes (``gauntlet surrogate train``,
+Source: "Testing of Deep Reinforcement Learning Agents with Surrogate Models" (tool Indago), Alg. 1-2. A
+surrogate trained on the agent's own training episodes (``gauntlet surrogate train``,
 generator_service/surrogates/) predicts how likely an input makes the agent fail; each asked input is the
 result of one search on that prediction, so the agent only runs on the most promising inputs.
 
@@ -48,28 +48,38 @@ Strategies:
   (a training_log.jsonl.gz).
 
 Every returned input is checked against the space and the subject's validity rules; a search that produced
-an invalid input raises ``InvalidSearchResult`` instead of returning it. Replayed failures that do not fit the
-space are refused at construction (the artifact or log belongs to another subject). None of this learns
-online: ``tell`` ignores results. torch and captum are imported when a strategy is built, not when this
-module is imported.
+an invalid input raises ``InvalidSearchResult`` instead of returning it. The rules, and the subject's own
+operators for parameters that have them (Donkey's track), come from the campaign as the keyword
+``subject_rules``: what the simulator declared in DescribeEnvironment (common/domain/rules.py), never a subject
+file of the generator's own. A rule or operator kind not installed in the generator is a FAILED_PRECONDITION
+naming it; built without ``subject_rules`` (outside a campaign), a strategy respects the space's domains only.
+Replayed failures that do not fit the space and rules are refused at construction (the artifact or log belongs
+to another subject). None of this learns online: ``tell`` ignores results. torch and captum are imported when a
+strategy is built, not when this module is imported.
 """
 
 from __future__ import annotations
 
-import math
+import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import numpy as np
+from pydantic import BeforeValidator, Field, model_validator
 
+from common.domain.rules import SubjectRules
 from common.space import ParameterSpace
-from generator_service.strategies.base import Result, StrategyParamError, TestInput, register_strategy
+from generator_service.strategies.base import Result, TestInput
+from generator_service.strategies.params import Count, Integer, Number, StrategyParamError, StrategyParams
 
-SOURCE = "Testing of Deep Reinforcement Learning Agents with Surrogate Models (Indago), Alg. 1-2; shared/notes/000"
-SEARCHES = ("hill_climbing", "genetic")
-SEEDS = ("random", "training_failures")
-MUTATIONS = ("random", "saliency")
+SOURCE = "Testing of Deep Reinforcement Learning Agents with Surrogate Models (Indago), Alg. 1-2"
+SearchName = Literal["hill_climbing", "genetic"]
+SeedsName = Literal["random", "training_failures"]
+MutationName = Literal["random", "saliency"]
+SettingName = Literal[
+    "hc_rnd", "hc_fail", "hc_sal+rnd", "hc_sal+fail", "ga_rnd", "ga_fail", "ga_sal+rnd", "ga_sal+fail"
+]
 SETTINGS: dict[str, tuple[str, str, str]] = {
     "hc_rnd": ("hill_climbing", "random", "random"),
     "hc_fail": ("hill_climbing", "training_failures", "random"),
@@ -83,60 +93,87 @@ SETTINGS: dict[str, tuple[str, str, str]] = {
 DEFAULT_SETTING = "hc_sal+rnd"
 
 
-# -- parameter checks (numbers may arrive as floats: campaign params travel as a protobuf Struct) ------------
-def _int(strategy: str, name: str, value: Any, minimum: int) -> int:
-    ok = not isinstance(value, bool) and isinstance(value, (int, float, np.integer, np.floating))
-    if ok:
-        ok = math.isfinite(float(value)) and float(value) == int(value) and int(value) >= minimum
-    if not ok:
-        raise StrategyParamError(f"{strategy} parameter {name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
+# -- parameter schemas (module docstring) -------------------------------------------------------------------
+def _path_text(value: Any) -> Any:
+    return os.fspath(value) if isinstance(value, os.PathLike) else value
 
 
-def _float(strategy: str, name: str, value: Any, low: float, high: float = math.inf) -> float:
-    ok = not isinstance(value, bool) and isinstance(value, (int, float, np.integer, np.floating))
-    if ok:
-        ok = math.isfinite(float(value)) and low <= float(value) <= high
-    if not ok:
-        where = f">= {low:g}" + (f" and <= {high:g}" if math.isfinite(high) else "")
-        raise StrategyParamError(f"{strategy} parameter {name} must be a number {where}, got {value!r}")
-    return float(value)
+FolderPath = Annotated[str, BeforeValidator(_path_text)]
 
 
-def _choice(strategy: str, name: str, value: Any, choices: Sequence[str]) -> str:
-    if value not in choices:
-        raise StrategyParamError(f"{strategy} parameter {name} must be one of {', '.join(choices)}, got {value!r}")
-    return str(value)
-
-
-def _time_budget(strategy: str, value: Any) -> float | None:
-    if value is None:
-        return None
-    return _float(strategy, "time_budget_s", value, 0.0) or None
-
-
-def _max_iterations(strategy: str, value: Any) -> int | None:
-    return None if value is None else _int(strategy, "max_iterations", value, 1)
-
-
-def resolve_setting(setting: Any, search: Any, seeds: Any, mutation: Any) -> tuple[str, str, str]:
-    """(search, seeds, mutation) from the ``setting`` shortcut and the explicit parameters (module docstring)."""
-    if setting is not None:
-        name = _choice("indago", "setting", setting, list(SETTINGS))
-        implied = SETTINGS[name]
-        for label, given, want in zip(("search", "seeds", "mutation"), (search, seeds, mutation), implied):
-            if given is not None and given != want:
-                raise StrategyParamError(
-                    f"indago parameter {label}={given!r} contradicts setting {name!r} "
-                    f"({label}={want!r}); give one or the other"
-                )
-        return implied
-    base = SETTINGS[DEFAULT_SETTING]
-    return (
-        _choice("indago", "search", search if search is not None else base[0], SEARCHES),
-        _choice("indago", "seeds", seeds if seeds is not None else base[1], SEEDS),
-        _choice("indago", "mutation", mutation if mutation is not None else base[2], MUTATIONS),
+def surrogate_field() -> Any:
+    return Field(
+        None,
+        description="folder of a trained surrogate (`gauntlet surrogate train --model NAME`)",
+        json_schema_extra={"allowed": "a folder path"},
     )
+
+
+def failure_filter_field() -> Any:
+    return Field(30.0, ge=0.0, le=99.999, description="percentage of early training episodes whose failures are unused")
+
+
+def time_budget_field() -> Any:
+    return Field(0.0, ge=0.0, description="wall-clock seconds per input; 0 = no time limit (reproducible)")
+
+
+class IndagoParams(StrategyParams):
+    surrogate: FolderPath | None = surrogate_field()
+    setting: SettingName | None = Field(None, description="the paper's name for a search, seeds and mutation")
+    search: SearchName | None = Field(None, description="Alg. 1 (hill climbing) or Alg. 2 (genetic)")
+    seeds: SeedsName | None = Field(None, description="where searches start")
+    mutation: MutationName | None = Field(None, description="which parameter a mutation moves")
+    neighbourhood: Integer = Field(50, ge=1, description="neighbours per hill-climbing step")
+    population: Integer = Field(50, ge=2, description="GA population")
+    crossover: Number = Field(0.75, ge=0.0, le=1.0, description="GA crossover rate")
+    elitism: Number = Field(0.05, ge=0.0, le=1.0, description="GA elite fraction")
+    time_budget_s: Number = time_budget_field()
+    max_iterations: Count | None = Field(100, description="neighbourhoods (HC) or generations (GA) per input")
+    mutation_scale: Number = Field(0.1, ge=0.0, le=1.0, description="a mutated number moves by up to this of its range")
+    failure_filter: Number = failure_filter_field()
+
+    @model_validator(mode="after")
+    def _setting_agrees(self) -> IndagoParams:
+        if self.setting is not None:
+            implied = SETTINGS[self.setting]
+            for label, want in zip(("search", "seeds", "mutation"), implied):
+                given = getattr(self, label)
+                if given is not None and given != want:
+                    raise ValueError(
+                        f"indago parameter {label}={given!r} contradicts setting {self.setting!r} "
+                        f"({label}={want!r}); give one or the other"
+                    )
+        return self
+
+    def resolved(self) -> tuple[str, str, str]:
+        """(search, seeds, mutation): the setting's, else each given one over the default setting's."""
+        if self.setting is not None:
+            return SETTINGS[self.setting]
+        base = SETTINGS[DEFAULT_SETTING]
+        return (self.search or base[0], self.seeds or base[1], self.mutation or base[2])
+
+
+class IndagoSamplingParams(StrategyParams):
+    surrogate: FolderPath | None = surrogate_field()
+    candidates: Integer = Field(1000, ge=1, description="random valid inputs the surrogate rates per asked input")
+    time_budget_s: Number = time_budget_field()
+
+
+class TrainFailReplayParams(StrategyParams):
+    surrogate: FolderPath | None = surrogate_field()
+    log: FolderPath | None = Field(
+        None, description="a training_log.jsonl.gz (instead of surrogate)", json_schema_extra={"allowed": "a file path"}
+    )
+    failure_filter: Number = failure_filter_field()
+
+    @model_validator(mode="after")
+    def _one_source(self) -> TrainFailReplayParams:
+        if (self.surrogate is None) == (self.log is None):
+            raise ValueError(
+                "train_fail_replay needs exactly one of surrogate (an artifact folder) or log "
+                "(a training_log.jsonl.gz) to take the training failures from"
+            )
+        return self
 
 
 def open_surrogate(strategy: str, path: Any, space: ParameterSpace) -> Any:
@@ -169,63 +206,37 @@ def checked_failures(strategy: str, failures: list[dict[str, Any]], validity: An
     return [dict(v) for v in failures]
 
 
-@register_strategy(
-    "indago",
-    "Indago: per input, a hill-climbing or genetic search on a surrogate failure predictor trained on "
-    "the agent's training episodes (random/saliency mutation, random/training-failure seeds).",
-    source=SOURCE,
-    surrogate=None,
-    setting=None,
-    search=None,
-    seeds=None,
-    mutation=None,
-    neighbourhood=50,
-    population=50,
-    crossover=0.75,
-    elitism=0.05,
-    time_budget_s=0.0,
-    max_iterations=100,
-    mutation_scale=0.1,
-    failure_filter=30,
-)
 class Indago:
+    """Indago: per input, a hill-climbing or genetic search on a surrogate failure predictor trained on
+    the agent's training episodes (random/saliency mutation, random/training-failure seeds)."""
+
+    source = SOURCE
+    Params = IndagoParams
+
     def __init__(
         self,
         space: ParameterSpace,
         rng: np.random.Generator,
-        surrogate: Any = None,
-        setting: Any = None,
-        search: Any = None,
-        seeds: Any = None,
-        mutation: Any = None,
-        neighbourhood: Any = 50,
-        population: Any = 50,
-        crossover: Any = 0.75,
-        elitism: Any = 0.05,
-        time_budget_s: Any = 0.0,
-        max_iterations: Any = 100,
-        mutation_scale: Any = 0.1,
-        failure_filter: Any = 30,
+        params: IndagoParams,
+        *,
+        subject_rules: SubjectRules | None = None,
     ) -> None:
         from generator_service.surrogates.search import Budget, Mutator, subject_validity
 
         name = "indago"
-        self.search, self.seeds, self.mutation = resolve_setting(setting, search, seeds, mutation)
-        self.neighbourhood = _int(name, "neighbourhood", neighbourhood, 1)
-        self.population = _int(name, "population", population, 2)
-        self.crossover = _float(name, "crossover", crossover, 0.0, 1.0)
-        self.elitism = _float(name, "elitism", elitism, 0.0, 1.0)
-        scale = _float(name, "mutation_scale", mutation_scale, 0.0, 1.0)
-        self.failure_filter = _float(name, "failure_filter", failure_filter, 0.0, 99.999)
+        self.search, self.seeds, self.mutation = params.resolved()
+        self.neighbourhood, self.population = params.neighbourhood, params.population
+        self.crossover, self.elitism = params.crossover, params.elitism
+        self.failure_filter = params.failure_filter
         try:
-            self.budget = Budget(_max_iterations(name, max_iterations), _time_budget(name, time_budget_s))
+            self.budget = Budget(params.max_iterations, params.time_budget_s or None)
         except ValueError as exc:
             raise StrategyParamError(f"{name}: {exc}") from None
         self.space = space
         self.rng = rng
-        self.surrogate = open_surrogate(name, surrogate, space)
-        self.validity = subject_validity(self.surrogate.subject, space)
-        self.mutator = Mutator(self.surrogate, self.validity, rng, self.mutation, scale)
+        self.surrogate = open_surrogate(name, params.surrogate, space)
+        self.validity = subject_validity(space, subject_rules)
+        self.mutator = Mutator(self.surrogate, self.validity, rng, self.mutation, params.mutation_scale)
         self.failures: list[TestInput] = []
         if self.seeds == "training_failures":
             self.failures = checked_failures(
@@ -290,32 +301,29 @@ class Indago:
         """Indago does not learn from executions."""
 
 
-@register_strategy(
-    "indago_sampling",
-    "Sampling baseline (Indago paper): per input, the random valid input the surrogate rates "
-    "most likely to fail among up to `candidates` draws within the time budget.",
-    source=SOURCE + "; baseline after Uesato et al.",
-    surrogate=None,
-    candidates=1000,
-    time_budget_s=0.0,
-)
 class IndagoSampling:
+    """Sampling baseline (Indago paper): per input, the random valid input the surrogate rates most likely to
+    fail among up to `candidates` draws within the time budget."""
+
+    source = SOURCE + "; baseline after Uesato et al."
+    Params = IndagoSamplingParams
+
     def __init__(
         self,
         space: ParameterSpace,
         rng: np.random.Generator,
-        surrogate: Any = None,
-        candidates: Any = 1000,
-        time_budget_s: Any = 0.0,
+        params: IndagoSamplingParams,
+        *,
+        subject_rules: SubjectRules | None = None,
     ) -> None:
         from generator_service.surrogates.search import subject_validity
 
         name = "indago_sampling"
-        self.candidates = _int(name, "candidates", candidates, 1)
-        self.time_budget_s = _time_budget(name, time_budget_s)
+        self.candidates = params.candidates
+        self.time_budget_s = params.time_budget_s or None
         self.rng = rng
-        self.surrogate = open_surrogate(name, surrogate, space)
-        self.validity = subject_validity(self.surrogate.subject, space)
+        self.surrogate = open_surrogate(name, params.surrogate, space)
+        self.validity = subject_validity(space, subject_rules)
         self.last: Any = None
 
     def ask(self, n: int) -> list[TestInput]:
@@ -334,33 +342,25 @@ class IndagoSampling:
         """Sampling does not learn from executions."""
 
 
-@register_strategy(
-    "train_fail_replay",
-    "Training-failure replay baseline (Indago paper): the inputs that failed during training "
-    "after the first `failure_filter` % of episodes, in seeded random order, each once.",
-    source=SOURCE + "; 'train. fail.' baseline",
-    surrogate=None,
-    log=None,
-    failure_filter=30,
-)
 class TrainFailReplay:
+    """Training-failure replay baseline (Indago paper): the inputs that failed during training after the first
+    `failure_filter` % of episodes, in seeded random order, each once."""
+
+    source = SOURCE + "; 'train. fail.' baseline"
+    Params = TrainFailReplayParams
+
     def __init__(
         self,
         space: ParameterSpace,
         rng: np.random.Generator,
-        surrogate: Any = None,
-        log: Any = None,
-        failure_filter: Any = 30,
+        params: TrainFailReplayParams,
+        *,
+        subject_rules: SubjectRules | None = None,
     ) -> None:
-        from generator_service.surrogates.search import Validity, subject_rules
+        from generator_service.surrogates.search import subject_validity
 
         name = "train_fail_replay"
-        percent = _float(name, "failure_filter", failure_filter, 0.0, 99.999)
-        if (surrogate is None) == (log is None):
-            raise StrategyParamError(
-                f"{name} needs exactly one of surrogate (an artifact folder) or log "
-                "(a training_log.jsonl.gz) to take the training failures from"
-            )
+        percent, surrogate, log = params.failure_filter, params.surrogate, params.log
         if surrogate is not None:
             from generator_service.surrogates.artifact import artifact_failures, read_meta
 
@@ -369,9 +369,8 @@ class TrainFailReplay:
                 failures = artifact_failures(Path(surrogate), meta, percent)
             except ValueError as exc:
                 raise StrategyParamError(f"{name} parameter surrogate: {exc}") from None
-            rules = subject_rules(meta["subject"], space)
             where = str(surrogate)
-        else:
+        elif log is not None:  # the schema requires exactly one of surrogate and log
             from generator_service.surrogates.dataset import filtered_count, load_interaction_log
 
             try:
@@ -380,9 +379,8 @@ class TrainFailReplay:
                 raise StrategyParamError(f"{name} parameter log: {exc}") from None
             first = filtered_count(len(data), percent)
             failures = [c for i, c in enumerate(data.configs) if i >= first and data.failed[i]]
-            rules = []
             where = str(log)
-        self.validity = Validity(space, rules)
+        self.validity = subject_validity(space, subject_rules)
         self.failures = checked_failures(name, failures, self.validity, where)
         self.order = [int(i) for i in rng.permutation(len(self.failures))]
         self.position = 0
