@@ -25,7 +25,7 @@ DEFAULT_MODEL_ROOT = Path(__file__).parent / "zoo"
 # A served model only acts: an off-policy model saved with a replay buffer that needs its training env (HER
 # relabels goals through env.compute_reward) loads with a minimal plain buffer instead. Keys a model did not
 # save (e.g. PPO's) are ignored by Stable-Baselines3.
-SERVE_ONLY = {"replay_buffer_class": None, "replay_buffer_kwargs": {}, "buffer_size": 1}
+SERVE_ONLY: dict[str, Any] = {"replay_buffer_class": None, "replay_buffer_kwargs": {}, "buffer_size": 1}
 log = logging.getLogger("agent")
 
 
@@ -79,7 +79,7 @@ class ModelRegistry:
         for name in self.entries:
             try:
                 self.load(name)
-            except Exception:  # noqa: BLE001
+            except Exception:
                 log.exception("model %s could not be preloaded", name)
 
     def act(self, name: str, observations: np.ndarray) -> np.ndarray:

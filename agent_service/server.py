@@ -10,7 +10,7 @@ from prometheus_client import Counter, Histogram
 
 from agent_service.registry import ModelRegistry
 from common.errors import InvalidArgument, grpc_method
-from common.generated.gauntlet.v1 import agent_pb2, agent_pb2_grpc
+from common.generated.gauntlet.v1 import agent_pb2, agent_pb2_grpc, common_pb2
 from common.space_spec import space_to_proto
 from common.tensor import TensorError, from_tensor, to_tensor
 
@@ -45,9 +45,9 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
             metadata=meta,
         )
 
-    def _act(self, name: str, tensor: object) -> agent_pb2.ActResponse:
+    def _act(self, name: str, tensor: common_pb2.Tensor) -> common_pb2.Tensor:
         try:
-            observations = from_tensor(tensor)  # type: ignore[arg-type]
+            observations = from_tensor(tensor)
         except TensorError as exc:
             raise InvalidArgument(f"observations: {exc}") from None
         started = time.perf_counter()

@@ -10,7 +10,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import gymnasium as gym
 import numpy as np
@@ -46,6 +46,7 @@ class AgentError(RuntimeError):
     """The agent could not act (its service failed); the episodes in flight are lost, not judged."""
 
 
+@runtime_checkable
 class Actor(Protocol):
     """Acts on batches in two halves (send, then receive in order), so a remote agent can think
     while the simulator steps other environments."""
@@ -96,7 +97,7 @@ def run_lockstep(
     An environment that raises is replaced by a fresh one from `env_factory` and its job
     yields an Outcome with `error` set; an AgentError propagates (the agent is shared by all slots).
     """
-    actor: Actor = act if hasattr(act, "send") else LocalActor(act)  # type: ignore[arg-type]
+    actor: Actor = act if isinstance(act, Actor) else LocalActor(act)
     pending = iter(jobs)
     slots = [_Slot(env) for env in envs]
     recorders = [recorder_factory() for _ in slots]
@@ -151,7 +152,7 @@ def run_lockstep(
         for i, action in zip(active, actions):
             slot = slots[i]
             out = slot.outcome
-            assert out is not None
+            assert out is not None and slot.obs is not None
             try:
                 env_action = action.item() if action.shape == () else action
                 obs, reward, terminated, truncated, _ = slot.env.step(env_action)

@@ -183,7 +183,7 @@ def fit(
         out = network(x)
         if kind == "classifier":
             return F.cross_entropy(out, y, weight=cw)
-        return torch.mean(w * (out[:, 0] - y) ** 2)  # type: ignore[operator]
+        return torch.mean(w * (out[:, 0] - y) ** 2)
 
     batch_size = effective_batch_size(len(xt), settings.batch_size)
     shuffler = torch.Generator().manual_seed(seed)

@@ -98,7 +98,10 @@ class ObstacleBipedalWalker(bw.BipedalWalker):
                 f"obstacles must be a non-empty list of codes in 0..3 (0 grass, 1 stump, 2 stairs, "
                 f"3 pit), got {codes!r}"
             )
-        self._np_random = TerrainScript(np.random.default_rng(self.terrain_seed), codes, self.grass_gap, self)
+        # TerrainScript stands in for the env's Generator by duck typing (it delegates what it does not script).
+        self._np_random = TerrainScript(  # type: ignore[assignment]
+            np.random.default_rng(self.terrain_seed), codes, self.grass_gap, self
+        )
         return super().reset(seed=None, options=options)  # no seed: a seed would replace the script
 
     def obstacle_start_x(self) -> list[float]:
