@@ -365,24 +365,38 @@ def cmd_models(args: argparse.Namespace) -> None:
 
 
 def cmd_strategies(args: argparse.Namespace) -> None:
+    """One block per installed strategy plug-in: what it is, its package and source, and its parameters."""
     from generator_service.strategies import strategies
 
-    table = Table(title="Strategies")
-    for col in ("strategy", "description", "parameters (defaults)", "source"):
-        table.add_column(col)
     for info in strategies().values():
-        table.add_row(info.name, info.description, json.dumps(dict(info.defaults)), info.source)
-    console.print(table)
+        console.print(f"[bold]{info.name}[/bold]  (package {info.package or 'unknown'})", soft_wrap=True)
+        console.print(f"  {info.description}", soft_wrap=True, markup=False)
+        if info.source:
+            console.print(f"  source: {info.source}", soft_wrap=True, markup=False)
+        table = Table(box=None, padding=(0, 2), show_edge=False)
+        for col in ("parameter", "default", "allowed", "meaning"):
+            table.add_column(col)
+        for p in info.parameters:
+            table.add_row(p.name, json.dumps(p.default), p.allowed, p.description)
+        console.print(table if info.parameters else "  (no parameters)")
+        console.print()
 
 
 def cmd_oracles(args: argparse.Namespace) -> None:
-    from oracle_service.oracles import ORACLES
+    from common.plugins import ORACLES, plugin_package
+    from oracle_service.oracles import oracles
 
-    table = Table(title="Oracles")
-    for col in ("oracle", "description", "signals", "descriptors"):
+    table = Table(title="Oracles (no oracle takes options)")
+    for col in ("oracle", "package", "description", "signals", "descriptors"):
         table.add_column(col)
-    for o in ORACLES.values():
-        table.add_row(o.name, o.description, ", ".join(o.required_signals), ", ".join(o.descriptor_names))
+    for o in oracles().values():
+        table.add_row(
+            o.name,
+            plugin_package(ORACLES, o.name),
+            o.description,
+            ", ".join(o.required_signals),
+            ", ".join(o.descriptor_names),
+        )
     console.print(table)
 
 

@@ -385,4 +385,4 @@ def get_oracle(name: str) -> Oracle:
         raise KeyError(f"unknown oracle {name!r}; installed oracles: {installed}") from None
     if getattr(oracle, "name", None) != name:
         raise PluginError(f"oracle plug-in {name!r} names an object whose name is {getattr(oracle, 'name', None)!r}")
-    return oracle  # type: ignore[no-any-return]
+    return oracle

@@ -168,4 +168,4 @@ def make_injector(subject: Subject) -> Injector:
     except KeyError:
         known = ", ".join(plugin_names(INJECTORS))
         raise KeyError(f"subject {subject.name}: unknown injector {kind!r}; installed: {known}") from None
-    return factory(subject, subject.injector)  # type: ignore[no-any-return]
+    return factory(subject, subject.injector)

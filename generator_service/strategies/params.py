@@ -73,18 +73,23 @@ def _type_text(annotation: Any) -> str:
     return names.get(annotation, getattr(annotation, "__name__", str(annotation)))
 
 
+def _bound(metadata: list[Any], kinds: tuple[type, ...]) -> tuple[str, float] | None:
+    """(the constraint's attribute name, its value) of the first constraint of ``kinds`` in ``metadata``."""
+    for item in metadata:
+        if isinstance(item, kinds):
+            attr = type(item).__name__.lower()  # Ge -> ge, Gt -> gt, ...
+            return attr, float(getattr(item, attr))
+    return None
+
+
 def _bounds_text(metadata: list[Any]) -> str:
-    low = next((("[", m.ge) for m in metadata if isinstance(m, annotated_types.Ge)), None)
-    low = low or next((("(", m.gt) for m in metadata if isinstance(m, annotated_types.Gt)), None)
-    high = next(((m.le, "]") for m in metadata if isinstance(m, annotated_types.Le)), None)
-    high = high or next(((m.lt, ")") for m in metadata if isinstance(m, annotated_types.Lt)), None)
+    low = _bound(metadata, (annotated_types.Ge, annotated_types.Gt))
+    high = _bound(metadata, (annotated_types.Le, annotated_types.Lt))
     if low and high:
-        return f" in {low[0]}{low[1]:g}, {high[0]:g}{high[1]}"
-    if low:
-        return f" {'>=' if low[0] == '[' else '>'} {low[1]:g}"
-    if high:
-        return f" {'<=' if high[1] == ']' else '<'} {high[0]:g}"
-    return ""
+        return f" in {'[' if low[0] == 'ge' else '('}{low[1]:g}, {high[1]:g}{']' if high[0] == 'le' else ')'}"
+    signs = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<"}
+    bound = low or high
+    return f" {signs[bound[0]]} {bound[1]:g}" if bound else ""
 
 
 def allowed_text(field: FieldInfo) -> str:
