@@ -67,6 +67,9 @@ from generator_service.strategies.search_support import (
     usable,
 )
 
+# What an asked input was for: ("seed" | "probe", collection id) or ("mutant", the parent's margin).
+_Tag = tuple[str, float]
+
 SENSITIVITY_FLOOR = 1e-6  # MDPFuzz's "+ 1e-6": a seed whose margin did not move can still be chosen
 REG_COVAR = 1e-6  # added to every covariance diagonal (sklearn's default), in normalised state units
 
@@ -188,16 +191,16 @@ class Fuzzer:
         self._collecting = True
         self._collections: dict[int, _Collection] = {}
         self._next_collection = 0
-        self._queue: deque[tuple[TestInput, tuple]] = deque()  # probes planned but not asked yet
+        self._queue: deque[tuple[TestInput, _Tag]] = deque()  # probes planned but not asked yet
         self._states: list[np.ndarray] = []  # raw states seen before the GMM is fitted
-        self._ledger = AskLedger()
+        self._ledger: AskLedger[_Tag] = AskLedger()
         self.executions = 0
 
     # -- ask/tell ---------------------------------------------------------------------------------
     def ask(self, n: int) -> list[TestInput]:
         for tag in self._ledger.close():
             if tag[0] in ("seed", "probe"):
-                self._drop_collection(tag[1])
+                self._drop_collection(int(tag[1]))
         if n <= 0:
             return []
         if self._collecting and len(self.corpus) >= self.initial_tests:
@@ -249,7 +252,7 @@ class Fuzzer:
                 self._mutant_told(r, float(tag[1]))
             else:
                 self._observe(r)
-                self._collection_told(tag[0], tag[1], r)
+                self._collection_told(tag[0], int(tag[1]), r)
 
     # -- internals --------------------------------------------------------------------------------
     def _select(self) -> Seed:

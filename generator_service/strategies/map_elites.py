@@ -89,7 +89,7 @@ class MapElites:
         self._waiting: list[tuple[int, np.ndarray, float]] = []  # (index, raw behaviour, objective) before the archive
         self._archive: Any = None
         self._asked = 0
-        self._ledger = AskLedger()
+        self._ledger: AskLedger[None] = AskLedger()
 
     # -- ask/tell ---------------------------------------------------------------------------------
     def ask(self, n: int) -> list[TestInput]:
@@ -155,7 +155,7 @@ class MapElites:
         if not self._waiting:
             return None
         self.behaviour.learn([raw for _, raw, _ in self._waiting])
-        bounds = self.behaviour.bounds
+        bounds = self.behaviour.learned_bounds()
         dims = len(bounds)
         cells = self.cells * dims if len(self.cells) == 1 else self.cells
         if len(cells) != dims:

@@ -85,7 +85,7 @@ class NoveltySearch:
         self.integer_mutation, self.mutation_p = params.integer_mutation, params.mutation_p
         self.behaviour = BehaviourScale(NAME, space, bounds_array(params.descriptor_bounds))
         self._asked = 0
-        self._ledger = AskLedger()
+        self._ledger: AskLedger[tuple[str, int]] = AskLedger()
         self._next_id = 0
         self._initial: list[tuple[int, TestInput, np.ndarray]] = []  # (id, input, raw behaviour)
         self._archive_ids: list[int] = []

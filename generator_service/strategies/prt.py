@@ -116,6 +116,10 @@ class PRTGenerator:
         self.variant = variant
         self._authors = variant == "authors_code"
         self._count = 0
+        # T, D and alpha of the O(MN^2) realisation, (re)allocated by _reserve.
+        self._points: np.ndarray
+        self._sorted: np.ndarray
+        self._owner: np.ndarray
         self._reserve(64)
 
     def __len__(self) -> int:

@@ -20,7 +20,7 @@ import json
 import math
 from collections import deque
 from collections.abc import Hashable, Mapping, Sequence
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Generic, Literal, TypeVar
 
 import numpy as np
 from pydantic import AfterValidator, Field
@@ -80,16 +80,19 @@ def input_key(values: Mapping[str, Any]) -> str:
     return json.dumps(values, sort_keys=True, default=repr)
 
 
-class AskLedger:
+TagT = TypeVar("TagT", bound=Hashable)
+
+
+class AskLedger(Generic[TagT]):
     """What each input of the last ask was for (a tag), looked up by the input's values."""
 
     def __init__(self) -> None:
-        self._open: dict[str, deque[Hashable]] = {}
+        self._open: dict[str, deque[TagT]] = {}
 
-    def record(self, values: TestInput, tag: Hashable) -> None:
+    def record(self, values: TestInput, tag: TagT) -> None:
         self._open.setdefault(input_key(values), deque()).append(tag)
 
-    def match(self, results: Sequence[Result]) -> list[tuple[Hashable, Result]]:
+    def match(self, results: Sequence[Result]) -> list[tuple[TagT, Result]]:
         """(tag, result) for every result of an open input, in the order told; others are ignored."""
         out = []
         for r in results:
@@ -98,7 +101,7 @@ class AskLedger:
                 out.append((tags.popleft(), r))
         return out
 
-    def close(self) -> list[Hashable]:
+    def close(self) -> list[TagT]:
         """Forgets the open inputs (called when the next ask starts) and returns their tags: results lost."""
         lost = [t for tags in self._open.values() for t in tags]
         self._open = {}
@@ -125,6 +128,12 @@ class BehaviourScale:
     @property
     def ready(self) -> bool:
         return self.bounds is not None
+
+    def learned_bounds(self) -> np.ndarray:
+        """The (d, 2) bounds once given or learned; asking before ``learn`` is a bug in the strategy."""
+        if self.bounds is None:
+            raise RuntimeError(f"{self.strategy}: behaviour bounds used before they were learned")
+        return self.bounds
 
     def raw(self, result: Result) -> np.ndarray | None:
         """The result's behaviour vector, or None when it has non-finite values."""
@@ -163,7 +172,8 @@ class BehaviourScale:
         self.bounds = np.stack([low, high], axis=1)
 
     def normalise(self, raw: np.ndarray) -> np.ndarray:
-        lo, hi = self.bounds[:, 0], self.bounds[:, 1]  # type: ignore[index]
+        bounds = self.learned_bounds()
+        lo, hi = bounds[:, 0], bounds[:, 1]
         return (np.asarray(raw, dtype=float) - lo) / (hi - lo)
 
     def _input_vector(self, values: Mapping[str, Any]) -> np.ndarray:
