@@ -34,9 +34,8 @@ class UserError(Exception):
 # -- campaign files ---------------------------------------------------------------------------------
 def load_campaign_file(path: Path) -> tuple[CampaignConfig, dict[str, Any]]:
     if not path.exists():
-        raise UserError(
-            f"campaign file {path} does not exist (examples: {', '.join(sorted(str(p) for p in Path('examples').glob('*.yaml')))})"
-        )
+        examples = ", ".join(sorted(str(p) for p in Path("examples").glob("*.yaml")))
+        raise UserError(f"campaign file {path} does not exist (examples: {examples})")
     try:
         data = yaml.safe_load(path.read_text())
     except yaml.YAMLError as exc:

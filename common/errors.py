@@ -113,7 +113,7 @@ def grpc_method(func: F) -> F:
         def stream(self: Any, request: Any, context: grpc.ServicerContext) -> Any:
             try:
                 yield from func(self, request, context)
-            except Exception as exc:  # noqa: BLE001 - converted to a status
+            except Exception as exc:  # converted to a status
                 if _status_set(context):
                     raise
                 _abort(context, exc, func.__name__)
@@ -124,7 +124,7 @@ def grpc_method(func: F) -> F:
     def unary(self: Any, request: Any, context: grpc.ServicerContext) -> Any:
         try:
             return func(self, request, context)
-        except Exception as exc:  # noqa: BLE001 - converted to a status
+        except Exception as exc:  # converted to a status
             if _status_set(context):
                 raise
             _abort(context, exc, func.__name__)

@@ -120,7 +120,7 @@ class CampaignRunner:
             state = "cancelled" if reason == "cancelled" else "completed"
         except CampaignError as exc:
             state, reason, error = "interrupted", "error", str(exc)
-        except Exception as exc:  # noqa: BLE001 - a campaign thread must record why it died
+        except Exception as exc:  # a campaign thread must record why it died
             log.exception("campaign %s failed", self.id)
             state, reason, error = "interrupted", "error", f"{type(exc).__name__}: {exc}"
         self.store.set_state(self.id, state, reason, error, add_wall_seconds=time.monotonic() - self._started)

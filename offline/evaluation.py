@@ -259,7 +259,7 @@ def evaluate_model(
                 _indexed(cases, start, end),
                 seed,
                 parallelism,
-                (lambda n: progress(base + n)) if progress else None,
+                (lambda n, base=base: progress(base + n)) if progress else None,
                 seeds,
             )
             finished += end - start

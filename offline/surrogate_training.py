@@ -58,6 +58,7 @@ from generator_service.surrogates.model import (
 from offline.surrogate_splits import VALIDATION_FRACTION, MarginScale, held_out_indices, stratified_split
 
 MIN_RECALL = 0.10
+DEFAULT_SETTINGS = TrainSettings()  # frozen: one shared default is safe
 PAPER_FILTERS = (5.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0)
 
 
@@ -73,7 +74,7 @@ class TuningGrid:
         return len(self.filters) * len(self.layers) * self.seeds
 
     def points(self) -> list[tuple[float, int, int]]:
-        return [(f, l, s) for f in self.filters for l in self.layers for s in range(self.seeds)]
+        return [(f, layers, s) for f in self.filters for layers in self.layers for s in range(self.seeds)]
 
 
 GRIDS: dict[str, TuningGrid] = {
@@ -144,7 +145,7 @@ def train_surrogate(
     model: str | None = None,
     kind: str = "classifier",
     grid: str | TuningGrid = "small",
-    settings: TrainSettings = TrainSettings(),
+    settings: TrainSettings = DEFAULT_SETTINGS,
     held_out_seed: int = 0,
     progress: Callable[[int, int, Mapping[str, Any]], None] | None = None,
 ) -> Path:
@@ -446,7 +447,7 @@ def train_zoo_surrogate(
     grid: str | TuningGrid = "small",
     out_dir: Path | str | None = None,
     model_root: Path | None = None,
-    settings: TrainSettings = TrainSettings(),
+    settings: TrainSettings = DEFAULT_SETTINGS,
     progress: Callable[[int, int, Mapping[str, Any]], None] | None = None,
 ) -> Path:
     """Trains a surrogate for a zoo model from its interaction log (subject and space from the manifest)."""

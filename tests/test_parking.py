@@ -1,4 +1,4 @@
-"""Parking (highway-env): validity, the injected scene, the numpy observation, the wire codec, the oracle, HER training."""
+"""Parking (highway-env): validity, the injected scene, the numpy observation, wire codec, oracle, HER training."""
 
 from __future__ import annotations
 

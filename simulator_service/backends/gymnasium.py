@@ -8,9 +8,10 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-import simulator_service.envs.bipedal_obstacles  # noqa: F401 - registers GauntletBipedalObstacles-v0
-import simulator_service.envs.taxi_large  # noqa: F401 - registers GauntletTaxiLarge-v0 for gym.make
 from common.space import ParamValue
+
+# Imported for their side effect: they register GauntletBipedalObstacles-v0 and GauntletTaxiLarge-v0 for gym.make.
+from simulator_service.envs import bipedal_obstacles, taxi_large  # noqa: F401
 from simulator_service.injectors import make_injector
 from simulator_service.subject import Subject
 
