@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from concurrent import futures
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -110,9 +111,13 @@ class _TokenInterceptor(grpc.ServerInterceptor):
         def deny(request: object, context: grpc.ServicerContext) -> None:
             context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong 'authorization: Bearer <token>' metadata")
 
-        self._deny = grpc.unary_unary_rpc_method_handler(deny)
+        self._deny: grpc.RpcMethodHandler[object, None] = grpc.unary_unary_rpc_method_handler(deny)
 
-    def intercept_service(self, continuation, handler_call_details):  # type: ignore[no-untyped-def]
+    def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler[Any, Any] | None],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler[Any, Any] | None:
         if handler_call_details.method.startswith("/grpc.health.v1.Health/"):
             return continuation(handler_call_details)
         metadata = dict(handler_call_details.invocation_metadata or ())
@@ -134,7 +139,7 @@ def serve(
     """
     configure_logging(service, options.log_level)
     log = logging.getLogger(service)
-    interceptors = [_TokenInterceptor(options.token)] if options.token else []
+    interceptors: list[grpc.ServerInterceptor] = [_TokenInterceptor(options.token)] if options.token else []
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=options.workers), options=GRPC_OPTIONS, interceptors=interceptors
     )
@@ -217,7 +222,7 @@ class _TokenClientInterceptor(
     def __init__(self, token: str) -> None:
         self._metadata = ((TOKEN_HEADER, f"Bearer {token}"),)
 
-    def _details(self, details):  # type: ignore[no-untyped-def]
+    def _details(self, details):  # untyped: grpc's client-interceptor generics add nothing here
         return _CallDetails(
             details.method,
             details.timeout,
@@ -227,14 +232,14 @@ class _TokenClientInterceptor(
             getattr(details, "compression", None),
         )
 
-    def intercept_unary_unary(self, continuation, details, request):  # type: ignore[no-untyped-def]
+    def intercept_unary_unary(self, continuation, details, request):
         return continuation(self._details(details), request)
 
-    def intercept_unary_stream(self, continuation, details, request):  # type: ignore[no-untyped-def]
+    def intercept_unary_stream(self, continuation, details, request):
         return continuation(self._details(details), request)
 
-    def intercept_stream_unary(self, continuation, details, requests):  # type: ignore[no-untyped-def]
+    def intercept_stream_unary(self, continuation, details, requests):
         return continuation(self._details(details), requests)
 
-    def intercept_stream_stream(self, continuation, details, requests):  # type: ignore[no-untyped-def]
+    def intercept_stream_stream(self, continuation, details, requests):
         return continuation(self._details(details), requests)
