@@ -310,13 +310,43 @@ def cmd_up(args: argparse.Namespace) -> None:
         local.start()
     except LaunchError as exc:
         raise UserError(str(exc)) from None
-    table = Table(title="Gauntlet services (loopback)")
-    for col in ("service", "gRPC endpoint", "metrics", "log"):
-        table.add_column(col)
-    for s in local.services.values():
-        table.add_row(s.name, s.endpoint, f"http://127.0.0.1:{s.metrics_port}/metrics", str(s.log_path))
-    console.print(table)
-    console.print("Ctrl-C stops the suite.")
+    if args.json:
+        print(json.dumps(suite_description(local)), flush=True)
+    else:
+        print_suite(local)
+    try:
+        while all(s.process.poll() is None for s in local.services.values()):
+            time.sleep(1)
+        raise UserError("a service exited; see its log")
+    finally:
+        local.stop()
+
+
+def suite_description(local: LocalSuite) -> dict[str, dict[str, Any]]:
+    """service -> endpoint, metrics URL, log path and pid (what `gauntlet up --json` prints)."""
+    return {
+        s.name: {
+            "endpoint": s.endpoint,
+            "metrics": f"http://127.0.0.1:{s.metrics_port}/metrics" if s.metrics_port >= 0 else None,
+            "log": str(s.log_path.resolve()),
+            "pid": s.process.pid,
+        }
+        for s in local.services.values()
+    }
+
+
+def print_suite(local: LocalSuite) -> None:
+    """One block per service, every value whole: a table cut endpoints and paths with '…' in 80 columns."""
+    described = suite_description(local)
+    width = max(map(len, described))
+    lines = ["Gauntlet services on loopback:"]
+    for name, d in described.items():
+        lines.append(f"  {name:<{width}}  {d['endpoint']}  (pid {d['pid']})")
+        lines.append(f"  {'':<{width}}  metrics {d['metrics'] or 'off'}")
+        lines.append(f"  {'':<{width}}  log     {d['log']}")
+    lines.append("Ctrl-C stops the suite.")
+    # plain print: a terminal wraps a long path at its edge instead of a renderer cutting or splitting it
+    print("\n".join(lines), flush=True)
     try:
         while all(s.process.poll() is None for s in local.services.values()):
             time.sleep(1)

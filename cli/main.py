@@ -82,6 +82,11 @@ def main(argv: list[str] | None = None) -> None:
     p = sub.add_parser("up", help="start the whole suite on loopback and print its endpoints (Ctrl-C stops it)")
     p.add_argument("--store-url", help="campaign store (default sqlite:///runs/gauntlet.db)")
     p.add_argument("--model-root", type=Path, help="models folder for the agent service (default: the bundled zoo)")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON object instead: {service: {endpoint, metrics, log, pid}}, for scripts",
+    )
     sub.add_parser("environments", help="list the subjects (environment + parameter space + oracle)")
     sub.add_parser("models", help="list the bundled zoo models with their measured success rates")
     sub.add_parser("strategies", help="list the test-generation strategies and their parameters")

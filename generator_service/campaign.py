@@ -12,7 +12,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import grpc
@@ -20,23 +19,17 @@ from prometheus_client import Counter
 
 from common.domain.rules import SubjectRules
 from common.generated.gauntlet.v1 import common_pb2, oracle_pb2, oracle_pb2_grpc, simulator_pb2, simulator_pb2_grpc
+from common.remote import describe
+from common.retry import Retry, status_code
 from common.seeding import derive_seed
 from common.space import ParameterSpace
 from common.tensor import from_tensor
 from generator_service.config import CampaignConfig
-from generator_service.store import CampaignStore, ExecutionRow
+from generator_service.store import CampaignStore, ExecutionRow, Totals
 from generator_service.strategies import Result, make_strategy
 
 log = logging.getLogger("generator")
 EXECUTIONS = Counter("gauntlet_generator_executions_total", "Executions stored, by verdict", ["verdict"])
-RETRYABLE = {
-    grpc.StatusCode.UNAVAILABLE,
-    grpc.StatusCode.DEADLINE_EXCEEDED,
-    grpc.StatusCode.RESOURCE_EXHAUSTED,
-    grpc.StatusCode.ABORTED,
-    grpc.StatusCode.INTERNAL,
-    grpc.StatusCode.UNKNOWN,
-}
 # A campaign stops once it has stored this many rejected inputs per run test (or per 100, early on):
 # a strategy that keeps proposing inputs the subject rejects would otherwise never end.
 INVALID_ALLOWANCE = 10
@@ -49,11 +42,6 @@ _VERDICT = {
 
 class CampaignError(RuntimeError):
     """Stops a campaign as interrupted (resumable); the message says why."""
-
-
-@dataclass
-class Stop:
-    reason: str = ""
 
 
 class CampaignRunner:
@@ -79,6 +67,7 @@ class CampaignRunner:
         self._positions: dict[str, int] = {}  # test-case id -> position in asking order
         self._started = time.monotonic()
         self._prior_wall = 0.0
+        self.totals = Totals()  # seeded from the store when run() starts, then kept by _store()
 
     # -- bookkeeping -------------------------------------------------------------------------------
     def elapsed(self) -> float:
@@ -88,18 +77,18 @@ class CampaignRunner:
         if self.cancelled.is_set():
             return "cancelled"
         b = self.config.budget
-        t = self.store.totals(self.id)
+        t = self.totals
         # The execution budget counts run tests: inputs the subject rejects are stored as invalid and cost
         # nothing, so a strategy that cannot see validity rules (random on Parking) still gets its N tests.
-        if b.max_executions and t["executions"] - t["invalid"] >= b.max_executions:
+        if b.max_executions and t.run >= b.max_executions:
             return "max_executions"
-        if t["invalid"] > INVALID_ALLOWANCE * max(b.max_executions, t["executions"] - t["invalid"], 100):
+        if t.invalid > INVALID_ALLOWANCE * max(b.max_executions, t.run, 100):
             return "too_many_invalid_inputs"
-        if b.max_steps and t["steps"] >= b.max_steps:
+        if b.max_steps and t.steps >= b.max_steps:
             return "max_steps"
         if b.max_wall_seconds and self.elapsed() >= b.max_wall_seconds:
             return "max_wall_seconds"
-        if self.config.stop_at_first_failure and t["failures"]:
+        if self.config.stop_at_first_failure and t.failures:
             return "first_failure"
         return ""
 
@@ -108,12 +97,18 @@ class CampaignRunner:
         if self._call is not None:
             self._call.cancel()
 
-    # -- main loop -------------------------------------------------------------------------------
-    def run(self) -> None:
+    def begin_session(self) -> None:
+        """Picks up where the store stands: wall time of earlier sessions, and the totals (the one aggregate query
+        of a session; from here on _store() counts each execution it writes)."""
         row = self.store.campaign(self.id)
         assert row is not None
         self._prior_wall = row.wall_seconds
         self._started = time.monotonic()
+        self.totals = self.store.count(self.id)
+
+    # -- main loop -------------------------------------------------------------------------------
+    def run(self) -> None:
+        self.begin_session()
         state, reason, error = "completed", "", ""
         try:
             reason = self._run()
@@ -161,8 +156,7 @@ class CampaignRunner:
         while not (reason := self._stop_reason()):
             n = cfg.batch_size
             if cfg.budget.max_executions:
-                t = self.store.totals(self.id)
-                n = min(n, cfg.budget.max_executions - (t["executions"] - t["invalid"]))
+                n = min(n, cfg.budget.max_executions - self.totals.run)
             values = strategy.ask(n)
             if not values:
                 return "strategy_exhausted"
@@ -188,21 +182,26 @@ class CampaignRunner:
         return out
 
     # -- remote calls ----------------------------------------------------------------------------
+    def _retry(self) -> Retry:
+        # Every call the campaign makes is idempotent (reads, or a batch whose stored executions are skipped on
+        # the next attempt), so ABORTED is retried too; a cancel cuts a backoff wait short.
+        return Retry(
+            budget_seconds=self.retry_seconds,
+            idempotent=True,
+            sleep=self.cancelled.wait,
+            give_up=self.cancelled.is_set,
+        )
+
     def _with_retry(self, what: str, call: Callable[[], Any]) -> Any:
-        deadline = time.monotonic() + self.retry_seconds
-        delay = 0.5
-        while True:
-            try:
-                return call()
-            except grpc.RpcError as exc:
-                code = exc.code()  # type: ignore[attr-defined]
-                if self.cancelled.is_set():
-                    return None
-                if code not in RETRYABLE or time.monotonic() > deadline:
-                    raise CampaignError(f"{what}: {code.name}: {exc.details()}") from None  # type: ignore[attr-defined]
-                self.publish("progress", f"{what}: {code.name}, retrying in {delay:.1f}s")
-                time.sleep(delay)
-                delay = min(delay * 2, 5.0)
+        def note(exc: grpc.RpcError, delay: float) -> None:
+            self.publish("progress", f"{what}: {describe(exc)}; retrying in {delay:.1f}s")
+
+        try:
+            return self._retry().call(call, on_retry=note)
+        except grpc.RpcError as exc:
+            if self.cancelled.is_set():
+                return None
+            raise CampaignError(f"{what}: {describe(exc)}") from None
 
     def _describe(self) -> simulator_pb2.DescribeEnvironmentResponse:
         return self._with_retry(
@@ -232,8 +231,7 @@ class CampaignRunner:
         """Runs the cases of one batch that are not stored yet; returns a stop reason if one was reached."""
         cfg = self.config
         reps = cfg.repetitions
-        deadline = time.monotonic() + self.retry_seconds
-        delay = 0.5
+        retry = self._retry()
         while True:
             done = {r.test_case_id for r in self.store.executions(self.id, batch)}
             pending = [(cid, v) for cid, v in cases if cid not in done]
@@ -274,14 +272,14 @@ class CampaignRunner:
                 ready = []
             except grpc.RpcError as exc:
                 self._judge(batch, ready, episodes, values, oracle_name)  # keep what finished
-                code = exc.code()  # type: ignore[attr-defined]
+                code = status_code(exc)
                 if self.cancelled.is_set() or code == grpc.StatusCode.CANCELLED and self._stop_reason():
                     return self._stop_reason() or "cancelled"
-                if code not in RETRYABLE or time.monotonic() > deadline:
-                    raise CampaignError(f"simulator RunEpisodes: {code.name}: {exc.details()}") from None  # type: ignore[attr-defined]
-                self.publish("progress", f"simulator {code.name}: {exc.details()}; retrying in {delay:.1f}s")  # type: ignore[attr-defined]
-                time.sleep(delay)
-                delay = min(delay * 2, 5.0)
+                delay = retry.next_delay(exc)
+                if delay is None:
+                    raise CampaignError(f"simulator RunEpisodes: {describe(exc)}") from None
+                self.publish("progress", f"simulator {describe(exc)}; retrying in {delay:.1f}s")
+                retry.sleep(delay)
             finally:
                 self._call = None
 
@@ -325,9 +323,16 @@ class CampaignRunner:
                 for cid, v in pending
                 if cid in problems
             ]
-            for row in self.store.add_executions(self.id, rows):
-                EXECUTIONS.labels(row.verdict).inc()
+            self._store(rows)
         return [(cid, v) for cid, v in pending if cid not in problems]
+
+    def _store(self, rows: list[ExecutionRow]) -> list[ExecutionRow]:
+        """Writes executions and counts those the store took (a retried batch's already stored rows are skipped)."""
+        stored = self.store.add_executions(self.id, rows)
+        for row in stored:
+            self.totals.add(row)
+            EXECUTIONS.labels(row.verdict).inc()
+        return stored
 
     def _final_observation(self, episode: common_pb2.EpisodeResult) -> tuple[float, ...]:
         """The episode's last observation, flattened, when the campaign keeps them (else nothing is stored).
@@ -385,9 +390,7 @@ class CampaignRunner:
                 )
             )
         # `ready` holds only cases that were pending in the store, so none is skipped as already stored
-        stored = self.store.add_executions(self.id, rows)
-        for row in stored:
-            EXECUTIONS.labels(row.verdict).inc()
+        stored = self._store(rows)
         for row in stored:
             if row.verdict == "fail":
                 self.publish("failure", f"{row.test_case_id}: {row.reason}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import queue
@@ -15,7 +16,7 @@ from prometheus_client import Gauge
 from pydantic import ValidationError
 
 from common.domain.rules import SubjectRules
-from common.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound, Unavailable, grpc_method
+from common.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound, grpc_method
 from common.generated.gauntlet.v1 import (
     common_pb2,
     generator_pb2,
@@ -24,6 +25,7 @@ from common.generated.gauntlet.v1 import (
     simulator_pb2,
     simulator_pb2_grpc,
 )
+from common.remote import local_error
 from common.server import client_channel
 from generator_service.campaign import CampaignRunner
 from generator_service.config import CampaignConfig, explain
@@ -55,6 +57,9 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
 
     # -- campaign threads ----------------------------------------------------------------------
     def _publish(self, campaign_id: str, kind: str, message: str) -> None:
+        with self._lock:
+            if not self._watchers.get(campaign_id):
+                return  # nobody watches: no status to build
         status = self._status(campaign_id)
         event = generator_pb2.WatchCampaignResponse(kind=kind, status=status, message=message)
         with self._lock:
@@ -115,21 +120,22 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
 
     def _status(self, campaign_id: str) -> generator_pb2.CampaignStatus:
         row = self._row(campaign_id)
-        totals = self.store.totals(campaign_id)
         runner = self._runners.get(campaign_id)
+        # a running campaign counts as it stores (O(1) per progress event); a stopped one is counted by the store
+        totals = dataclasses.replace(runner.totals) if runner else self.store.count(campaign_id)
         wall = runner.elapsed() if runner else row.wall_seconds
         return generator_pb2.CampaignStatus(
             campaign_id=row.id,
             spec=CampaignConfig.model_validate(row.spec).to_proto(),
             state=_STATE[row.state],
-            executions=totals["executions"],
-            failures=totals["failures"],
-            steps=totals["steps"],
+            executions=totals.executions,
+            failures=totals.failures,
+            steps=totals.steps,
             wall_seconds=wall,
             stop_reason=row.stop_reason,
             error=row.error,
-            first_failure_index=totals["first_failure_index"],
-            first_failure_seconds=totals["first_failure_seconds"],
+            first_failure_index=totals.first_failure_index,
+            first_failure_seconds=totals.first_failure_seconds,
             created_at=row.created_at,
         )
 
@@ -153,24 +159,15 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
             info = self.simulator.DescribeEnvironment(
                 simulator_pb2.DescribeEnvironmentRequest(subject=config.subject), timeout=60
             )
-            # built with the subject's rules: a rule kind the strategy needs but this generator lacks is refused here
-            subject = SubjectRules.from_description(info)
-            make_strategy(config.strategy, subject.space, config.seed, config.strategy_params, subject_rules=subject)
-            request = simulator_pb2.RunEpisodesRequest(subject=config.subject, trace=common_pb2.TraceSpec())
-            request.model.name = config.model
+        except grpc.RpcError as exc:
+            raise local_error(exc, "simulator service") from None
+        check_strategy(config, SubjectRules.from_description(info))
+        request = simulator_pb2.RunEpisodesRequest(subject=config.subject, trace=common_pb2.TraceSpec())
+        request.model.name = config.model
+        try:
             list(self.simulator.RunEpisodes(request, timeout=120))  # no test cases: checks model and fit only
         except grpc.RpcError as exc:
-            code = exc.code()  # type: ignore[attr-defined]
-            mapped = {
-                grpc.StatusCode.NOT_FOUND: NotFound,
-                grpc.StatusCode.INVALID_ARGUMENT: InvalidArgument,
-                grpc.StatusCode.FAILED_PRECONDITION: FailedPrecondition,
-            }.get(code, Unavailable)
-            raise mapped(
-                exc.details()
-                if mapped is not Unavailable
-                else f"simulator service unavailable ({code.name}: {exc.details()})"
-            ) from None  # type: ignore[attr-defined]
+            raise local_error(exc, "simulator service") from None
 
     @grpc_method
     def StartCampaign(self, request, context):  # type: ignore[no-untyped-def]
@@ -271,6 +268,18 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
             raise FailedPrecondition(f"campaign {row.id!r} is completed ({row.stop_reason}); nothing to resume")
         self._launch(row.id, CampaignConfig.model_validate(row.spec))
         return generator_pb2.ResumeCampaignResponse(status=self._status(request.campaign_id))
+
+
+def check_strategy(config: CampaignConfig, subject: SubjectRules) -> None:
+    """Builds the campaign's strategy once: NOT_FOUND for an unknown name, INVALID_ARGUMENT for bad parameters,
+    FAILED_PRECONDITION for a subject rule or operator kind the strategy needs but this generator lacks."""
+    known = strategies()
+    if config.strategy not in known:
+        raise NotFound(f"unknown strategy {config.strategy!r}; installed strategies: {', '.join(sorted(known))}")
+    try:
+        make_strategy(config.strategy, subject.space, config.seed, config.strategy_params, subject_rules=subject)
+    except ValueError as exc:  # StrategyParamError, or a constructor's check of a parameter against the space
+        raise InvalidArgument(str(exc)) from None
 
 
 def _value(value: object) -> common_pb2.Value:

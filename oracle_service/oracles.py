@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from common import plugins
+from common.errors import NotFound
 from common.plugins import PluginError, load_plugin, plugin_names
 
 
@@ -34,6 +35,10 @@ class Judgement:
     reason: str
 
 
+class MissingSignals(KeyError):
+    """An episode lacks a signal the oracle reads: the caller asked for too few (its trace spec), not an oracle bug."""
+
+
 @dataclass(frozen=True)
 class Oracle:
     name: str
@@ -46,7 +51,7 @@ class Oracle:
     def evaluate(self, episode: Episode) -> Judgement:
         missing = [s for s in self.required_signals if s not in episode.signals]
         if missing:
-            raise KeyError(f"oracle {self.name} needs signal(s) {', '.join(missing)}, which the episode lacks")
+            raise MissingSignals(f"oracle {self.name} needs signal(s) {', '.join(missing)}, which the episode lacks")
         return self.judge(episode)
 
 
@@ -382,7 +387,7 @@ def get_oracle(name: str) -> Oracle:
         oracle = load_plugin(plugins.ORACLES, name)
     except KeyError:
         installed = ", ".join(plugin_names(plugins.ORACLES))
-        raise KeyError(f"unknown oracle {name!r}; installed oracles: {installed}") from None
+        raise NotFound(f"unknown oracle {name!r}; installed oracles: {installed}") from None
     if getattr(oracle, "name", None) != name:
         raise PluginError(f"oracle plug-in {name!r} names an object whose name is {getattr(oracle, 'name', None)!r}")
     return oracle

@@ -14,7 +14,7 @@ import gymnasium as gym
 import numpy as np
 from prometheus_client import Counter, Gauge, Histogram
 
-from common.errors import FailedPrecondition, InvalidArgument, NotFound, Unavailable, grpc_method
+from common.errors import FailedPrecondition, InvalidArgument, NotFound, ServiceError, Unavailable, grpc_method
 from common.generated.gauntlet.v1 import agent_pb2_grpc, common_pb2, simulator_pb2, simulator_pb2_grpc
 from common.seeding import episode_seed
 from common.server import client_channel
@@ -219,6 +219,9 @@ class SimulatorServicer(simulator_pb2_grpc.SimulatorServiceServicer):
         except AgentError as exc:
             healthy = False
             raise Unavailable(str(exc)) from None
+        except ServiceError:  # the agent's status, relayed with its code (simulator_service/agent_client.py)
+            healthy = False
+            raise
         finally:
             ACTIVE.dec()
             agent.close()

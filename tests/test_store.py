@@ -155,10 +155,41 @@ def test_a_campaign_of_mostly_rejected_inputs_stops_with_its_reason(tmp_path: Pa
     runner = CampaignRunner("c", config, store, simulator=None, oracle=None, publish=lambda kind, msg: None)
     limit = INVALID_ALLOWANCE * 100
     store.add_test_cases("c", 1, 1, [(f"t{i:07d}", {"x": 0.0}) for i in range(1, limit + 3)])
-    for i in range(1, limit + 1):
-        store.add_execution("c", _row(i, "invalid"))
+    # through the runner, which counts what it stores (its stop check reads no aggregate)
+    runner._store([_row(i, "invalid") for i in range(1, limit + 1)])
     assert runner._stop_reason() == ""  # exactly at the allowance: keeps asking
-    store.add_execution("c", _row(limit + 1, "invalid"))
+    runner._store([_row(limit + 1, "invalid")])
     assert runner._stop_reason() == "too_many_invalid_inputs"
-    store.add_execution("c", _row(limit + 2, "pass"))  # run tests do not reset the count of rejections
+    runner._store([_row(limit + 2, "pass")])  # run tests do not reset the count of rejections
     assert runner._stop_reason() == "too_many_invalid_inputs"
+
+
+def test_running_totals_match_the_store_across_a_resume(store: CampaignStore) -> None:
+    # A running campaign counts what it stores instead of aggregating the store on every stop check; a resumed
+    # session (a new runner) starts from the store's count. Both must agree with the store at every point.
+    from generator_service.campaign import CampaignRunner
+
+    config = CampaignConfig(subject="cartpole", model="cartpole-ppo", budget={"max_executions": 6})
+    store.create_campaign("c", "n", {})
+    store.add_test_cases("c", 1, 1, [(f"t{i:07d}", {"x": i / 10}) for i in range(1, 10)])
+
+    def runner() -> CampaignRunner:
+        made = CampaignRunner("c", config, store, simulator=None, oracle=None, publish=lambda kind, msg: None)
+        made.begin_session()
+        return made
+
+    first = runner()
+    assert first.totals == store.count("c") and first.totals.executions == 0
+    first._store([_row(1), _row(3, "fail"), _row(2, "invalid")])
+    first._store([_row(3, "fail"), _row(4)])  # a retried batch: t0000003 is already stored and not counted again
+    assert first.totals == store.count("c")
+    assert (first.totals.executions, first.totals.failures, first.totals.invalid) == (4, 1, 1)
+    assert first._stop_reason() == ""  # 3 run tests of 6
+    resumed = runner()  # the generator died; a new one resumes from the store
+    assert resumed.totals == first.totals
+    resumed._store([_row(6, "fail"), _row(5)])
+    assert resumed.totals == store.count("c")
+    assert resumed.totals.first_failure_index == 3 and resumed.totals.first_failure_seconds == pytest.approx(0.3)
+    assert resumed._stop_reason() == ""  # 5 run tests
+    resumed._store([_row(7)])
+    assert resumed._stop_reason() == "max_executions" and resumed.totals == store.count("c")

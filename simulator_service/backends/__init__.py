@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 import gymnasium as gym
 
+from common.errors import FailedPrecondition
 from common.plugins import SIMULATORS, load_group, load_plugin, plugin_names
 from simulator_service.subject import Subject
 
@@ -23,7 +24,7 @@ def backends() -> dict[str, BackendFactory]:
 
 def make_env(subject: Subject, render_mode: str | None = None) -> gym.Env:
     if subject.backend not in plugin_names(SIMULATORS):  # the deployment lacks a plug-in: no request can fix it
-        raise KeyError(
+        raise FailedPrecondition(
             f"subject {subject.name}: backend {subject.backend!r} is not installed; "
             f"installed backends: {', '.join(plugin_names(SIMULATORS))} (entry-point group {SIMULATORS})"
         )
