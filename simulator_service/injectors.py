@@ -72,7 +72,9 @@ def box2d_initial_force(subject: Subject, options: Mapping[str, Any]) -> Injecto
         base = env.unwrapped
         bound = float(getattr(sys.modules[type(base).__module__], bound_name))
         rng = np.random.default_rng(seed)
-        base._np_random = _ScriptedPushRng(rng, bound, (float(values[fx_name]), float(values[fy_name])))
+        # Duck-typed stand-in for the env's Generator: it scripts the one initial push and delegates the rest.
+        push = _ScriptedPushRng(rng, bound, (float(values[fx_name]), float(values[fy_name])))
+        base._np_random = push  # type: ignore[assignment]
         obs, _ = env.reset()  # no seed: a seed would replace the scripted generator
         return obs
 
@@ -81,17 +83,23 @@ def box2d_initial_force(subject: Subject, options: Mapping[str, Any]) -> Injecto
 
 def mujoco_pose_offset(subject: Subject, options: Mapping[str, Any]) -> Injector:
     """MuJoCo: qpos = init_qpos + offsets[:nq], qvel = init_qvel + offsets[nq:] (the PRT/Indago Humanoid input)."""
+    from gymnasium.envs.mujoco.mujoco_env import MujocoEnv  # here: only MuJoCo subjects pay for importing mujoco
+
     names = subject.space.names
 
     def inject(env: gym.Env, values: Mapping[str, ParamValue], seed: int | None) -> np.ndarray:
         env.reset(seed=seed)
         base = env.unwrapped
+        if not isinstance(base, MujocoEnv):
+            raise TypeError(
+                f"{subject.name}: the mujoco_pose_offset injector needs a MuJoCo env, got {type(base).__name__}"
+            )
         offsets = np.array([float(values[n]) for n in names])
         nq = base.init_qpos.shape[0]
         if offsets.shape[0] != nq + base.init_qvel.shape[0]:
             raise ValueError(f"{subject.name}: {offsets.shape[0]} offsets for nq={nq} + nv={base.init_qvel.shape[0]}")
         base.set_state(base.init_qpos + offsets[:nq], base.init_qvel + offsets[nq:])
-        return base._get_obs()
+        return base._get_obs()  # type: ignore[attr-defined]  # every MuJoCo task defines it; the base class does not
 
     return inject
 
@@ -107,7 +115,8 @@ def taxi_state(subject: Subject, options: Mapping[str, Any]) -> Injector:
 
     def inject(env: gym.Env, values: Mapping[str, ParamValue], seed: int | None) -> np.ndarray:
         env.reset(seed=seed)
-        return np.int64(env.unwrapped.set_state(*(int(values[names[f]]) for f in fields)))  # type: ignore[attr-defined]
+        state = env.unwrapped.set_state(*(int(values[names[f]]) for f in fields))  # type: ignore[attr-defined]
+        return np.asarray(state, dtype=np.int64)
 
     return inject
 

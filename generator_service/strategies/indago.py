@@ -61,7 +61,7 @@ strategy is built, not when this module is imported.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -273,7 +273,7 @@ class Indago:
         return [self.validity.sample(self.rng) for _ in range(self.population)]
 
     # -- ask/tell ----------------------------------------------------------------------------------
-    def _fitness(self, inputs: Sequence[TestInput]) -> np.ndarray:
+    def _fitness(self, inputs: Sequence[Mapping[str, Any]]) -> np.ndarray:
         return self.surrogate.score_inputs(inputs)
 
     def ask(self, n: int) -> list[TestInput]:

@@ -251,7 +251,7 @@ class Mutator:
         param = self.space[move.name]
         seen = [values[move.name]]
         tries = TRIALS if move.target is None else 1
-        if param.kind == "integer" and self.scale * (float(param.high) - float(param.low)) < 1.5:
+        if param.kind == "integer" and self.scale * (param.bounds[1] - param.bounds[0]) < 1.5:
             tries = 1  # the move is always exactly one step: one child to try
         for _ in range(tries):
             if move.target is None:

@@ -230,7 +230,9 @@ class DonkeyEnv(gym.Env):
         a = np.asarray(action, dtype=np.float64).reshape(-1)
         if a.shape != (2,):
             raise ValueError(f"a Donkey action is (steering, throttle), got shape {np.shape(action)}")
-        a = np.clip(a, self.action_space.low, self.action_space.high)
+        box = self.action_space
+        assert isinstance(box, gym.spaces.Box)  # set in __init__; narrows the type for the clip below
+        a = np.clip(a, box.low, box.high)
         conn = self._conn
         for message in conn.drain():  # stale frames the sim streamed while the agent was thinking
             if message["msg_type"] == "telemetry":
