@@ -17,6 +17,8 @@ from functools import cache
 from importlib.metadata import entry_points
 from typing import Any
 
+from common.errors import FailedPrecondition
+
 STRATEGIES = "gauntlet.strategies"
 ORACLES = "gauntlet.oracles"
 INJECTORS = "gauntlet.injectors"
@@ -27,8 +29,9 @@ SIMULATORS = "gauntlet.simulators"
 GROUPS = (STRATEGIES, ORACLES, INJECTORS, VALIDATORS, SEARCH_OPERATORS, SIMULATORS)
 
 
-class PluginError(Exception):
-    """A plug-in that is installed but cannot be loaded; the message names the plug-in and its package."""
+class PluginError(FailedPrecondition):
+    """A plug-in that is installed but cannot be loaded (or names the wrong object); the message names the plug-in
+    and its package. A deployment problem, not the caller's mistake: services answer FAILED_PRECONDITION."""
 
 
 @cache
@@ -49,7 +52,8 @@ def load_plugin(group: str, name: str) -> Any:
                 return ep.load()
             except Exception as exc:  # an installed plug-in that fails to import: say which, not a bare traceback
                 package = ep.dist.name if ep.dist is not None else "an unknown package"
-                raise PluginError(f"plug-in {name!r} ({group}, from {package}) failed to load: {exc}") from exc
+                reason = f"{type(exc).__name__}: {exc}"[:200]  # bounded: an import error can quote a whole file path
+                raise PluginError(f"plug-in {name!r} ({group}, from {package}) failed to load: {reason}") from exc
     known = ", ".join(plugin_names(group)) or "none"
     raise KeyError(f"no {group} plug-in named {name!r}; installed: {known}")
 

@@ -33,7 +33,7 @@ EXECUTIONS = Counter("gauntlet_generator_executions_total", "Executions stored, 
 # A campaign stops once it has stored this many rejected inputs per run test (or per 100, early on):
 # a strategy that keeps proposing inputs the subject rejects would otherwise never end.
 INVALID_ALLOWANCE = 10
-_VERDICT = {
+VERDICT_NAMES = {
     oracle_pb2.VERDICT_KIND_PASS: "pass",
     oracle_pb2.VERDICT_KIND_FAIL: "fail",
     oracle_pb2.VERDICT_KIND_INVALID: "invalid",
@@ -364,12 +364,12 @@ class CampaignRunner:
         rows = []
         for cid in ready:
             verdicts, eps = by_case[cid], episodes[cid]
-            kinds = [_VERDICT[v.verdict] for v in verdicts]
+            kinds = [VERDICT_NAMES[v.verdict] for v in verdicts]
             failed = kinds.count("fail")
             judged = len(kinds) - kinds.count("invalid")
             # majority verdict: fail when more than half of the judged repetitions fail
             verdict = "invalid" if judged == 0 else ("fail" if failed * 2 > judged else "pass")
-            first = next((v for v in verdicts if _VERDICT[v.verdict] == verdict), verdicts[0])
+            first = next((v for v in verdicts if VERDICT_NAMES[v.verdict] == verdict), verdicts[0])
             n = len(eps)
             rows.append(
                 ExecutionRow(

@@ -27,7 +27,7 @@ from common.generated.gauntlet.v1 import (
 )
 from common.remote import local_error
 from common.server import client_channel
-from generator_service.campaign import CampaignRunner
+from generator_service.campaign import VERDICT_NAMES, CampaignRunner
 from generator_service.config import CampaignConfig, explain
 from generator_service.store import CampaignRow, CampaignStore
 from generator_service.strategies import make_strategy, strategies
@@ -141,7 +141,9 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
 
     # -- RPCs --------------------------------------------------------------------------------------
     @grpc_method
-    def ListStrategies(self, request, context):  # type: ignore[no-untyped-def]
+    def ListStrategies(
+        self, request: generator_pb2.ListStrategiesRequest, context: grpc.ServicerContext
+    ) -> generator_pb2.ListStrategiesResponse:
         out = []
         for info in strategies().values():
             defaults = struct_pb2.Struct()
@@ -170,7 +172,9 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
             raise local_error(exc, "simulator service") from None
 
     @grpc_method
-    def StartCampaign(self, request, context):  # type: ignore[no-untyped-def]
+    def StartCampaign(
+        self, request: generator_pb2.StartCampaignRequest, context: grpc.ServicerContext
+    ) -> generator_pb2.StartCampaignResponse:
         try:
             config = CampaignConfig.from_proto(request.spec)
         except ValidationError as exc:
@@ -187,7 +191,9 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
         return generator_pb2.StartCampaignResponse(status=self._status(campaign_id))
 
     @grpc_method
-    def WatchCampaign(self, request, context) -> Iterator[generator_pb2.WatchCampaignResponse]:  # type: ignore[no-untyped-def]
+    def WatchCampaign(
+        self, request: generator_pb2.WatchCampaignRequest, context: grpc.ServicerContext
+    ) -> Iterator[generator_pb2.WatchCampaignResponse]:
         self._row(request.campaign_id)
         q: queue.Queue = queue.Queue()
         with self._lock:
@@ -215,17 +221,23 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
                     watchers.remove(q)
 
     @grpc_method
-    def GetCampaign(self, request, context):  # type: ignore[no-untyped-def]
+    def GetCampaign(
+        self, request: generator_pb2.GetCampaignRequest, context: grpc.ServicerContext
+    ) -> generator_pb2.GetCampaignResponse:
         return generator_pb2.GetCampaignResponse(status=self._status(request.campaign_id))
 
     @grpc_method
-    def ListCampaigns(self, request, context):  # type: ignore[no-untyped-def]
+    def ListCampaigns(
+        self, request: generator_pb2.ListCampaignsRequest, context: grpc.ServicerContext
+    ) -> generator_pb2.ListCampaignsResponse:
         return generator_pb2.ListCampaignsResponse(campaigns=[self._status(r.id) for r in self.store.list_campaigns()])
 
     @grpc_method
-    def ListExecutions(self, request, context):  # type: ignore[no-untyped-def]
+    def ListExecutions(
+        self, request: generator_pb2.ListExecutionsRequest, context: grpc.ServicerContext
+    ) -> Iterator[generator_pb2.ListExecutionsResponse]:
         self._row(request.campaign_id)  # NOT_FOUND for an unknown campaign, before streaming anything
-        verdicts = {"pass": 1, "fail": 2, "invalid": 3}
+        verdicts = {name: kind for kind, name in VERDICT_NAMES.items()}
         for e in self.store.executions(request.campaign_id):
             case = common_pb2.TestCase(id=e.test_case_id)
             for name, value in e.values.items():
@@ -249,7 +261,9 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
             )
 
     @grpc_method
-    def CancelCampaign(self, request, context):  # type: ignore[no-untyped-def]
+    def CancelCampaign(
+        self, request: generator_pb2.CancelCampaignRequest, context: grpc.ServicerContext
+    ) -> generator_pb2.CancelCampaignResponse:
         self._row(request.campaign_id)
         runner = self._runners.get(request.campaign_id)
         thread = self._threads.get(request.campaign_id)
@@ -260,7 +274,9 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
         return generator_pb2.CancelCampaignResponse(status=self._status(request.campaign_id))
 
     @grpc_method
-    def ResumeCampaign(self, request, context):  # type: ignore[no-untyped-def]
+    def ResumeCampaign(
+        self, request: generator_pb2.ResumeCampaignRequest, context: grpc.ServicerContext
+    ) -> generator_pb2.ResumeCampaignResponse:
         row = self._row(request.campaign_id)
         if request.campaign_id in self._runners:
             return generator_pb2.ResumeCampaignResponse(status=self._status(request.campaign_id))

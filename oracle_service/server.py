@@ -15,7 +15,9 @@ VERDICTS = Counter("gauntlet_oracle_verdicts_total", "Verdicts given", ["oracle"
 
 class OracleServicer(oracle_pb2_grpc.OracleServiceServicer):
     @grpc_method
-    def ListOracles(self, request, context):  # type: ignore[no-untyped-def]
+    def ListOracles(
+        self, request: oracle_pb2.ListOraclesRequest, context: grpc.ServicerContext
+    ) -> oracle_pb2.ListOraclesResponse:
         return oracle_pb2.ListOraclesResponse(
             oracles=[
                 oracle_pb2.OracleInfo(

@@ -105,13 +105,17 @@ class SimulatorServicer(simulator_pb2_grpc.SimulatorServiceServicer):
 
     # -- RPCs ----------------------------------------------------------------------------------
     @grpc_method
-    def ListEnvironments(self, request, context):  # type: ignore[no-untyped-def]
+    def ListEnvironments(
+        self, request: simulator_pb2.ListEnvironmentsRequest, context: grpc.ServicerContext
+    ) -> simulator_pb2.ListEnvironmentsResponse:
         return simulator_pb2.ListEnvironmentsResponse(
             environments=[self._summary(self.subjects[n]) for n in sorted(self.subjects)]
         )
 
     @grpc_method
-    def DescribeEnvironment(self, request, context):  # type: ignore[no-untyped-def]
+    def DescribeEnvironment(
+        self, request: simulator_pb2.DescribeEnvironmentRequest, context: grpc.ServicerContext
+    ) -> simulator_pb2.DescribeEnvironmentResponse:
         s = self._subject(request.subject)
         obs_space, act_space = self._spaces_of(s)
         signals = [
@@ -134,7 +138,9 @@ class SimulatorServicer(simulator_pb2_grpc.SimulatorServiceServicer):
         )
 
     @grpc_method
-    def ValidateConfigs(self, request, context):  # type: ignore[no-untyped-def]
+    def ValidateConfigs(
+        self, request: simulator_pb2.ValidateConfigsRequest, context: grpc.ServicerContext
+    ) -> simulator_pb2.ValidateConfigsResponse:
         s = self._subject(request.subject)
         return simulator_pb2.ValidateConfigsResponse(results=self._validate(s, list(request.test_cases)))
 
@@ -229,9 +235,11 @@ class SimulatorServicer(simulator_pb2_grpc.SimulatorServiceServicer):
                 self.pool.give(subject, envs)
 
     @grpc_method
-    def OpenSession(self, requests, context):  # type: ignore[no-untyped-def]
+    def OpenSession(
+        self, requests: Iterator[simulator_pb2.OpenSessionRequest], context: grpc.ServicerContext
+    ) -> Iterator[simulator_pb2.OpenSessionResponse]:
         env: gym.Env | None = None
-        snapshots: dict[str, object] = {}
+        snapshots: dict[str, tuple[gym.Env, int]] = {}
         step = 0
         try:
             for request in requests:
@@ -254,7 +262,12 @@ class SimulatorServicer(simulator_pb2_grpc.SimulatorServiceServicer):
                         action = from_tensor(request.step.action)
                     except TensorError as exc:
                         raise InvalidArgument(f"step.action: {exc}") from None
-                    obs, reward, terminated, truncated, _ = env.step(action.item() if action.shape == () else action)
+                    action_value = action.item() if action.shape == () else action
+                    if not env.action_space.contains(_as_space_dtype(env.action_space, action_value)):
+                        raise InvalidArgument(
+                            f"step.action of shape {tuple(action.shape)} is outside the action space {env.action_space}"
+                        )
+                    obs, reward, terminated, truncated, _ = env.step(action_value)
                     step += 1
                     yield simulator_pb2.OpenSessionResponse(
                         observation=to_tensor(pack_observation(obs)),
@@ -275,7 +288,7 @@ class SimulatorServicer(simulator_pb2_grpc.SimulatorServiceServicer):
                 elif which == "restore":
                     if request.restore.snapshot_id not in snapshots:
                         raise NotFound(f"unknown snapshot {request.restore.snapshot_id!r}")
-                    saved, step = snapshots[request.restore.snapshot_id]  # type: ignore[misc]
+                    saved, step = snapshots[request.restore.snapshot_id]
                     env = copy.deepcopy(saved)
                     yield simulator_pb2.OpenSessionResponse(step=step, snapshot_id=request.restore.snapshot_id)
                 else:
@@ -285,7 +298,9 @@ class SimulatorServicer(simulator_pb2_grpc.SimulatorServiceServicer):
                 env.close()
 
     @grpc_method
-    def Render(self, request, context):  # type: ignore[no-untyped-def]
+    def Render(
+        self, request: simulator_pb2.RenderRequest, context: grpc.ServicerContext
+    ) -> simulator_pb2.RenderResponse:
         subject = self._subject(request.subject)
         values = case_values(request.test_case)
         problems = subject.violations(values)
@@ -310,3 +325,10 @@ def register(
         SimulatorServicer(subjects, agent_endpoint, parallelism, pipeline), server
     )
     return [simulator_pb2.DESCRIPTOR.services_by_name["SimulatorService"].full_name]
+
+
+def _as_space_dtype(space: gym.Space, action: object) -> object:
+    """The action cast to a Box's dtype, so a float64 tensor of in-range values is not refused for being float64."""
+    if isinstance(space, gym.spaces.Box):
+        return np.asarray(action, dtype=space.dtype)
+    return action
