@@ -11,6 +11,8 @@ neither GitHub nor MkDocs shows):
                                            commands of later `run` blocks of the same page
     <!-- docs-test: subject -->            a subject file, loaded by the simulator's subject loader
     <!-- docs-test: output from=PATH -->   printed output of PATH (shown, not run; PATH must exist)
+    <!-- docs-test: excerpt from=PATH -->  lines quoted from PATH: each non-blank line of the block is a line of
+                                           PATH, in the same order (so the quote cannot drift from the file)
 
 A block without a marker, or a command the checks do not know, fails the test. Inline code that reads as a
 complete command (`gauntlet ...`, `python bench/...`, `python -m ...`, `make ...`, without placeholders such as
@@ -40,7 +42,7 @@ VENV_BIN = Path(sys.executable).parent
 PAGES = sorted([ROOT / "README.md", *(ROOT / "docs").rglob("*.md")])
 MARKER = re.compile(r"^\s*<!--\s*docs-test:\s*(?P<kind>[\w-]+)(?P<options>[^>]*?)\s*-->\s*$")
 FENCE = re.compile(r"^(?P<indent>\s*)(?P<fence>```+|~~~+)\s*(?P<lang>[\w+-]*)")
-KINDS = ("run", "parse", "campaign", "subject", "output")
+KINDS = ("run", "parse", "campaign", "subject", "output", "excerpt")
 # a token that stands for a value the reader fills in: N, MODEL, <id>, ..., [ID ...], A|B
 PLACEHOLDER = re.compile(r"^[A-Z][A-Z0-9_]*$|[<>\[\]|]|\.\.\.|…")
 COMMAND_SPAN = re.compile(r"^(gauntlet |python bench/|python -m |make )")
@@ -256,6 +258,18 @@ def check_subject(block: Block, workdir: Path) -> None:
         pytest.fail(f"{block.where()}: {exc}")
 
 
+def check_excerpt(block: Block) -> None:
+    source = block.options.get("from", "")
+    assert source and (ROOT / source).is_file(), f"{block.where()}: excerpt block needs from=<existing file>"
+    lines = [line.strip() for line in (ROOT / source).read_text().splitlines()]
+    at = 0
+    for quoted in (line.strip() for line in block.body.splitlines() if line.strip()):
+        try:
+            at = lines.index(quoted, at) + 1
+        except ValueError:
+            pytest.fail(f"{block.where()}: {quoted!r} is not a line of {source} (after the lines quoted before it)")
+
+
 @pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
 def test_every_block_of_the_page_is_checked(page: Path, tmp_path: Path) -> None:
     (tmp_path / "examples").symlink_to(ROOT / "examples")
@@ -276,6 +290,8 @@ def test_every_block_of_the_page_is_checked(page: Path, tmp_path: Path) -> None:
         elif block.kind == "output":
             source = block.options.get("from", "")
             assert source and (ROOT / source).exists(), f"{block.where()}: output block needs from=<existing path>"
+        elif block.kind == "excerpt":
+            check_excerpt(block)
     for line, command in prose_commands(page):
         parse_check(shlex.split(command), f"{page.relative_to(ROOT)}:{line}")
 

@@ -13,6 +13,7 @@ import yaml
 
 from agent_service.qtable import QTablePolicy
 from agent_service.registry import ModelRegistry
+from common.errors import InvalidArgument
 from common.interaction_log import read_interaction_log
 from offline.training import get_recipe, train
 from oracle_service.oracles import Episode, Judgement, get_oracle
@@ -208,7 +209,7 @@ def test_the_q_table_agent_acts_on_a_batch_through_the_registry(tmp_path: Path) 
     np.testing.assert_array_equal(actions, q[obs].argmax(axis=1))
     model = registry.load("taxi-q")
     assert model.observation_space.n == 30888 and model.action_space.n == 6
-    with pytest.raises(ValueError, match="0..30887"):
+    with pytest.raises(InvalidArgument, match="0..30887"):  # the caller's mistake, typed for the agent service
         registry.act("taxi-q", np.array([30888]))
 
 
