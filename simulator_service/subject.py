@@ -59,6 +59,9 @@ class Subject:
     validators: tuple[Validator, ...] = ()  # rules across parameters (plug-ins; see common/domain/validators.py)
     # parameter name -> the operators a validator declared for it (e.g. Donkey's track; common/domain/operators.py)
     operators: Mapping[str, ParameterOperators] = field(default_factory=dict)
+    # image subjects: the translator applied to each observation before the model sees it (DESIGNATE's GAN
+    # stage; simulator_service/image_stage.py); "" = none, the model sees the simulator's image
+    observation_translator: str = ""
 
     def signal_names(self) -> list[str]:
         return list(STANDARD_SIGNALS) + [s.name for s in self.signals]
@@ -152,7 +155,21 @@ def load_subject_file(path: Path) -> Subject:
         source=str(path),
         validators=tuple(validators),
         operators=operators,
+        observation_translator=_translator_name(path, data.get("observation_translator")),
     )
+
+
+NO_TRANSLATOR = "none"  # a subject's or a request's explicit "no translator" (DESIGNATE_NoGAN)
+
+
+def _translator_name(path: Path, raw: object) -> str:
+    if raw is None or raw == NO_TRANSLATOR:
+        return ""
+    if not isinstance(raw, str) or not raw.strip():
+        raise SubjectError(
+            f"{path}: observation_translator must be a translator name or {NO_TRANSLATOR!r}, got {raw!r}"
+        )
+    return raw
 
 
 def subject_dirs() -> list[Path]:
