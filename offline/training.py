@@ -2,8 +2,10 @@
 
 The per-episode log (common/interaction_log.py: test case, verdict under the subject's oracle, margin,
 episode index, timestep) is Indago's interaction dataset: surrogates learn from it which inputs fail.
-Recipes live beside this module (offline/recipes.yaml); the models they produced are the bundled zoo the
-agent service serves (agent_service/zoo/, with manifest.yaml).
+The bundled recipes live beside this module (offline/recipes.yaml); the models they produced are the bundled zoo
+the agent service serves (agent_service/zoo/, with manifest.yaml). A user's recipe file has the same form, and
+`register_model` lists a model it trained in the manifest of the user's own model root, which the agent service
+serves with --model-root.
 """
 
 from __future__ import annotations
@@ -21,13 +23,17 @@ import yaml
 
 from common.interaction_log import LOG_NAME, InteractionLog
 from oracle_service.oracles import Episode, get_oracle
-from simulator_service.backends import make_env
+from simulator_service.backends import check_first_observation, make_env
 from simulator_service.subject import Subject, get_subject
 from simulator_service.trace import TraceRecorder
 
 RECIPES = Path(__file__).parent / "recipes.yaml"
 MODEL_NAME = "model.zip"
 MAX_MODEL_BYTES = 5 * 1024 * 1024  # a bundled model file stays under 5 MiB (the zoo ships in the repository)
+
+
+class RecipeError(ValueError):
+    """A recipe file or entry that cannot be used; the message names the file, the recipe and the field."""
 
 
 @dataclass(frozen=True)
@@ -39,18 +45,63 @@ class Recipe:
     timesteps: int
     n_envs: int
     hyperparams: dict[str, Any]
+    description: str = ""
+
+
+RECIPE_FIELDS = {"subject": str, "algorithm": str, "seed": int, "timesteps": int, "n_envs": int, "hyperparams": dict}
 
 
 def load_recipes(path: Path = RECIPES) -> dict[str, Recipe]:
-    data = yaml.safe_load(path.read_text())
-    return {name: Recipe(name=name, **entry) for name, entry in data.items()}
+    """Every recipe of a recipe file (a mapping: name -> subject, algorithm, seed, timesteps, n_envs, hyperparams
+    and an optional description); RecipeError names the first problem."""
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise RecipeError(f"recipe file {path} cannot be read ({exc.strerror or exc})") from None
+    except yaml.YAMLError as exc:
+        raise RecipeError(f"{path}: not valid YAML ({exc})") from None
+    if not isinstance(data, dict) or not data:
+        raise RecipeError(f"{path}: expected a mapping of recipe name -> recipe")
+    recipes = {}
+    for name, entry in data.items():
+        if not isinstance(entry, dict):
+            raise RecipeError(f"{path}: recipe {name!r} must be a mapping with {', '.join(RECIPE_FIELDS)}")
+        missing = [f for f in RECIPE_FIELDS if f not in entry]
+        unknown = sorted(set(entry) - set(RECIPE_FIELDS) - {"description"})
+        if missing or unknown:
+            problem = f"missing {', '.join(missing)}" if missing else f"unknown field(s) {', '.join(unknown)}"
+            raise RecipeError(f"{path}: recipe {name!r}: {problem}; fields: {', '.join(RECIPE_FIELDS)}, description")
+        for field, kind in RECIPE_FIELDS.items():
+            value = entry[field]
+            if not isinstance(value, kind) or isinstance(value, bool):
+                raise RecipeError(f"{path}: recipe {name!r}: {field} must be a {kind.__name__}, got {value!r}")
+        if entry["n_envs"] < 1 or entry["timesteps"] < 0:
+            raise RecipeError(f"{path}: recipe {name!r}: n_envs must be >= 1 and timesteps >= 0")
+        recipes[str(name)] = Recipe(name=str(name), **{**entry, "description": str(entry.get("description", ""))})
+    return recipes
 
 
-def get_recipe(name: str) -> Recipe:
-    recipes = load_recipes()
+def get_recipe(name: str, path: Path = RECIPES) -> Recipe:
+    recipes = load_recipes(path)
     if name not in recipes:
-        raise KeyError(f"unknown zoo model {name!r}; recipes: {', '.join(sorted(recipes))}")
+        raise KeyError(f"unknown recipe {name!r} in {path}; recipes: {', '.join(sorted(recipes))}")
     return recipes[name]
+
+
+def register_model(model_root: Path, recipe: Recipe, meta: dict[str, Any]) -> Path:
+    """Lists the model trained from `recipe` in `model_root`/manifest.yaml (added, or replaced under its name), so
+    an agent service started with that model root serves it; returns the manifest's path. The file is replaced
+    whole (written beside it, then renamed), so a reader never sees half of it."""
+    manifest = model_root / "manifest.yaml"
+    data = (yaml.safe_load(manifest.read_text()) or {}) if manifest.exists() else {}
+    models = data.setdefault("models", {}) or {}
+    description = recipe.description or f"{recipe.algorithm} trained on {recipe.subject} from recipe {recipe.name}"
+    models[recipe.name] = {"description": description, **meta}
+    data["models"] = models
+    partial = manifest.with_name(manifest.name + ".partial")
+    partial.write_text(yaml.safe_dump(data, sort_keys=False))
+    partial.replace(manifest)
+    return manifest
 
 
 class InteractionLogger(gym.Wrapper):
@@ -111,8 +162,10 @@ def train(
 ) -> dict[str, Any]:
     """Trains `recipe` (optionally with a smaller budget), writes model.zip and the interaction log into out_dir.
 
-    A QLEARNING recipe trains a Q-table instead (offline/qlearning.py): model.npz, the same log.
+    A QLEARNING recipe trains a Q-table instead (offline/qlearning.py): model.npz, the same log. A subject whose
+    first observation does not fit its observation space is refused (SubjectError) before anything is trained.
     """
+    check_first_observation(make_env(get_subject(recipe.subject)))
     if recipe.algorithm == "QLEARNING":
         from offline.qlearning import train_qlearning
 

@@ -18,16 +18,28 @@ import numpy as np
 
 from common.plugins import INJECTORS, load_plugin, plugin_names
 from common.space import ParamValue
-from simulator_service.subject import Subject
+from simulator_service.subject import Subject, SubjectError
 
 # (env, values, seed) -> first observation
 Injector = Callable[[gym.Env, Mapping[str, ParamValue], "int | None"], np.ndarray]
 
 
+# Methods through which classic-control envs compute their observation from their state (Acrobot `_get_ob`,
+# Pendulum `_get_obs`); the state_vector injector calls the first one the env has.
+OBSERVATION_METHODS = ("_get_obs", "_get_ob")
+
+
 def state_vector(subject: Subject, options: Mapping[str, Any]) -> Injector:
-    """Classic control: `env.unwrapped.<attribute>` is the whole state and the observation equals it."""
+    """Classic control: the test case overwrites entries of `env.unwrapped.<attribute>` (the env's state).
+
+    The first observation is re-derived from the injected state the way the env derives it: through the method
+    that option ``observation`` names, by default the env's own ``_get_obs``/``_get_ob`` when it has one (Acrobot
+    observes cos/sin of its angles), else the state itself (CartPole, MountainCar: the observation is the state).
+    ``observation: state`` forces the latter.
+    """
     attribute = options.get("attribute", "state")
     indices: Mapping[str, int] = options.get("indices") or {n: i for i, n in enumerate(subject.space.names)}
+    declared = options.get("observation")
 
     def inject(env: gym.Env, values: Mapping[str, ParamValue], seed: int | None) -> np.ndarray:
         env.reset(seed=seed)
@@ -36,9 +48,27 @@ def state_vector(subject: Subject, options: Mapping[str, Any]) -> Injector:
         for name, index in indices.items():
             state[index] = float(values[name])
         setattr(base, attribute, state)
-        return np.array(state, dtype=env.observation_space.dtype)
+        method = _observation_method(subject, base, declared)
+        if method is None:
+            return np.array(state, dtype=env.observation_space.dtype)
+        return np.asarray(method())
 
     return inject
+
+
+def _observation_method(subject: Subject, base: gym.Env, declared: str | None) -> Callable[[], Any] | None:
+    """The env's state -> observation method for the state_vector injector; None: the state is the observation."""
+    if declared == "state":
+        return None
+    if declared is not None:
+        method = getattr(base, str(declared), None)
+        if not callable(method):
+            raise SubjectError(
+                f"subject {subject.name}: injector option observation={declared!r} names no method of "
+                f"{type(base).__name__}; give a method that returns the observation, or 'state'"
+            )
+        return method
+    return next((m for name in OBSERVATION_METHODS if callable(m := getattr(base, name, None))), None)
 
 
 class _ScriptedPushRng:

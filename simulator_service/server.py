@@ -22,9 +22,9 @@ from common.space import case_values
 from common.space_spec import pack_observation, space_to_proto
 from common.tensor import TensorError, from_tensor, to_tensor
 from simulator_service.agent_client import AgentStream, check_model_fits
-from simulator_service.backends import make_env
+from simulator_service.backends import check_first_observation, make_env
 from simulator_service.runner import AgentError, Job, run_lockstep
-from simulator_service.subject import STANDARD_SIGNALS, Subject
+from simulator_service.subject import STANDARD_SIGNALS, Subject, SubjectError
 from simulator_service.trace import TraceRecorder
 
 EPISODES = Counter("gauntlet_simulator_episodes_total", "Episodes finished", ["subject", "outcome"])
@@ -76,6 +76,13 @@ class SimulatorServicer(simulator_pb2_grpc.SimulatorServiceServicer):
     def _spaces_of(self, subject: Subject) -> tuple[object, object]:
         if subject.name not in self._spaces:
             env = self.pool.take(subject, 1)
+            # A backend whose envs run here checks the subject's first observation against its space once, so a
+            # subject that cannot work is refused at its first description (every campaign's preflight), not
+            # mid-campaign; a remote backend (donkey) offers no check: it would need its simulator to describe.
+            try:
+                check_first_observation(env[0])
+            except SubjectError as exc:
+                raise FailedPrecondition(str(exc)) from None
             self._spaces[subject.name] = (env[0].observation_space, env[0].action_space)
             self.pool.give(subject, env)
         return self._spaces[subject.name]

@@ -74,8 +74,56 @@ def test_a_new_classic_control_subject_needs_only_yaml(tmp_path: Any, monkeypatc
     monkeypatch.setenv("GAUNTLET_SUBJECT_PATH", str(tmp_path))
     subject = load_subjects()["acrobot_user"]
     env = make_env(subject)
-    env.reset(seed=0, options={"values": {"theta1": 0.05, "theta2": -0.05}})
+    obs, _ = env.reset(seed=0, options={"values": {"theta1": 0.05, "theta2": -0.05}})
     assert env.unwrapped.state[:2].tolist() == pytest.approx([0.05, -0.05])
+    # Acrobot observes (cos, sin) of both angles and the two velocities, not its 4-value state
+    assert obs.shape == (6,) and obs.dtype == np.float32 and env.observation_space.contains(obs)
+    assert obs.tobytes() == env.unwrapped._get_ob().tobytes()
+    assert obs[:4].tolist() == pytest.approx([math.cos(0.05), math.sin(0.05), math.cos(-0.05), math.sin(-0.05)])
+    env.check_first_observation()  # the simulator's load check accepts it
+
+
+ACROBOT_STATE_AS_OBSERVATION = (
+    "subject: acrobot_state\nbackend: gymnasium\nenv_id: Acrobot-v1\nmax_steps: 50\n"
+    "injector: {kind: state_vector, indices: {theta1: 0, theta2: 1}, observation: state}\n"
+    "oracle: goal_not_reached\nparameters:\n  - {name: theta1, low: -0.1, high: 0.1}\n"
+    "  - {name: theta2, low: -0.1, high: 0.1}\n"
+)
+
+
+def test_a_subject_whose_first_observation_misses_its_space_is_refused_naming_both(tmp_path: Any) -> None:
+    path = tmp_path / "acrobot.yaml"
+    path.write_text(ACROBOT_STATE_AS_OBSERVATION)  # declares the 4-value state as Acrobot's observation
+    env = make_env(load_subject_file(path))
+    with pytest.raises(SubjectError) as refused:
+        env.check_first_observation()
+    message = str(refused.value)
+    assert "subject acrobot_state" in message and "first observation of shape (4,)" in message
+    assert "observation space Box(" in message and "(6,), float32)" in message
+
+
+def test_an_observation_method_the_env_lacks_is_refused(tmp_path: Any) -> None:
+    path = tmp_path / "acrobot.yaml"
+    path.write_text(ACROBOT_STATE_AS_OBSERVATION.replace("observation: state", "observation: _no_such_method"))
+    with pytest.raises(SubjectError, match="observation='_no_such_method' names no method of AcrobotEnv"):
+        make_env(load_subject_file(path)).check_first_observation()
+
+
+@pytest.mark.parametrize("name", sorted(n for n, s in SUBJECTS.items() if s.backend == "gymnasium"))
+def test_every_bundled_subject_passes_the_first_observation_check(name: str) -> None:
+    make_env(SUBJECTS[name]).check_first_observation()
+
+
+@pytest.mark.parametrize("name", ["cartpole", "mountaincar", "mountaincar_continuous"])
+def test_state_vector_subjects_still_observe_their_injected_state(name: str) -> None:
+    """CartPole and MountainCar have no observation method: the observation is the injected state, as before."""
+    subject = SUBJECTS[name]
+    env = make_env(subject)
+    for i in range(20):
+        values = subject.sample(np.random.default_rng(i))
+        obs, _ = env.reset(seed=i, options={"values": values})
+        expected = np.array([float(values[n]) for n in subject.space.names], dtype=np.float32)
+        assert obs.tobytes() == expected.tobytes()
 
 
 # -- oracles --------------------------------------------------------------------------------------------

@@ -1,7 +1,9 @@
 """Simulator backends are plug-ins in the entry-point group `gauntlet.simulators` (common/plugins.py).
 
 A backend is a callable `make_env(subject, render_mode=None) -> gymnasium.Env` whose env accepts
-`reset(seed=..., options={"values": case_values})` and exposes `signal(name)`.
+`reset(seed=..., options={"values": case_values})` and exposes `signal(name)`. An env that runs locally may also
+offer `check_first_observation()` (raising SubjectError when a sample input's first observation does not fit its
+observation space); the simulator calls it once per subject before describing the subject.
 """
 
 from __future__ import annotations
@@ -30,3 +32,11 @@ def make_env(subject: Subject, render_mode: str | None = None) -> gym.Env:
         )
     factory: BackendFactory = load_plugin(SIMULATORS, subject.backend)
     return factory(subject, render_mode=render_mode)
+
+
+def check_first_observation(env: gym.Env) -> None:
+    """The env's first-observation check (SubjectError when a sample input's first observation does not fit the
+    observation space), where its backend offers one; nothing for a backend that does not (see above)."""
+    check = getattr(env, "check_first_observation", None)
+    if check is not None:
+        check()

@@ -13,7 +13,7 @@ from common.space import ParamValue
 # Imported for their side effect: they register GauntletBipedalObstacles-v0 and GauntletTaxiLarge-v0 for gym.make.
 from simulator_service.envs import bipedal_obstacles, taxi_large  # noqa: F401
 from simulator_service.injectors import make_injector
-from simulator_service.subject import Subject
+from simulator_service.subject import Subject, SubjectError
 
 
 class SubjectEnv(gym.Wrapper):
@@ -39,12 +39,44 @@ class SubjectEnv(gym.Wrapper):
         self.current_values = values
         return obs, {"test_case": values}
 
+    def check_first_observation(self, seed: int = 0) -> None:
+        """Refuses the subject (SubjectError naming both) when its first observation does not fit the observation space.
+
+        Runs one seeded sample input. The simulator calls it once per subject, when it first describes the subject
+        (every campaign's preflight does), and training calls it before it builds a model: a subject whose
+        injector returns the wrong thing (e.g. a state where the env observes something else) fails there, before
+        any test runs, instead of as an agent's shape error mid-campaign.
+        """
+        values = self.subject.sample(np.random.default_rng(seed))
+        obs, _ = self.reset(seed=seed, options={"values": values})
+        if not self.observation_space.contains(obs):
+            raise SubjectError(
+                f"subject {self.subject.name}: its injector ({self.subject.injector['kind']}) gives a first "
+                f"observation {describe_observation(obs)}, which does not fit the environment's observation space "
+                f"{_bounded(repr(self.observation_space))}"
+            )
+
     def signal(self, attribute: str) -> np.ndarray:
         """Reads a dotted attribute path of the unwrapped env, e.g. `game_over` or `data.qpos.2`."""
         value: Any = self.env.unwrapped
         for part in attribute.split("."):
             value = value[int(part)] if part.isdigit() else getattr(value, part)
         return np.asarray(value, dtype=np.float64)
+
+
+def describe_observation(obs: Any) -> str:
+    """Shape, dtype and value range of an observation (a Dict one entry by entry), for error messages."""
+    if isinstance(obs, Mapping):
+        return "{" + ", ".join(f"{k}: {describe_observation(v)}" for k, v in sorted(obs.items())) + "}"
+    array = np.asarray(obs)
+    if array.size == 0 or not np.issubdtype(array.dtype, np.number):
+        return f"of shape {array.shape} and dtype {array.dtype}"
+    return f"of shape {array.shape}, dtype {array.dtype}, values in [{array.min():.6g}, {array.max():.6g}]"
+
+
+def _bounded(text: str, limit: int = 300) -> str:
+    """A space's repr lists every bound (Humanoid: hundreds); the message keeps its start."""
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def make_env(subject: Subject, render_mode: str | None = None) -> SubjectEnv:
