@@ -20,6 +20,7 @@ from agent_service.algorithms import TABULAR, algorithm_class, model_file_name
 from agent_service.qtable import ObservationError
 from common.errors import FailedPrecondition, InvalidArgument, NotFound
 from common.space_spec import flat_shape, unpack_observations
+from common.validation import shown
 
 DEFAULT_MODEL_ROOT = Path(__file__).parent / "zoo"
 # A served model only acts: an off-policy model saved with a replay buffer that needs its training env (HER
@@ -54,7 +55,7 @@ class ModelRegistry:
     def entry(self, name: str) -> ModelEntry:
         if name not in self.entries:
             known = ", ".join(sorted(self.entries)) or "none"
-            raise NotFound(f"unknown model {name!r}; installed models: {known} (model root {self.root})")
+            raise NotFound(f"unknown model {shown(name)}; installed models: {known} (model root {self.root})")
         return self.entries[name]
 
     def load(self, name: str) -> Any:

@@ -13,6 +13,7 @@ from common.errors import InvalidArgument, grpc_method
 from common.generated.gauntlet.v1 import agent_pb2, agent_pb2_grpc, common_pb2
 from common.space_spec import space_to_proto
 from common.tensor import TensorError, from_tensor, to_tensor
+from common.validation import non_finite_summary
 
 ACT_LATENCY = Histogram("gauntlet_agent_act_seconds", "Latency of one batched act call", ["model"])
 ACT_OBSERVATIONS = Counter("gauntlet_agent_observations_total", "Observations acted on", ["model"])
@@ -50,6 +51,9 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
             observations = from_tensor(tensor)
         except TensorError as exc:
             raise InvalidArgument(f"observations: {exc}") from None
+        problem = non_finite_summary(observations)  # a policy would act on NaN, or fail with a tensor dump
+        if problem:
+            raise InvalidArgument(problem)
         started = time.perf_counter()
         actions = self.registry.act(name, observations)
         ACT_LATENCY.labels(name).observe(time.perf_counter() - started)

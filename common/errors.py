@@ -21,6 +21,7 @@ import grpc
 
 log = logging.getLogger("gauntlet.errors")
 F = TypeVar("F", bound=Callable[..., Any])
+MAX_DETAIL_BYTES = 1024  # the longest status detail a service sends (a longer one is cut, marked as cut)
 
 
 class ServiceError(Exception):
@@ -53,6 +54,12 @@ class DeadlineExceeded(ServiceError):
     code = grpc.StatusCode.DEADLINE_EXCEEDED
 
 
+class DataLoss(ServiceError):
+    """A peer (e.g. a simulator host) answered with data that cannot be read: not retryable, not our bug."""
+
+    code = grpc.StatusCode.DATA_LOSS
+
+
 class ResourceExhausted(ServiceError):
     code = grpc.StatusCode.RESOURCE_EXHAUSTED
 
@@ -78,13 +85,24 @@ class RelayedError(ServiceError):
         self.code = code
 
 
+def bounded(text: str, limit: int = MAX_DETAIL_BYTES) -> str:
+    """`text` cut to at most `limit` bytes of UTF-8, marking the cut. The sources summarise long values already
+    (common/validation.py); this is the guard for any sentence that still grew long (a relayed detail, a list of
+    every installed plug-in), so that no caller receives an unbounded detail."""
+    encoded = text.encode("utf-8", "replace")
+    if len(encoded) <= limit:
+        return text
+    marker = f" ... (cut: {len(encoded):,} bytes in all)"
+    return encoded[: limit - len(marker.encode())].decode("utf-8", "ignore") + marker
+
+
 def correlation_id() -> str:
     return uuid.uuid4().hex[:16]
 
 
 def _abort(context: grpc.ServicerContext, exc: BaseException, method: str) -> None:
     if isinstance(exc, ServiceError):
-        context.abort(exc.code, str(exc))
+        context.abort(exc.code, bounded(str(exc)))
     cid = correlation_id()
     log.error(
         "internal error in %s (correlation id %s): %s: %s",

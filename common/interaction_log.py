@@ -62,6 +62,8 @@ def read_interaction_log(path: Path) -> list[dict[str, Any]]:
                 row = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise ValueError(f"{path}:{number}: not JSON ({exc.msg})") from None
+            if not isinstance(row, dict):
+                raise ValueError(f"{path}:{number}: expected a JSON object, got {type(row).__name__}")
             missing = set(REQUIRED_FIELDS) - set(row)
             if missing:
                 raise ValueError(f"{path}:{number}: missing field(s) {', '.join(sorted(missing))}")

@@ -2,16 +2,58 @@
 
 from __future__ import annotations
 
-from typing import Any
+import math
+from typing import Annotated, Any
 
 from google.protobuf import json_format, struct_pb2
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from common.errors import InvalidArgument
 from common.generated.gauntlet.v1 import generator_pb2
+from common.validation import ID_RULE, MAX_TEXT, check_id, check_text, shown
+
+MAX_STEPS = 10**12  # simulated steps: far beyond any campaign, small enough to count in a float without loss
+MAX_WALL_SECONDS = 366 * 24 * 3600.0  # a year
+
+
+def _identifier(value: str) -> str:
+    try:
+        return check_id("it", value)
+    except InvalidArgument:
+        raise ValueError(f"must be {ID_RULE}") from None
+
+
+def _optional_identifier(value: str) -> str:
+    return _identifier(value) if value else value
+
+
+def _free_text(value: str) -> str:
+    try:
+        return check_text("it", value)
+    except InvalidArgument:
+        raise ValueError(f"must be 1 to {MAX_TEXT} characters without control characters (newline, tab ...)") from None
+
+
+def _finite_params(value: dict[str, Any]) -> dict[str, Any]:
+    """Strategy parameters are JSON: a NaN or infinity anywhere would be stored as null (or not at all)."""
+    stack: list[Any] = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            raise ValueError("numbers must be finite (no NaN or infinity)")
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return value
+
+
+# names used as identifiers (in the store, in file names, in other services' lookups): ID_PATTERN
+Identifier = Annotated[str, AfterValidator(_identifier)]
 
 
 class BudgetConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     max_executions: int = Field(
         0,
         ge=0,
@@ -20,8 +62,10 @@ class BudgetConfig(BaseModel):
             "test cases to execute (0 = no limit); inputs the subject rejects are stored as invalid and do not count"
         ),
     )
-    max_steps: int = Field(0, ge=0, description="simulated environment steps (0 = no limit)")
-    max_wall_seconds: float = Field(0.0, ge=0.0, description="wall-clock seconds (0 = no limit)")
+    max_steps: int = Field(0, ge=0, le=MAX_STEPS, description="simulated environment steps (0 = no limit)")
+    max_wall_seconds: float = Field(
+        0.0, ge=0.0, le=MAX_WALL_SECONDS, description="wall-clock seconds (0 = no limit), finite, at most a year"
+    )
 
     @model_validator(mode="after")
     def _one_limit(self) -> BudgetConfig:
@@ -33,19 +77,19 @@ class BudgetConfig(BaseModel):
 class CampaignConfig(BaseModel):
     """One strategy against one subject under a budget."""
 
-    model_config = ConfigDict(extra="forbid")
-    name: str = Field("campaign", min_length=1, max_length=200)
-    subject: str = Field(min_length=1)
-    model: str = Field(min_length=1)
-    strategy: str = "random"
-    strategy_params: dict[str, Any] = Field(default_factory=dict)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    name: Annotated[str, AfterValidator(_free_text)] = Field("campaign", min_length=1, max_length=MAX_TEXT)
+    subject: Identifier
+    model: Identifier
+    strategy: Identifier = "random"
+    strategy_params: Annotated[dict[str, Any], AfterValidator(_finite_params)] = Field(default_factory=dict)
     seed: int = Field(0, ge=0, le=2**63 - 1)
     budget: BudgetConfig
     batch_size: int = Field(64, ge=1, le=4096)
     parallelism: int = Field(64, ge=1, le=512)
     stop_at_first_failure: bool = False
     repetitions: int = Field(1, ge=1, le=100)
-    oracle: str = ""
+    oracle: Annotated[str, AfterValidator(_optional_identifier)] = ""  # "": the subject's default oracle
     keep_final_observations: bool = Field(
         False,
         description="store each execution's final observation (final-state sparsity needs it; "
@@ -74,24 +118,32 @@ class CampaignConfig(BaseModel):
 
     @staticmethod
     def from_proto(spec: generator_pb2.CampaignSpec) -> CampaignConfig:
-        return CampaignConfig(
-            name=spec.name or "campaign",
-            subject=spec.subject,
-            model=spec.model.name,
-            strategy=spec.strategy or "random",
-            strategy_params=json_format.MessageToDict(spec.strategy_params),
-            seed=spec.seed,
-            budget=BudgetConfig(
-                max_executions=spec.budget.max_executions,
-                max_steps=spec.budget.max_steps,
-                max_wall_seconds=spec.budget.max_wall_seconds,
-            ),
-            batch_size=spec.batch_size or 64,
-            parallelism=spec.parallelism or 64,
-            stop_at_first_failure=spec.stop_at_first_failure,
-            repetitions=spec.repetitions or 1,
-            oracle=spec.oracle,
-            keep_final_observations=spec.keep_final_observations,
+        """The spec of a request; ValidationError for a bad field, InvalidArgument for parameters JSON cannot hold."""
+        try:
+            params = json_format.MessageToDict(spec.strategy_params)
+        except ValueError:  # a NaN or infinity, which JSON (and so the store) cannot hold
+            raise InvalidArgument("spec.strategy_params: numbers must be finite (no NaN or infinity)") from None
+        # validated as one document, so that an error names the full field path (spec.budget.max_wall_seconds)
+        return CampaignConfig.model_validate(
+            {
+                "name": spec.name or "campaign",
+                "subject": spec.subject,
+                "model": spec.model.name,
+                "strategy": spec.strategy or "random",
+                "strategy_params": params,
+                "seed": spec.seed,
+                "budget": {
+                    "max_executions": spec.budget.max_executions,
+                    "max_steps": spec.budget.max_steps,
+                    "max_wall_seconds": spec.budget.max_wall_seconds,
+                },
+                "batch_size": spec.batch_size or 64,
+                "parallelism": spec.parallelism or 64,
+                "stop_at_first_failure": spec.stop_at_first_failure,
+                "repetitions": spec.repetitions or 1,
+                "oracle": spec.oracle,
+                "keep_final_observations": spec.keep_final_observations,
+            }
         )
 
 
@@ -101,10 +153,10 @@ def explain(error: ValidationError, prefix: str = "") -> str:
     for problem in error.errors():
         where = ".".join(str(p) for p in problem["loc"]) or "campaign"
         lines.append(
-            f"{prefix}{where}: {problem['msg']}"
+            f"{prefix}{where}: {problem['msg'].removeprefix('Value error, ')}"
             + (
-                f" (got {problem['input']!r})"
-                if problem["type"] not in ("missing", "value_error") and not isinstance(problem.get("input"), dict)
+                f" (got {shown(problem['input'])})"
+                if problem["type"] != "missing" and not isinstance(problem.get("input"), dict)
                 else ""
             )
         )

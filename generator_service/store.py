@@ -328,10 +328,14 @@ def _migrate(engine: Engine) -> None:
 
 
 def _campaign_row(r: Any) -> CampaignRow:
+    try:
+        spec = json.loads(r["spec"])
+    except (TypeError, ValueError):  # written by hand or by a broken version: the servicer reports it, per row
+        spec = None
     return CampaignRow(
         r["id"],
         r["name"],
-        json.loads(r["spec"]),
+        spec if isinstance(spec, dict) else {},
         r["state"],
         r["stop_reason"],
         r["error"],

@@ -8,6 +8,7 @@ from prometheus_client import Counter
 from common.errors import InvalidArgument, grpc_method
 from common.generated.gauntlet.v1 import oracle_pb2, oracle_pb2_grpc
 from common.tensor import TensorError, from_tensor
+from common.validation import shown
 from oracle_service.oracles import Episode, MissingSignals, get_oracle, oracles
 
 VERDICTS = Counter("gauntlet_oracle_verdicts_total", "Verdicts given", ["oracle", "verdict"])
@@ -53,7 +54,7 @@ class OracleServicer(oracle_pb2_grpc.OracleServiceServicer):
                 signals = {name: from_tensor(t) for name, t in ep.signals.items()}
                 judgement = oracle.evaluate(Episode(ep.steps, ep.total_reward, ep.terminated, ep.truncated, signals))
             except (MissingSignals, TensorError) as exc:
-                raise InvalidArgument(f"episode {ep.test_case_id!r}: {exc.args[0] if exc.args else exc}") from None
+                raise InvalidArgument(f"episode {shown(ep.test_case_id)}: {exc.args[0] if exc.args else exc}") from None
             kind = oracle_pb2.VERDICT_KIND_FAIL if judgement.failed else oracle_pb2.VERDICT_KIND_PASS
             VERDICTS.labels(oracle.name, "fail" if judgement.failed else "pass").inc()
             verdicts.append(

@@ -18,6 +18,7 @@ import yaml
 from common.errors import InvalidArgument, NotFound, grpc_method
 from common.generated.gauntlet.v1 import translator_pb2, translator_pb2_grpc
 from common.tensor import TensorError, from_tensor, to_tensor
+from common.validation import shown
 
 DEFAULT_TRANSLATOR_ROOT = Path(__file__).parent / "models"
 
@@ -34,7 +35,7 @@ class TranslatorServicer(translator_pb2_grpc.TranslatorServiceServicer):
     def _model(self, name: str) -> Any:
         if name not in self.entries:
             known = ", ".join(sorted(self.entries)) or "none installed"
-            raise NotFound(f"unknown translator {name!r}; installed translators: {known} (root {self.root})")
+            raise NotFound(f"unknown translator {shown(name)}; installed translators: {known} (root {self.root})")
         with self._lock:
             if name not in self._loaded:
                 import torch

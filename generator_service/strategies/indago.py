@@ -71,7 +71,14 @@ from pydantic import BeforeValidator, Field, model_validator
 from common.domain.rules import SubjectRules
 from common.space import ParameterSpace
 from generator_service.strategies.base import Result, TestInput
-from generator_service.strategies.params import Count, Integer, Number, StrategyParamError, StrategyParams
+from generator_service.strategies.params import (
+    ARTIFACT_PATH,
+    Count,
+    Integer,
+    Number,
+    StrategyParamError,
+    StrategyParams,
+)
 
 SOURCE = "Testing of Deep Reinforcement Learning Agents with Surrogate Models (Indago), Alg. 1-2"
 SearchName = Literal["hill_climbing", "genetic"]
@@ -105,7 +112,7 @@ def surrogate_field() -> Any:
     return Field(
         None,
         description="folder of a trained surrogate (`gauntlet surrogate train --model NAME`)",
-        json_schema_extra={"allowed": "a folder path"},
+        json_schema_extra={"allowed": "a folder path", ARTIFACT_PATH: True},
     )
 
 
@@ -162,7 +169,9 @@ class IndagoSamplingParams(StrategyParams):
 class TrainFailReplayParams(StrategyParams):
     surrogate: FolderPath | None = surrogate_field()
     log: FolderPath | None = Field(
-        None, description="a training_log.jsonl.gz (instead of surrogate)", json_schema_extra={"allowed": "a file path"}
+        None,
+        description="a training_log.jsonl.gz (instead of surrogate)",
+        json_schema_extra={"allowed": "a file path", ARTIFACT_PATH: True},
     )
     failure_filter: Number = failure_filter_field()
 

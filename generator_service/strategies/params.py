@@ -20,6 +20,10 @@ import annotated_types
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
 from pydantic.fields import FieldInfo
 
+# json_schema_extra key of a parameter that names a file or folder: in a campaign the generator service resolves it
+# under its artifact root (--artifact-root), refusing absolute paths and '..' (common/validation.py resolve_under)
+ARTIFACT_PATH = "artifact_path"
+
 
 class StrategyParamError(ValueError):
     """A strategy parameter that is unknown or out of range; the message names it."""

@@ -88,8 +88,10 @@ def read_meta(path: Path | str) -> dict[str, Any]:
         raise ValueError(f"surrogate artifact {path} has no {META_FILE} (incomplete or not an artifact; {hint})")
     try:
         meta = json.loads(meta_path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{meta_path} is not valid JSON ({exc})") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{meta_path} is not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    except UnicodeDecodeError:  # its message quotes the file's bytes
+        raise ValueError(f"{meta_path} is not UTF-8 text") from None
     if not isinstance(meta, dict):
         raise ValueError(f"{meta_path} must hold a JSON object")
     missing = [k for k in REQUIRED_KEYS if k not in meta]
@@ -176,8 +178,8 @@ def artifact_failures(path: Path, meta: Mapping[str, Any], filter_percent: float
                 row = json.loads(line)
                 if row["index"] >= first:
                     out.append(row["config"])
-    except (OSError, EOFError, json.JSONDecodeError, KeyError, TypeError) as exc:
-        raise ValueError(f"{failures_path} is malformed ({exc})") from None
+    except (OSError, EOFError, json.JSONDecodeError, KeyError, TypeError) as exc:  # the kind only: no file bytes
+        raise ValueError(f"{failures_path} is malformed ({type(exc).__name__})") from None
     return out
 
 

@@ -70,10 +70,13 @@ def load_interaction_log(path: Path | str, space: ParameterSpace | None = None) 
         raise ValueError(f"interaction log {path} is not a file")
     try:
         rows = read_interaction_log(path)
+    # the reasons name the kind of problem only: gzip's and the codec's own messages quote the file's bytes
     except (OSError, EOFError, zlib.error, gzip.BadGzipFile) as exc:
-        raise ValueError(f"interaction log {path} is not a readable gzip-compressed JSONL file ({exc})") from None
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"interaction log {path} is not UTF-8 text inside its gzip stream ({exc})") from None
+        raise ValueError(
+            f"interaction log {path} is not a readable gzip-compressed JSONL file ({type(exc).__name__})"
+        ) from None
+    except UnicodeDecodeError:
+        raise ValueError(f"interaction log {path} is not UTF-8 text inside its gzip stream") from None
     if not rows:
         raise ValueError(f"interaction log {path} holds no episodes")
     configs: list[dict[str, Any]] = []
@@ -83,15 +86,15 @@ def load_interaction_log(path: Path | str, space: ParameterSpace | None = None) 
         if not isinstance(row, dict):
             raise ValueError(f"{where}: expected a JSON object, got {type(row).__name__}")
         if row["verdict"] not in ("pass", "fail"):
-            raise ValueError(f"{where}: verdict must be 'pass' or 'fail', got {row['verdict']!r}")
+            raise ValueError(f"{where}: verdict must be 'pass' or 'fail'")  # not echoed: a log line is file content
         if not isinstance(row["config"], dict) or not row["config"]:
-            raise ValueError(f"{where}: config must be a non-empty JSON object, got {row['config']!r}")
+            raise ValueError(f"{where}: config must be a non-empty JSON object, got {type(row['config']).__name__}")
         margin = row["margin"]
         if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not math.isfinite(margin):
-            raise ValueError(f"{where}: margin must be a finite number, got {margin!r}")
+            raise ValueError(f"{where}: margin must be a finite number, got {type(margin).__name__}")
         episode = row["episode"]
         if isinstance(episode, bool) or not isinstance(episode, int):
-            raise ValueError(f"{where}: episode must be an integer, got {episode!r}")
+            raise ValueError(f"{where}: episode must be an integer, got {type(episode).__name__}")
         if space is not None:
             problems = space.violations(row["config"])
             if problems:

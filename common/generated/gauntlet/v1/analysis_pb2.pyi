@@ -120,7 +120,9 @@ class RenderReportRequest(_message.Message):
     CAMPAIGN_IDS_FIELD_NUMBER: _builtins.int
     OUTPUT_DIR_FIELD_NUMBER: _builtins.int
     output_dir: _builtins.str
-    """Directory to write into; empty = the service's report root."""
+    """Folder to write into, relative to the service's report root (never
+    absolute, no '..'); empty = the report root itself.
+    """
     @_builtins.property
     def campaign_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     def __init__(
@@ -171,7 +173,9 @@ class CompareRequest(_message.Message):
     BASELINE_FIELD_NUMBER: _builtins.int
     ALTERNATIVE_FIELD_NUMBER: _builtins.int
     output_dir: _builtins.str
-    """Directory to write into; empty = the service's report root."""
+    """Folder to write into, relative to the service's report root (never
+    absolute, no '..'); empty = the report root itself.
+    """
     baseline: _builtins.str
     """Strategy the others are tested against; empty = "random" when compared,
     else the strategy of the first campaign.

@@ -31,6 +31,8 @@ class AnalysisServiceStub:
 
     Status codes:
     NOT_FOUND         unknown campaign id
+    INVALID_ARGUMENT  an id that does not match [A-Za-z0-9][A-Za-z0-9._-]{0,63},
+    or an output_dir that is not relative to the report root
     UNAVAILABLE       the generator service is unreachable; retryable
     """
 
@@ -63,6 +65,8 @@ class AnalysisServiceServicer:
 
     Status codes:
     NOT_FOUND         unknown campaign id
+    INVALID_ARGUMENT  an id that does not match [A-Za-z0-9][A-Za-z0-9._-]{0,63},
+    or an output_dir that is not relative to the report root
     UNAVAILABLE       the generator service is unreachable; retryable
     """
 
@@ -124,6 +128,8 @@ class AnalysisService:
 
     Status codes:
     NOT_FOUND         unknown campaign id
+    INVALID_ARGUMENT  an id that does not match [A-Za-z0-9][A-Za-z0-9._-]{0,63},
+    or an output_dir that is not relative to the report root
     UNAVAILABLE       the generator service is unreachable; retryable
     """
 

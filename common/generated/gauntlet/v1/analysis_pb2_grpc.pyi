@@ -32,6 +32,8 @@ class AnalysisServiceStub:
 
     Status codes:
       NOT_FOUND         unknown campaign id
+      INVALID_ARGUMENT  an id that does not match [A-Za-z0-9][A-Za-z0-9._-]{0,63},
+                        or an output_dir that is not relative to the report root
       UNAVAILABLE       the generator service is unreachable; retryable
     """
 
@@ -60,6 +62,8 @@ class AnalysisServiceAsyncStub(AnalysisServiceStub):
 
     Status codes:
       NOT_FOUND         unknown campaign id
+      INVALID_ARGUMENT  an id that does not match [A-Za-z0-9][A-Za-z0-9._-]{0,63},
+                        or an output_dir that is not relative to the report root
       UNAVAILABLE       the generator service is unreachable; retryable
     """
 
@@ -84,6 +88,8 @@ class AnalysisServiceServicer(metaclass=_abc_1.ABCMeta):
 
     Status codes:
       NOT_FOUND         unknown campaign id
+      INVALID_ARGUMENT  an id that does not match [A-Za-z0-9][A-Za-z0-9._-]{0,63},
+                        or an output_dir that is not relative to the report root
       UNAVAILABLE       the generator service is unreachable; retryable
     """
 

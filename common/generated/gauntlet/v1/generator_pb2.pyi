@@ -33,7 +33,13 @@ class _CampaignStateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Campaig
     CAMPAIGN_STATE_COMPLETED: _CampaignState.ValueType  # 2
     CAMPAIGN_STATE_CANCELLED: _CampaignState.ValueType  # 3
     CAMPAIGN_STATE_INTERRUPTED: _CampaignState.ValueType  # 4
-    """Stopped by an error (e.g. the simulator stayed unavailable); resumable."""
+    """Stopped by a transient error (a service stayed unavailable past the retry budget) or by a generator
+    shutdown; resumable.
+    """
+    CAMPAIGN_STATE_FAILED: _CampaignState.ValueType  # 5
+    """Stopped by a permanent error (a downstream INVALID_ARGUMENT, FAILED_PRECONDITION, NOT_FOUND,
+    UNAUTHENTICATED, PERMISSION_DENIED, INTERNAL, ...): the same request would fail again. `error` says why.
+    """
 
 class CampaignState(_CampaignState, metaclass=_CampaignStateEnumTypeWrapper): ...
 
@@ -42,7 +48,13 @@ CAMPAIGN_STATE_RUNNING: CampaignState.ValueType  # 1
 CAMPAIGN_STATE_COMPLETED: CampaignState.ValueType  # 2
 CAMPAIGN_STATE_CANCELLED: CampaignState.ValueType  # 3
 CAMPAIGN_STATE_INTERRUPTED: CampaignState.ValueType  # 4
-"""Stopped by an error (e.g. the simulator stayed unavailable); resumable."""
+"""Stopped by a transient error (a service stayed unavailable past the retry budget) or by a generator
+shutdown; resumable.
+"""
+CAMPAIGN_STATE_FAILED: CampaignState.ValueType  # 5
+"""Stopped by a permanent error (a downstream INVALID_ARGUMENT, FAILED_PRECONDITION, NOT_FOUND,
+UNAUTHENTICATED, PERMISSION_DENIED, INTERNAL, ...): the same request would fail again. `error` says why.
+"""
 Global___CampaignState: _TypeAlias = CampaignState  # noqa: Y015
 
 @_typing.final
@@ -222,6 +234,7 @@ class CampaignStatus(_message.Message):
     FIRST_FAILURE_INDEX_FIELD_NUMBER: _builtins.int
     FIRST_FAILURE_SECONDS_FIELD_NUMBER: _builtins.int
     CREATED_AT_FIELD_NUMBER: _builtins.int
+    READ_ERROR_FIELD_NUMBER: _builtins.int
     campaign_id: _builtins.str
     state: Global___CampaignState.ValueType
     executions: _builtins.int
@@ -230,7 +243,8 @@ class CampaignStatus(_message.Message):
     wall_seconds: _builtins.float
     stop_reason: _builtins.str
     """"max_executions", "max_steps", "max_wall_seconds", "first_failure",
-    "strategy_exhausted", "cancelled" or "error".
+    "strategy_exhausted", "too_many_invalid_inputs", "cancelled", "shutdown" (the generator stopped while
+    the campaign ran) or "error".
     """
     error: _builtins.str
     first_failure_index: _builtins.int
@@ -238,6 +252,12 @@ class CampaignStatus(_message.Message):
     first_failure_seconds: _builtins.float
     """Seconds until a failure was first seen."""
     created_at: _builtins.str
+    read_error: _builtins.str
+    """Non-empty when the stored campaign cannot be read back (e.g. a row an older
+    version wrote with a value this version refuses): why, in one sentence.
+    Such a campaign is still listed, with campaign_id, created_at and what else
+    could be read; it cannot be resumed or reported until the row is repaired.
+    """
     @_builtins.property
     def spec(self) -> Global___CampaignSpec: ...
     def __init__(
@@ -255,10 +275,11 @@ class CampaignStatus(_message.Message):
         first_failure_index: _builtins.int = ...,
         first_failure_seconds: _builtins.float = ...,
         created_at: _builtins.str = ...,
+        read_error: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["spec", b"spec"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["campaign_id", b"campaign_id", "created_at", b"created_at", "error", b"error", "executions", b"executions", "failures", b"failures", "first_failure_index", b"first_failure_index", "first_failure_seconds", b"first_failure_seconds", "spec", b"spec", "state", b"state", "steps", b"steps", "stop_reason", b"stop_reason", "wall_seconds", b"wall_seconds"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["campaign_id", b"campaign_id", "created_at", b"created_at", "error", b"error", "executions", b"executions", "failures", b"failures", "first_failure_index", b"first_failure_index", "first_failure_seconds", b"first_failure_seconds", "read_error", b"read_error", "spec", b"spec", "state", b"state", "steps", b"steps", "stop_reason", b"stop_reason", "wall_seconds", b"wall_seconds"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -33,9 +33,10 @@ class GeneratorServiceStub:
 
     Status codes:
       NOT_FOUND           unknown campaign, strategy, subject or model (listed)
-      INVALID_ARGUMENT    a campaign spec field out of range (named, with range)
+      INVALID_ARGUMENT    a campaign spec field out of range (named, with range),
+                          or an id that does not match [A-Za-z0-9][A-Za-z0-9._-]{0,63}
       ALREADY_EXISTS      StartCampaign with an existing id but another spec
-      FAILED_PRECONDITION ResumeCampaign on a finished campaign
+      FAILED_PRECONDITION ResumeCampaign on a finished or unreadable campaign
       UNAVAILABLE         a downstream service is unreachable; retryable
     """
 
@@ -68,9 +69,10 @@ class GeneratorServiceAsyncStub(GeneratorServiceStub):
 
     Status codes:
       NOT_FOUND           unknown campaign, strategy, subject or model (listed)
-      INVALID_ARGUMENT    a campaign spec field out of range (named, with range)
+      INVALID_ARGUMENT    a campaign spec field out of range (named, with range),
+                          or an id that does not match [A-Za-z0-9][A-Za-z0-9._-]{0,63}
       ALREADY_EXISTS      StartCampaign with an existing id but another spec
-      FAILED_PRECONDITION ResumeCampaign on a finished campaign
+      FAILED_PRECONDITION ResumeCampaign on a finished or unreadable campaign
       UNAVAILABLE         a downstream service is unreachable; retryable
     """
 
@@ -99,9 +101,10 @@ class GeneratorServiceServicer(metaclass=_abc_1.ABCMeta):
 
     Status codes:
       NOT_FOUND           unknown campaign, strategy, subject or model (listed)
-      INVALID_ARGUMENT    a campaign spec field out of range (named, with range)
+      INVALID_ARGUMENT    a campaign spec field out of range (named, with range),
+                          or an id that does not match [A-Za-z0-9][A-Za-z0-9._-]{0,63}
       ALREADY_EXISTS      StartCampaign with an existing id but another spec
-      FAILED_PRECONDITION ResumeCampaign on a finished campaign
+      FAILED_PRECONDITION ResumeCampaign on a finished or unreadable campaign
       UNAVAILABLE         a downstream service is unreachable; retryable
     """
 
