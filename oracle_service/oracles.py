@@ -162,6 +162,21 @@ def _donkey(ep: Episode) -> Judgement:
     return Judgement(False, margin, descriptors, f"stayed on the road for {ep.steps} steps without reaching the end")
 
 
+def _airsim_crash(ep: Episode) -> Judgement:
+    # AirSim driving: failure = a collision (simGetCollisionInfo) or leaving the road (further than half_width from
+    # the subject's centre line; the backend sets both). Margin: the slack to the road's edge at the worst moment.
+    worst = float(np.asarray(ep.signals["max_lane_distance"]).item())
+    margin = float(np.asarray(ep.signals["lane_limit"]).item()) - worst
+    descriptors = (worst, float(ep.steps))
+    if _flag(ep, "collision"):
+        return Judgement(True, min(margin, 0.0), descriptors, f"collided at step {ep.steps}")
+    if _flag(ep, "off_road"):
+        return Judgement(True, margin, descriptors, f"left the road at step {ep.steps} ({worst:.2f} m off the centre)")
+    if _flag(ep, "reached_end"):
+        return Judgement(False, margin, descriptors, f"reached the end of the road after {ep.steps} steps")
+    return Judgement(False, margin, descriptors, f"stayed on the road without a collision for {ep.steps} steps")
+
+
 # BipedalWalker (QD fault-diversity paper, Gupta et al. 2020 descriptors as the authors' bw_common.py computes
 # them): 12 per-step features, each averaged over the episode (summed, divided by the step count).
 BIPEDAL_FEATURES = (
@@ -340,6 +355,16 @@ DONKEY_OFF_ROAD = Oracle(
     ("max_abs_deviation", "steps"),
     "max_cte minus the largest |cte - lane centre| of the episode (m)",
     _donkey,
+)
+
+AIRSIM_CRASH = Oracle(
+    "airsim_crash",
+    "AirSim driving fails on a collision or when the car leaves the road (further than half_width from the "
+    "subject's centre line); the end of the road or the step limit pass.",
+    ("collision", "off_road", "reached_end", "max_lane_distance", "lane_limit"),
+    ("max_lane_distance", "steps"),
+    "half_width minus the largest distance to the centre line (m); at most 0 after a collision",
+    _airsim_crash,
 )
 
 PARKING_FAIL = Oracle(

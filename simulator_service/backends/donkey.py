@@ -41,7 +41,6 @@ from __future__ import annotations
 import base64
 import io
 import os
-import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -56,38 +55,15 @@ from simulator_service.backends.donkey_client import (
     SimUnavailable,
     parse_endpoint,
 )
+from simulator_service.backends.hosts import EndpointLeases
 from simulator_service.subject import Subject
 
 ENDPOINT_ENV = "GAUNTLET_DONKEY_ENDPOINT"
 REQUIRED_TELEMETRY = ("image", "cte", "pos_x", "pos_z")
 
 
-class EndpointLeases:
-    """Which simulator hosts this process is driving a car on (one car per host, whatever the env count)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._taken: set[Endpoint] = set()
-
-    def acquire(self, endpoints: Sequence[Endpoint]) -> Endpoint:
-        with self._lock:
-            for endpoint in endpoints:
-                if endpoint not in self._taken:
-                    self._taken.add(endpoint)
-                    return endpoint
-        raise SimUnavailable(
-            f"all {len(endpoints)} Donkey simulator endpoint(s) ({', '.join(map(str, endpoints))}) "
-            "already run a car for this process; one car runs per simulator: lower the campaign's "
-            f"parallelism to {len(endpoints)} or list more hosts in ${ENDPOINT_ENV}"
-        )
-
-    def release(self, endpoint: Endpoint) -> None:
-        with self._lock:
-            self._taken.discard(endpoint)
-
-
 # One table per process: the simulators are external, shared by every DonkeyEnv this process creates.
-LEASES = EndpointLeases()
+LEASES = EndpointLeases("Donkey", ENDPOINT_ENV, SimUnavailable)
 
 
 class DonkeyEnv(gym.Env):

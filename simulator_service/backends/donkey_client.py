@@ -27,12 +27,13 @@ import json
 import socket
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import grpc
 
 from common.errors import ServiceError, Unavailable
+from simulator_service.backends.hosts import Endpoint
+from simulator_service.backends.hosts import parse_endpoint as parse_host
 
 MAX_LINE_BYTES = 16 * 1024 * 1024  # a telemetry line carries one base64 image: far below this
 ENDPOINT_DEFAULT_PORT = 9091  # the simulator's default port
@@ -48,24 +49,9 @@ class SimProtocolError(ServiceError):
     code = grpc.StatusCode.DATA_LOSS
 
 
-@dataclass(frozen=True)
-class Endpoint:
-    host: str
-    port: int
-
-    def __str__(self) -> str:
-        return f"{self.host}:{self.port}"
-
-
 def parse_endpoint(text: str) -> Endpoint:
     """``host:port`` (or ``host``, port 9091); ValueError names the expected form."""
-    text = str(text).strip()
-    host, sep, port = text.rpartition(":")
-    if not sep:
-        host, port = text, str(ENDPOINT_DEFAULT_PORT)
-    if not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ValueError(f"donkey endpoint {text!r} must be host:port with a port in 1..65535, e.g. 127.0.0.1:9091")
-    return Endpoint(host.strip("[]"), int(port))
+    return parse_host(text, ENDPOINT_DEFAULT_PORT, "donkey")
 
 
 class DonkeyConnection:
