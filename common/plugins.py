@@ -13,9 +13,11 @@ the module owning the group says what it expects.
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
 from functools import cache
 from importlib.metadata import entry_points
-from typing import Any
+from typing import Any, TypeVar
 
 from common.errors import FailedPrecondition
 
@@ -25,6 +27,9 @@ INJECTORS = "gauntlet.injectors"
 VALIDATORS = "gauntlet.validators"
 SEARCH_OPERATORS = "gauntlet.search_operators"
 SIMULATORS = "gauntlet.simulators"
+
+log = logging.getLogger("gauntlet.plugins")
+T = TypeVar("T")
 
 GROUPS = (STRATEGIES, ORACLES, INJECTORS, VALIDATORS, SEARCH_OPERATORS, SIMULATORS)
 
@@ -70,3 +75,18 @@ def plugin_package(group: str, name: str) -> str:
 def load_group(group: str) -> dict[str, Any]:
     """Every plug-in of ``group`` by name, loaded."""
     return {name: load_plugin(group, name) for name in plugin_names(group)}
+
+
+def loadable(group: str, load: Callable[[str], T]) -> dict[str, T]:
+    """``load(name)`` for every plug-in of ``group`` that loads; a broken one is logged and left out.
+
+    For listings: one broken third-party package must not take every listing (and every campaign that lists) down
+    with it. Asking for the broken plug-in by name still raises its PluginError.
+    """
+    found: dict[str, T] = {}
+    for name in plugin_names(group):
+        try:
+            found[name] = load(name)
+        except PluginError as exc:
+            log.warning("left out of the %s listing: %s", group, exc)
+    return found

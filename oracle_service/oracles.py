@@ -402,8 +402,8 @@ BIPEDAL_FALL_HIP_SPEEDS = bipedal_oracle("hip_speeds")
 
 
 def oracles() -> dict[str, Oracle]:
-    """Every installed oracle by name (entry-point group gauntlet.oracles)."""
-    return {name: get_oracle(name) for name in plugin_names(plugins.ORACLES)}
+    """Every installed oracle that loads, by name (entry-point group gauntlet.oracles)."""
+    return plugins.loadable(plugins.ORACLES, get_oracle)
 
 
 def get_oracle(name: str) -> Oracle:

@@ -136,3 +136,29 @@ def test_schema_choices_match_the_operators_and_settings_they_name() -> None:
 
     assert get_args(IntegerMutation) == INTEGER_OPERATORS
     assert get_args(SettingName) == tuple(SETTINGS)
+
+
+def test_a_broken_plugin_is_left_out_of_listings_and_named_when_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from common import plugins
+    from common.plugins import PluginError
+    from oracle_service.oracles import get_oracle, oracles
+
+    # An installed distribution whose oracle entry point names a module that does not exist.
+    info = tmp_path / "broken_plugin-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: broken-plugin\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[gauntlet.oracles]\nbroken = no_such_module_here:ORACLE\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    plugins.plugin_names.cache_clear()
+    plugins.load_plugin.cache_clear()
+    try:
+        assert "broken" in plugins.plugin_names(plugins.ORACLES)
+        listed = oracles()
+        assert "broken" not in listed and "cartpole_balance" in listed
+        with pytest.raises(PluginError, match="'broken'.*broken-plugin.*ModuleNotFoundError"):
+            get_oracle("broken")
+    finally:
+        plugins.plugin_names.cache_clear()
+        plugins.load_plugin.cache_clear()

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from common.plugins import STRATEGIES, load_plugin, plugin_names, plugin_package
+from common.plugins import STRATEGIES, load_plugin, loadable, plugin_names, plugin_package
 from common.space import ParameterSpace, ParamValue
 from generator_service.strategies.params import (
     ParameterDoc,
@@ -95,7 +95,7 @@ def strategy_info(name: str) -> StrategyInfo:
 
 def strategies() -> dict[str, StrategyInfo]:
     """Every installed strategy by name (this imports each plug-in's module, not the libraries it uses lazily)."""
-    return {name: strategy_info(name) for name in plugin_names(STRATEGIES)}
+    return loadable(STRATEGIES, strategy_info)
 
 
 def make_strategy(
