@@ -176,24 +176,24 @@ class AirSimEnv(gym.Env):
                 raise HostUnavailable("; ".join(failures)) from None
             self._leased, self.endpoint = leased, leased
             try:
-                self._conn = RpcConnection(leased, self.connect_timeout_s, self.call_timeout_s)
-            except HostUnavailable as exc:
-                self._release()
+                return self._open(airsim, leased)
+            except HostUnavailable as exc:  # down, or dropped us during the check: the next free host may answer
+                self.close()
                 tried.append(leased)
                 failures.append(str(exc))
-                continue
-            break
-        try:
-            # The airsim client's API over our transport: its __init__ would only open msgpack-rpc-python's
-            # tornado client (airsim_rpc.py says why not), so the instance is made without it.
-            client = airsim.CarClient.__new__(airsim.CarClient)
-            client.client = self._conn
-            self._client = client
-            self._check_version(client)
-            self.on_connect(client)
-        except BaseException:
-            self.close()
-            raise
+            except BaseException:
+                self.close()
+                raise
+
+    def _open(self, airsim: Any, endpoint: Endpoint) -> Any:
+        self._conn = RpcConnection(endpoint, self.connect_timeout_s, self.call_timeout_s)
+        # The airsim client's API over our transport: its __init__ would only open msgpack-rpc-python's tornado
+        # client (airsim_rpc.py says why not), so the instance is made without it.
+        client = airsim.CarClient.__new__(airsim.CarClient)
+        client.client = self._conn
+        self._client = client
+        self._check_version(client)
+        self.on_connect(client)
         return client
 
     def _check_version(self, client: Any) -> None:
