@@ -376,9 +376,12 @@ def cmd_models(args: argparse.Namespace) -> None:
 
     from agent_service.registry import DEFAULT_MODEL_ROOT
 
-    manifest = DEFAULT_MODEL_ROOT / "manifest.yaml"
+    root = args.model_root or DEFAULT_MODEL_ROOT
+    manifest = root / "manifest.yaml"
+    if args.model_root and not manifest.is_file():
+        raise UserError(f"--model-root {root} has no manifest.yaml (gauntlet train --model-root {root} writes one)")
     models = (_yaml.safe_load(manifest.read_text()) or {}).get("models", {}) if manifest.exists() else {}
-    table = Table(title=f"Zoo models ({DEFAULT_MODEL_ROOT})")
+    table = Table(title=f"Models ({root})")
     for col in ("model", "subject", "algorithm", "timesteps", "success rate", "eval tests"):
         table.add_column(col)
     for name, m in models.items():
@@ -431,14 +434,23 @@ def cmd_oracles(args: argparse.Namespace) -> None:
 
 def cmd_train(args: argparse.Namespace) -> None:
     from agent_service.algorithms import model_file_name
+    from common.errors import InvalidArgument
     from common.interaction_log import LOG_NAME
-    from offline.training import get_recipe, train
+    from common.validation import check_id
+    from offline.training import RECIPES, RecipeError, get_recipe, register_model, train
+    from simulator_service.subject import SubjectError, get_subject
 
-    try:
-        recipe = get_recipe(args.name)
+    if args.timesteps is not None and args.timesteps < 1:
+        raise UserError(f"--timesteps must be >= 1 (got {args.timesteps})")
+    try:  # the name becomes the model's folder and the agent service's model name
+        check_id("recipe name", args.name)
+        recipe = get_recipe(args.name, args.recipe or RECIPES)
+        get_subject(recipe.subject)  # a subject of your own: a YAML file in a folder on $GAUNTLET_SUBJECT_PATH
+    except (InvalidArgument, RecipeError, SubjectError) as exc:
+        raise UserError(str(exc)) from None
     except KeyError as exc:
         raise UserError(str(exc.args[0])) from None
-    out = args.out or Path("runs/zoo") / args.name
+    out = args.model_root / args.name if args.model_root else args.out or Path("runs/zoo") / args.name
     budget = args.timesteps or recipe.timesteps
     with Progress(
         TextColumn(f"[bold]training {args.name}"),
@@ -449,13 +461,18 @@ def cmd_train(args: argparse.Namespace) -> None:
         console=console,
     ) as bar:
         task = bar.add_task("train", total=budget or None, episodes=0, failures=0)  # None: no step budget (QLEARNING)
-        meta = train(
-            recipe,
-            out,
-            timesteps=budget,
-            progress=lambda t, b, log: bar.update(task, completed=t, episodes=log.episodes, failures=log.failures),
-        )
+        try:
+            meta = train(
+                recipe,
+                out,
+                timesteps=budget,
+                progress=lambda t, b, log: bar.update(task, completed=t, episodes=log.episodes, failures=log.failures),
+            )
+        except SubjectError as exc:  # its first observation does not fit its observation space
+            raise UserError(str(exc)) from None
     console.print(f"model: {out / model_file_name(recipe.algorithm)}\ninteraction log: {out / LOG_NAME}")
+    if args.model_root:
+        console.print(f"listed in {register_model(args.model_root, recipe, meta)}")
     console.print_json(json.dumps(meta))
 
 

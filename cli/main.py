@@ -15,6 +15,7 @@ EPILOG = """examples:
   gauntlet report --compare --match 'exp1-*'      statistics over repeated campaigns, by strategy
   gauntlet resume <campaign-id>                   continue an interrupted campaign
   gauntlet train cartpole-ppo                     retrain a zoo agent from its recipe
+  gauntlet train my-ppo --recipe my.yaml --model-root my-models   train an agent for a subject of your own
   gauntlet surrogate train --model cartpole-ppo   train Indago's failure predictor on an agent's training log
 """
 
@@ -88,13 +89,23 @@ def main(argv: list[str] | None = None) -> None:
         help="print one JSON object instead: {service: {endpoint, metrics, log, pid}}, for scripts",
     )
     sub.add_parser("environments", help="list the subjects (environment + parameter space + oracle)")
-    sub.add_parser("models", help="list the bundled zoo models with their measured success rates")
+    p = sub.add_parser("models", help="list the models of a model root (default: the bundled zoo)")
+    p.add_argument("--model-root", type=Path, help="models folder (default: the bundled zoo)")
     sub.add_parser("strategies", help="list the test-generation strategies and their parameters")
     sub.add_parser("oracles", help="list the oracles and the signals they need")
-    p = sub.add_parser("train", help="train a zoo agent from its recipe (offline/recipes.yaml)")
+    p = sub.add_parser(
+        "train",
+        help="train an agent from its recipe (the zoo's, or your own --recipe file)",
+        description="Trains the recipe NAME. With --model-root the model goes to MODEL_ROOT/NAME and is listed in "
+        "MODEL_ROOT/manifest.yaml, so `gauntlet run/evaluate/models --model-root MODEL_ROOT` use it. Subjects of "
+        "your own are YAML files in a folder on $GAUNTLET_SUBJECT_PATH.",
+    )
     p.add_argument("name", help="recipe name, e.g. cartpole-ppo")
+    p.add_argument("--recipe", type=Path, help="recipe file (default: the bundled offline/recipes.yaml)")
     p.add_argument("--timesteps", type=int, help="override the recipe's budget (e.g. for a smoke test)")
-    p.add_argument("--out", type=Path, help="output folder (default runs/zoo/<name>)")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--out", type=Path, help="output folder (default runs/zoo/<name>)")
+    where.add_argument("--model-root", type=Path, help="models folder to write the model into and list it in")
     p = sub.add_parser(
         "evaluate",
         help="measure a zoo model's failure rate on uniform random test inputs",
@@ -149,6 +160,7 @@ def main(argv: list[str] | None = None) -> None:
         help="tuning grid: tiny (2 runs), small (18, default) or paper (9 filters x 4 depths x 10 seeds)",
     )
     t.add_argument("--out", type=Path, help="artifact folder (default runs/surrogates/<model>-<kind>-<timestamp>)")
+    t.add_argument("--model-root", type=Path, help="models folder of --model (default: the bundled zoo)")
     s = actions.add_parser("show", help="print what a surrogate artifact is and how well it predicts")
     s.add_argument("dir", type=Path, help="artifact folder (with surrogate.json)")
     s.add_argument("--json", action="store_true", help="print surrogate.json as is")

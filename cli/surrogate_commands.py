@@ -30,7 +30,7 @@ def run_surrogate(args: argparse.Namespace) -> None:
 def train(args: argparse.Namespace) -> None:
     from offline.surrogate_training import GRIDS, default_out_dir, train_zoo_surrogate, zoo_model
 
-    zoo_model(args.model)  # an unknown model fails before the slow imports
+    zoo_model(args.model, args.model_root)  # an unknown model fails before the slow imports
     out: Path = args.out or default_out_dir(args.model, args.kind)
     grid = GRIDS[args.grid]
     with Progress(
@@ -52,7 +52,9 @@ def train(args: argparse.Namespace) -> None:
             )
             bar.update(task, completed=done, last=last)
 
-        path = train_zoo_surrogate(args.model, kind=args.kind, grid=grid, out_dir=out, progress=progress)
+        path = train_zoo_surrogate(
+            args.model, kind=args.kind, grid=grid, out_dir=out, model_root=args.model_root, progress=progress
+        )
     console.print(f"surrogate: {path}")
     _print_summary(path)
     console.print(f"use it: strategy indago with strategy_params {{surrogate: {path}}}")

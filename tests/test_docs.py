@@ -7,9 +7,12 @@ neither GitHub nor MkDocs shows):
     <!-- docs-test: parse -->              each command's arguments go through the real argument parser, and
                                            nothing else runs (for campaigns that take hours, `make demo`, ...)
     <!-- docs-test: campaign [file=F] -->  a campaign file, loaded by `gauntlet run`'s own loader; its subject,
-                                           model and strategy must exist; with file=F it is saved as F for the
-                                           commands of later `run` blocks of the same page
+                                           model and strategy must exist (bundled, or declared by an earlier
+                                           subject/recipe block of the same page); with file=F it is saved as F
+                                           for the commands of later `run` blocks of the same page
     <!-- docs-test: subject -->            a subject file, loaded by the simulator's subject loader
+    <!-- docs-test: recipe -->             a training recipe file (`gauntlet train --recipe`), loaded by the
+                                           recipe loader; its subject must be bundled or declared on the page
     <!-- docs-test: output from=PATH -->   printed output of PATH (shown, not run; PATH must exist)
     <!-- docs-test: excerpt from=PATH -->  lines quoted from PATH: each non-blank line of the block is a line of
                                            PATH, in the same order (so the quote cannot drift from the file)
@@ -42,7 +45,7 @@ VENV_BIN = Path(sys.executable).parent
 PAGES = sorted([ROOT / "README.md", *(ROOT / "docs").rglob("*.md")])
 MARKER = re.compile(r"^\s*<!--\s*docs-test:\s*(?P<kind>[\w-]+)(?P<options>[^>]*?)\s*-->\s*$")
 FENCE = re.compile(r"^(?P<indent>\s*)(?P<fence>```+|~~~+)\s*(?P<lang>[\w+-]*)")
-KINDS = ("run", "parse", "campaign", "subject", "output", "excerpt")
+KINDS = ("run", "parse", "campaign", "subject", "recipe", "output", "excerpt")
 # a token that stands for a value the reader fills in: N, MODEL, <id>, ..., [ID ...], A|B
 PLACEHOLDER = re.compile(r"^[A-Z][A-Z0-9_]*$|[<>\[\]|]|\.\.\.|…")
 COMMAND_SPAN = re.compile(r"^(gauntlet |python bench/|python -m |make )")
@@ -226,7 +229,8 @@ def run_for_real(args: list[str], where: str, workdir: Path, env: dict[str, str]
     assert done.returncode == 0, f"{where}: `{shlex.join(args)}` exited {done.returncode}:\n{done.stderr[-3000:]}"
 
 
-def check_campaign(block: Block, workdir: Path) -> None:
+def check_campaign(block: Block, workdir: Path, subjects: set[str], models: set[str]) -> None:
+    """`subjects` and `models`: those declared by earlier blocks of the page, besides the bundled ones."""
     from cli.commands import UserError, load_campaign_file
     from generator_service.strategies import strategies
     from simulator_service.subject import load_subjects
@@ -241,21 +245,39 @@ def check_campaign(block: Block, workdir: Path) -> None:
 
     from agent_service.registry import DEFAULT_MODEL_ROOT
 
-    models = yaml.safe_load((DEFAULT_MODEL_ROOT / "manifest.yaml").read_text())["models"]
-    assert config.subject in load_subjects(), f"{block.where()}: unknown subject {config.subject}"
-    assert config.model in models, f"{block.where()}: unknown model {config.model}"
+    bundled = yaml.safe_load((DEFAULT_MODEL_ROOT / "manifest.yaml").read_text())["models"]
+    assert config.subject in {*load_subjects(), *subjects}, f"{block.where()}: unknown subject {config.subject}"
+    assert config.model in {*bundled, *models}, f"{block.where()}: unknown model {config.model}"
     assert config.strategy in strategies(), f"{block.where()}: unknown strategy {config.strategy}"
 
 
-def check_subject(block: Block, workdir: Path) -> None:
+def check_subject(block: Block, workdir: Path) -> str:
+    """The subject's name, once the simulator's loader accepts the block."""
     from simulator_service.subject import SubjectError, load_subject_file
 
     path = workdir / "docs-subject.yaml"
     path.write_text(block.body + "\n")
     try:
-        load_subject_file(path)
+        return load_subject_file(path).name
     except SubjectError as exc:
         pytest.fail(f"{block.where()}: {exc}")
+
+
+def check_recipe(block: Block, workdir: Path, subjects: set[str]) -> set[str]:
+    """The recipes' names, once the recipe loader accepts the block and each recipe's subject exists."""
+    from offline.training import RecipeError, load_recipes
+    from simulator_service.subject import load_subjects
+
+    path = workdir / "docs-recipe.yaml"
+    path.write_text(block.body + "\n")
+    try:
+        recipes = load_recipes(path)
+    except RecipeError as exc:
+        pytest.fail(f"{block.where()}: {exc}")
+    known = {*load_subjects(), *subjects}
+    for recipe in recipes.values():
+        assert recipe.subject in known, f"{block.where()}: recipe {recipe.name}: unknown subject {recipe.subject}"
+    return set(recipes)
 
 
 def check_excerpt(block: Block) -> None:
@@ -274,6 +296,8 @@ def check_excerpt(block: Block) -> None:
 def test_every_block_of_the_page_is_checked(page: Path, tmp_path: Path) -> None:
     (tmp_path / "examples").symlink_to(ROOT / "examples")
     env = dict(os.environ, PATH=f"{VENV_BIN}{os.pathsep}{os.environ['PATH']}")
+    subjects: set[str] = set()  # declared by the page's subject blocks, for its later recipe and campaign blocks
+    models: set[str] = set()  # declared by its recipe blocks
     for block in code_blocks(page):
         if block.kind not in KINDS:
             pytest.fail(f"{block.where()}: code block without a known <!-- docs-test: {'|'.join(KINDS)} --> marker")
@@ -284,9 +308,11 @@ def test_every_block_of_the_page_is_checked(page: Path, tmp_path: Path) -> None:
             for args in commands(block.body):
                 parse_check(args, block.where())
         elif block.kind == "campaign":
-            check_campaign(block, tmp_path)
+            check_campaign(block, tmp_path, subjects, models)
         elif block.kind == "subject":
-            check_subject(block, tmp_path)
+            subjects.add(check_subject(block, tmp_path))
+        elif block.kind == "recipe":
+            models |= check_recipe(block, tmp_path, subjects)
         elif block.kind == "output":
             source = block.options.get("from", "")
             assert source and (ROOT / source).exists(), f"{block.where()}: output block needs from=<existing path>"

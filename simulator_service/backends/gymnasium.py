@@ -8,6 +8,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from common.errors import bounded
 from common.space import ParamValue
 
 # Imported for their side effect: they register GauntletBipedalObstacles-v0 and GauntletTaxiLarge-v0 for gym.make.
@@ -53,7 +54,7 @@ class SubjectEnv(gym.Wrapper):
             raise SubjectError(
                 f"subject {self.subject.name}: its injector ({self.subject.injector['kind']}) gives a first "
                 f"observation {describe_observation(obs)}, which does not fit the environment's observation space "
-                f"{_bounded(repr(self.observation_space))}"
+                f"{bounded(repr(self.observation_space), 400)}"
             )
 
     def signal(self, attribute: str) -> np.ndarray:
@@ -72,11 +73,6 @@ def describe_observation(obs: Any) -> str:
     if array.size == 0 or not np.issubdtype(array.dtype, np.number):
         return f"of shape {array.shape} and dtype {array.dtype}"
     return f"of shape {array.shape}, dtype {array.dtype}, values in [{array.min():.6g}, {array.max():.6g}]"
-
-
-def _bounded(text: str, limit: int = 300) -> str:
-    """A space's repr lists every bound (Humanoid: hundreds); the message keeps its start."""
-    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def make_env(subject: Subject, render_mode: str | None = None) -> SubjectEnv:
