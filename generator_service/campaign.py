@@ -20,7 +20,7 @@ from prometheus_client import Counter
 from common.domain.rules import SubjectRules
 from common.generated.gauntlet.v1 import common_pb2, oracle_pb2, oracle_pb2_grpc, simulator_pb2, simulator_pb2_grpc
 from common.remote import describe
-from common.retry import Retry, status_code
+from common.retry import Retry, is_retryable, status_code
 from common.seeding import derive_seed
 from common.space import ParameterSpace
 from common.tensor import from_tensor
@@ -40,8 +40,24 @@ VERDICT_NAMES = {
 }
 
 
+SHUTDOWN_ERROR = "the generator service stopped while the campaign ran; a restarted generator resumes it"
+
+
 class CampaignError(RuntimeError):
-    """Stops a campaign as interrupted (resumable); the message says why."""
+    """Stops a campaign as interrupted (resumable): a service stayed unreachable past the retry budget."""
+
+
+class CampaignFailed(CampaignError):
+    """Stops a campaign as failed: a permanent error, which the same request would meet again (a model that
+    refuses the subject's observations, a missing credential, an unknown oracle, ...)."""
+
+
+def stop_error(what: str, exc: grpc.RpcError) -> CampaignError:
+    """The error that ends a campaign after a call failed for good: interrupted when the status was transient
+    (the retry budget ran out), failed otherwise (INVALID_ARGUMENT, FAILED_PRECONDITION, NOT_FOUND,
+    UNAUTHENTICATED, PERMISSION_DENIED, INTERNAL, ...). The message is one sentence: which call, the code, why."""
+    message = f"{what}: {describe(exc)}"
+    return CampaignError(message) if is_retryable(status_code(exc), idempotent=True) else CampaignFailed(message)
 
 
 class CampaignRunner:
@@ -63,6 +79,7 @@ class CampaignRunner:
         self.publish = publish  # (kind, message)
         self.retry_seconds = retry_seconds
         self.cancelled = threading.Event()
+        self.shutting_down = False  # cancelled because the generator stops, not by a person: ends interrupted
         self._call: Any = None
         self._positions: dict[str, int] = {}  # test-case id -> position in asking order
         self._started = time.monotonic()
@@ -97,6 +114,11 @@ class CampaignRunner:
         if self._call is not None:
             self._call.cancel()
 
+    def interrupt(self) -> None:
+        """Stops the campaign because the generator stops: it ends `interrupted` (resumable), not `cancelled`."""
+        self.shutting_down = True
+        self.cancel()
+
     def begin_session(self) -> None:
         """Picks up where the store stands: wall time of earlier sessions, and the totals (the one aggregate query
         of a session; from here on _store() counts each execution it writes)."""
@@ -112,7 +134,13 @@ class CampaignRunner:
         state, reason, error = "completed", "", ""
         try:
             reason = self._run()
-            state = "cancelled" if reason == "cancelled" else "completed"
+            if reason == "cancelled" and self.shutting_down:
+                state, reason, error = "interrupted", "shutdown", SHUTDOWN_ERROR
+            elif reason == "cancelled":
+                state = "cancelled"
+        except CampaignFailed as exc:
+            log.warning("campaign %s failed: %s", self.id, exc)
+            state, reason, error = "failed", "error", str(exc)
         except CampaignError as exc:
             state, reason, error = "interrupted", "error", str(exc)
         except Exception as exc:  # a campaign thread must record why it died
@@ -144,7 +172,7 @@ class CampaignRunner:
         for number, stored in enumerate(batches, 1):  # replay what a previous session asked
             asked = strategy.ask(len(stored))
             if json.dumps(asked) != json.dumps([v for _, v in stored]):
-                raise CampaignError(
+                raise CampaignFailed(
                     f"cannot resume: strategy {cfg.strategy!r} asked other inputs than the stored "
                     f"batch {number} (is it deterministic given the seed?)"
                 )
@@ -201,7 +229,7 @@ class CampaignRunner:
         except grpc.RpcError as exc:
             if self.cancelled.is_set():
                 return None
-            raise CampaignError(f"{what}: {describe(exc)}") from None
+            raise stop_error(what, exc) from None
 
     def _describe(self) -> simulator_pb2.DescribeEnvironmentResponse:
         return self._with_retry(
@@ -218,7 +246,7 @@ class CampaignRunner:
         for o in listing.oracles:
             if o.name == oracle_name:
                 return list(o.required_signals)
-        raise CampaignError(f"unknown oracle {oracle_name!r}; known: {', '.join(o.name for o in listing.oracles)}")
+        raise CampaignFailed(f"unknown oracle {oracle_name!r}; known: {', '.join(o.name for o in listing.oracles)}")
 
     def _execute(
         self,
@@ -277,7 +305,7 @@ class CampaignRunner:
                     return self._stop_reason() or "cancelled"
                 delay = retry.next_delay(exc)
                 if delay is None:
-                    raise CampaignError(f"simulator RunEpisodes: {describe(exc)}") from None
+                    raise stop_error("simulator RunEpisodes", exc) from None
                 self.publish("progress", f"simulator {describe(exc)}; retrying in {delay:.1f}s")
                 retry.sleep(delay)
             finally:

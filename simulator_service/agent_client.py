@@ -8,14 +8,17 @@ from collections.abc import Iterator
 import grpc
 import numpy as np
 
-from common.errors import FailedPrecondition
+from common.errors import FailedPrecondition, Unavailable
 from common.generated.gauntlet.v1 import agent_pb2, agent_pb2_grpc, common_pb2
 from common.remote import local_error
+from common.retry import Retry
 from common.space_spec import compatible, describe, space_to_proto
 from common.tensor import from_tensor, to_tensor
-from simulator_service.runner import AgentError
 
 AGENT = "agent service"
+# DescribeModel is retried this long while the agent is unreachable (e.g. restarting under the local launcher);
+# a batch lost mid-stream is not: the simulator relays UNAVAILABLE and the generator re-runs the batch's rest.
+DESCRIBE_RETRY_SECONDS = 15.0
 
 
 class AgentStream:
@@ -47,8 +50,8 @@ class AgentStream:
         except grpc.RpcError as exc:
             # the agent's own status, relayed with its code: INTERNAL (a bug) must not read as retryable
             raise local_error(exc, f"model {self._model!r}: {AGENT}") from None
-        except StopIteration:
-            raise AgentError(f"model {self._model!r}: the agent service closed the action stream") from None
+        except StopIteration:  # the agent ended the stream without a status: it is going away, so transient
+            raise Unavailable(f"model {self._model!r}: the agent service closed the action stream") from None
 
     def close(self) -> None:
         self._requests.put(None)
@@ -60,9 +63,13 @@ class AgentStream:
 def check_model_fits(
     stub: agent_pb2_grpc.AgentServiceStub, model: str, subject: str, observation_space: object, action_space: object
 ) -> None:
-    """Refuses a model whose observation/action spaces differ from the subject's (FAILED_PRECONDITION)."""
+    """Refuses a model whose observation/action spaces differ from the subject's (FAILED_PRECONDITION). The agent's
+    own status otherwise keeps its code (NOT_FOUND for an unknown model, UNAUTHENTICATED, ...)."""
+    request = agent_pb2.DescribeModelRequest(name=model)
     try:
-        info = stub.DescribeModel(agent_pb2.DescribeModelRequest(name=model), timeout=60)
+        info = Retry(budget_seconds=DESCRIBE_RETRY_SECONDS, idempotent=True).call(
+            lambda: stub.DescribeModel(request, timeout=30)
+        )
     except grpc.RpcError as exc:
         raise local_error(exc, f"model {model!r}: {AGENT}") from None
     pairs: list[tuple[str, common_pb2.SpaceSpec, common_pb2.SpaceSpec]] = [
