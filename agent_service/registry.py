@@ -97,6 +97,15 @@ class ModelRegistry:
                 actions = _predict_fixed_rows(model, observations)
             except ObservationError as exc:
                 raise InvalidArgument(str(exc)) from None
+            except ValueError as exc:
+                # torch's distribution check: finite but extreme observations (float32 overflow) gave NaN outputs;
+                # its message dumps whole tensors, so only the gist is passed on
+                if not str(exc).startswith("Expected parameter"):
+                    raise
+                raise InvalidArgument(
+                    f"model {name!r} computes no valid action for these observations (its outputs are not finite); "
+                    "are they far outside the range it was trained on?"
+                ) from None
         return actions.astype(np.int64) if np.issubdtype(actions.dtype, np.integer) else actions.astype(np.float32)
 
 
@@ -110,8 +119,9 @@ INFERENCE_ROWS = 128
 
 def _predict_fixed_rows(model: Any, observations: np.ndarray) -> np.ndarray:
     n = len(observations)
-    if n == 0:
-        return _predict(model, observations)
+    if n == 0:  # an empty batch: no forward pass (a policy cannot reshape 0 rows), no actions
+        space = model.action_space
+        return np.zeros((0, *(space.shape or ())), dtype=space.dtype or np.float32)
     blocks = []
     for start in range(0, n, INFERENCE_ROWS):
         block = observations[start : start + INFERENCE_ROWS]

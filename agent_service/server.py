@@ -6,6 +6,7 @@ import time
 from collections.abc import Iterator
 
 import grpc
+import numpy as np
 from prometheus_client import Counter, Histogram
 
 from agent_service.registry import ModelRegistry
@@ -52,6 +53,9 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         except TensorError as exc:
             raise InvalidArgument(f"observations: {exc}") from None
         problem = non_finite_summary(observations)  # a policy would act on NaN, or fail with a tensor dump
+        if problem is None and observations.dtype == np.float64:  # the models compute in float32
+            with np.errstate(over="ignore"):
+                problem = non_finite_summary(observations.astype(np.float32), "observations (as float32)")
         if problem:
             raise InvalidArgument(problem)
         started = time.perf_counter()

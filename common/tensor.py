@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -41,9 +42,12 @@ def from_tensor(tensor: common_pb2.Tensor) -> np.ndarray:
     shape = tuple(int(s) for s in tensor.shape)
     if any(s < 0 for s in shape):
         raise TensorError(f"Tensor.shape {list(shape)} has a negative dimension")
-    expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    expected = math.prod(shape) * dtype.itemsize  # Python integers: an int64 product can wrap round to a match
     if len(tensor.data) != expected:
         raise TensorError(
             f"Tensor.data holds {len(tensor.data)} bytes but shape {list(shape)} of {dtype.name} needs {expected}"
         )
-    return np.frombuffer(tensor.data, dtype=dtype).reshape(shape)
+    try:
+        return np.frombuffer(tensor.data, dtype=dtype).reshape(shape)
+    except ValueError:  # an empty array whose other dimensions are too large for numpy to index
+        raise TensorError(f"Tensor.shape has dimensions too large to index ({len(shape)} dimensions)") from None
