@@ -12,6 +12,11 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet torch==2.13.0
 	$(BIN)/pip install --quiet -e ".[dev]"
+	# the airsim backend's client (pyproject's `airsim` extra): its 1.8.1 sdist imports msgpackrpc while it builds,
+	# so msgpack-rpc-python goes in first and airsim without build isolation; --no-deps skips opencv-contrib-python,
+	# which only airsim's image-file helpers use (docs/subjects/airsim.md)
+	$(BIN)/pip install --quiet setuptools==84.2.1 msgpack-rpc-python==0.4.1
+	$(BIN)/pip install --quiet --no-build-isolation --no-deps airsim==1.8.1
 	touch $(STAMP)
 
 demo: $(STAMP)

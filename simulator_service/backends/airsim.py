@@ -11,15 +11,14 @@ wire's errors are in airsim_rpc.py (UNAVAILABLE naming the host, DATA_LOSS for w
 Two episode kinds, chosen by the subject's ``env_id``:
 
 - ``capture`` (DESIGNATE's camera captures, settings.json ``SimMode: ComputerVision``): reset places the vehicle
-  (the camera rides on it) at the test input's pose with ``simSetVehiclePose``, applies the scene parameters, and
-  takes the Scene and the Segmentation image of camera ``camera`` in ONE ``simGetImages`` call (so both show the
-  same instant). The segmentation colours map to the subject's classes through ``env_kwargs.classes`` (each class:
-  ``object_id``, the ``color`` AirSim renders for that id, and the mesh name patterns that get the id with
-  ``simSetSegmentationObjectID`` when the env connects; every other mesh gets ``background_id`` first). The
-  observation is the RGB image; the ground-truth label map (class index per pixel, ``unlabelled`` where no class
-  colour matches) is the attribute ``label_map``. The episode is one step: the agent's action is its answer for
-  that image (``action`` in env_kwargs: ``label_map`` = a class index per pixel), judged by the subject's oracle
-  against the ground truth through the recorded signals.
+  (the camera rides on it) at the test input's pose with ``simSetVehiclePose`` and takes the Scene and the
+  Segmentation image of camera ``camera`` in ONE ``simGetImages`` call (so both show the same instant). The
+  segmentation colours map to the subject's ``classes`` through ``env_kwargs.segmentation`` (per class:
+  ``object_id``, the ``color`` AirSim renders for that id, the mesh name regexes that get the id with
+  ``simSetSegmentationObjectID`` when the env connects; every mesh gets ``background_id`` first, and pixels of
+  no class colour take the ``background`` class). The env keeps procedural_scene.py's contract exactly
+  (observation, action, signal names, dtypes and shapes, ``attach_views``/``translator_input`` for the image
+  stage), so the urban subject's strategy, translator, DNN and oracle run on either.
 - ``car`` (driving policies, ``SimMode: Car``): reset resets the car, places it at the start pose, applies the scene
   parameters and returns the camera image; each step sends ``setCarControls`` (steering, throttle from the action)
   and advances the simulation by ``step_seconds`` (``simContinueForTime`` with the simulation paused, then waits
@@ -28,9 +27,9 @@ Two episode kinds, chosen by the subject's ``env_id``:
   failure (oracle ``airsim_crash``); reaching within ``end_radius`` of the road's last point ends it as a success.
 
 Scene parameters (both kinds; the subject's ``injector`` of kind ``airsim_scene`` names which parameters feed
-them): ``pose`` {x, y, yaw (degrees)} in AirSim's NED frame (metres from the player start), ``weather``
-{AirSim weather parameter: parameter name} (``simEnableWeather`` then ``simSetWeatherParameter``, intensity 0..1),
-``time_of_day``: a parameter in hours 0..24 (``simSetTimeOfDay`` on ``date``).
+them; ``scene_reader``): ``pose`` {x, y, yaw (degrees)} in AirSim's NED frame (metres from the player start),
+``weather`` {AirSim weather parameter: parameter name} (``simEnableWeather`` then ``simSetWeatherParameter``,
+intensity 0..1), ``time_of_day``: a parameter in hours 0..24 (``simSetTimeOfDay`` on ``date``).
 
 Car signals: ``speed``, ``position`` (x, y), ``lane_distance`` (distance to the centre line, m), ``collision``,
 ``off_road``, ``reached_end``, ``max_lane_distance``, ``lane_limit`` (= half_width).
