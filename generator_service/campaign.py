@@ -178,6 +178,7 @@ class CampaignRunner:
                 )
             stop = self._execute(number, stored, space, oracle_name, signals)
             strategy.tell(self._results(number, stored))
+            self._forget_positions(stored)
             if stop:
                 return stop
         number = len(batches)
@@ -195,9 +196,16 @@ class CampaignRunner:
             position += len(cases)
             stop = self._execute(number, cases, space, oracle_name, signals)
             strategy.tell(self._results(number, cases))
+            self._forget_positions(cases)
             if stop:
                 return stop
         return reason
+
+    def _forget_positions(self, cases: list[tuple[str, dict[str, Any]]]) -> None:
+        """A batch's asking positions are needed while it runs only: kept, they grew with every execution (a
+        leak bench/load.py measured on long campaigns)."""
+        for cid, _ in cases:
+            self._positions.pop(cid, None)
 
     def _results(self, batch: int, cases: list[tuple[str, dict[str, Any]]]) -> list[Result]:
         done = {r.test_case_id: r for r in self.store.executions(self.id, batch)}
