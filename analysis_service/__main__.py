@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from common.server import add_service_arguments, options_from_args, serve
+from common.server import add_outgoing_arguments, add_service_arguments, options_from_args, outgoing_credentials, serve
 
 
 def main() -> None:
@@ -23,11 +23,17 @@ def main() -> None:
         help="where reports are written when a request names no folder (default runs/reports)",
     )
     add_service_arguments(parser, port=50055, metrics_port=9105)
+    add_outgoing_arguments(parser)
     args = parser.parse_args()
     options = options_from_args(args)
+    credentials = outgoing_credentials(args)
     from analysis_service.server import register
 
-    serve("analysis", options, lambda server: register(server, args.generator_endpoint, args.report_root))
+    serve(
+        "analysis",
+        options,
+        lambda server: register(server, args.generator_endpoint, args.report_root, credentials=credentials),
+    )
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ from analysis_service.comparison import (
 )
 from analysis_service.metrics import ExecutionRecord, compute_metrics
 from analysis_service.report import build_report, render_html, write_report
+from common.credentials import ClientCredentials
 from common.errors import InvalidArgument, grpc_method
 from common.generated.gauntlet.v1 import analysis_pb2, analysis_pb2_grpc, generator_pb2, generator_pb2_grpc
 from common.remote import local_error
@@ -30,8 +31,10 @@ _STATE = {1: "running", 2: "completed", 3: "cancelled", 4: "interrupted"}
 
 
 class AnalysisServicer(analysis_pb2_grpc.AnalysisServiceServicer):
-    def __init__(self, generator_endpoint: str, report_root: Path) -> None:
-        self.generator = generator_pb2_grpc.GeneratorServiceStub(client_channel(generator_endpoint))
+    def __init__(
+        self, generator_endpoint: str, report_root: Path, credentials: ClientCredentials | None = None
+    ) -> None:
+        self.generator = generator_pb2_grpc.GeneratorServiceStub(client_channel(generator_endpoint, credentials))
         self.report_root = report_root
 
     def _fetch(self, campaign_id: str) -> tuple[dict[str, Any], list[ExecutionRecord]]:
@@ -130,6 +133,10 @@ class AnalysisServicer(analysis_pb2_grpc.AnalysisServiceServicer):
         )
 
 
-def register(server: grpc.Server, generator_endpoint: str, report_root: Path) -> list[str]:
-    analysis_pb2_grpc.add_AnalysisServiceServicer_to_server(AnalysisServicer(generator_endpoint, report_root), server)
+def register(
+    server: grpc.Server, generator_endpoint: str, report_root: Path, credentials: ClientCredentials | None = None
+) -> list[str]:
+    analysis_pb2_grpc.add_AnalysisServiceServicer_to_server(
+        AnalysisServicer(generator_endpoint, report_root, credentials), server
+    )
     return [analysis_pb2.DESCRIPTOR.services_by_name["AnalysisService"].full_name]

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import atexit
 import contextlib
 import json
+import shutil
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +20,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from cli.certificates import SuiteCredentials, create_suite_credentials, write_credentials
 from cli.launcher import LaunchError, LocalSuite
+from common.credentials import ClientCredentials, CredentialError, client_credentials, store_url
 from common.generated.gauntlet.v1 import analysis_pb2, analysis_pb2_grpc, generator_pb2, generator_pb2_grpc
 from common.remote import describe
 from common.server import client_channel
@@ -54,24 +59,74 @@ def load_campaign_file(path: Path) -> tuple[CampaignConfig, dict[str, Any]]:
     return config, data
 
 
+SECURE_ROOT = Path("runs/secure")  # `--secure`: one throwaway folder of certificates and token per suite
+
+
+@dataclass(frozen=True)
+class Connection:
+    """The generator and analysis services a command talks to, and the credentials it presents to them."""
+
+    generator_endpoint: str
+    analysis_endpoint: str
+    credentials: ClientCredentials
+
+    def generator(self) -> generator_pb2_grpc.GeneratorServiceStub:
+        return generator_pb2_grpc.GeneratorServiceStub(client_channel(self.generator_endpoint, self.credentials))
+
+    def analysis(self) -> analysis_pb2_grpc.AnalysisServiceStub:
+        return analysis_pb2_grpc.AnalysisServiceStub(client_channel(self.analysis_endpoint, self.credentials))
+
+
+def resolve_store_url(args: argparse.Namespace, file_url: str | None = None) -> str:
+    """--store-url (never with a password), else the campaign file's, else $GAUNTLET_STORE_URL(_FILE), else SQLite."""
+    flag = getattr(args, "store_url", None)
+    try:
+        from_flag = store_url(flag) if flag else None  # refuses a password on the command line
+        return from_flag or file_url or store_url(None) or default_store_url()
+    except CredentialError as exc:
+        raise UserError(str(exc)) from None
+
+
+def remote_credentials(args: argparse.Namespace) -> ClientCredentials:
+    """--ca/--client-cert/--client-key/--token-file, each defaulting to its GAUNTLET_* variable."""
+    try:
+        return client_credentials(args)
+    except CredentialError as exc:
+        raise UserError(str(exc)) from None
+
+
+def secure_credentials(secure: bool) -> SuiteCredentials | None:
+    """With --secure, a throwaway CA, certificates and token under runs/secure for this command's local suite;
+    removed when the command exits (they would open nothing afterwards: the suite is gone, the CA key never saved)."""
+    if not secure:
+        return None
+    created = create_suite_credentials(SECURE_ROOT)
+    atexit.register(shutil.rmtree, created.folder, ignore_errors=True)
+    return created
+
+
 @contextlib.contextmanager
-def suite(args: argparse.Namespace, store_url: str | None = None) -> Iterator[tuple[str, str]]:
-    """(generator, analysis) endpoints: the given ones, or a local suite started for this command."""
+def suite(args: argparse.Namespace, file_store_url: str | None = None) -> Iterator[Connection]:
+    """The given generator and analysis endpoints, or a local suite started for this command (--secure: mTLS)."""
     if getattr(args, "generator", None):
         if not args.analysis:
             raise UserError("--generator needs --analysis too (the report is rendered by the analysis service)")
-        yield args.generator, args.analysis
+        if getattr(args, "secure", False):
+            raise UserError("--secure starts a local suite; for remote services give --ca, --client-cert, --token-file")
+        yield Connection(args.generator, args.analysis, remote_credentials(args))
         return
-    url = getattr(args, "store_url", None) or store_url or default_store_url()
+    url = resolve_store_url(args, file_store_url)
+    security = secure_credentials(getattr(args, "secure", False))
     with console.status("starting the Gauntlet services on loopback..."):
         try:
-            local = LocalSuite(store_url=url, model_root=getattr(args, "model_root", None)).start()
+            local = LocalSuite(store_url=url, model_root=getattr(args, "model_root", None), security=security).start()
         except LaunchError as exc:
             raise UserError(str(exc)) from None
     if getattr(args, "report_dir", None) is None:
         args.report_dir = Path("runs/reports")
     try:
-        yield local.endpoint("generator"), local.endpoint("analysis")
+        credentials = security.client_credentials() if security else ClientCredentials()
+        yield Connection(local.endpoint("generator"), local.endpoint("analysis"), credentials)
     finally:
         with console.status("stopping the services..."):
             local.stop()
@@ -196,8 +251,8 @@ def cmd_run(args: argparse.Namespace) -> None:
     endpoints = data.get("endpoints") or {}
     if endpoints and not args.generator:
         args.generator, args.analysis = endpoints.get("generator"), endpoints.get("analysis")
-    with suite(args, data.get("store_url")) as (gen_ep, ana_ep):
-        generator = generator_pb2_grpc.GeneratorServiceStub(client_channel(gen_ep))
+    with suite(args, data.get("store_url")) as connection:
+        generator = connection.generator()
         started = _rpc(
             generator.StartCampaign,
             generator_pb2.StartCampaignRequest(campaign_id=args.id or "", spec=config.to_proto()),
@@ -212,23 +267,17 @@ def cmd_run(args: argparse.Namespace) -> None:
             console.print(
                 f"[red]campaign interrupted:[/red] {status.error}\nresume it with: gauntlet resume {status.campaign_id}"
             )
-        _summary(
-            _report(
-                analysis_pb2_grpc.AnalysisServiceStub(client_channel(ana_ep)), [started.campaign_id], args.report_dir
-            )
-        )
+        _summary(_report(connection.analysis(), [started.campaign_id], args.report_dir))
 
 
 def cmd_resume(args: argparse.Namespace) -> None:
-    with suite(args) as (gen_ep, ana_ep):
-        generator = generator_pb2_grpc.GeneratorServiceStub(client_channel(gen_ep))
+    with suite(args) as connection:
+        generator = connection.generator()
         status = _rpc(
             generator.ResumeCampaign, generator_pb2.ResumeCampaignRequest(campaign_id=args.campaign_id), timeout=60
         ).status
         status = _watch(generator, args.campaign_id, status.spec.budget.max_executions)
-        _summary(
-            _report(analysis_pb2_grpc.AnalysisServiceStub(client_channel(ana_ep)), [args.campaign_id], args.report_dir)
-        )
+        _summary(_report(connection.analysis(), [args.campaign_id], args.report_dir))
 
 
 def cmd_report(args: argparse.Namespace) -> None:
@@ -236,12 +285,12 @@ def cmd_report(args: argparse.Namespace) -> None:
         raise UserError("name at least one campaign id, or select stored campaigns with --match GLOB")
     if not args.compare and (args.baseline or args.alternative != "two-sided"):
         raise UserError("--baseline and --alternative apply to --compare only")
-    with suite(args) as (gen_ep, ana_ep):
+    with suite(args) as connection:
         ids = list(args.campaign_ids)
         if args.match:
-            ids += matching_campaigns(generator_pb2_grpc.GeneratorServiceStub(client_channel(gen_ep)), args.match)
+            ids += matching_campaigns(connection.generator(), args.match)
         ids = list(dict.fromkeys(ids))
-        analysis = analysis_pb2_grpc.AnalysisServiceStub(client_channel(ana_ep))
+        analysis = connection.analysis()
         if args.compare:
             _comparison_summary(_compare(analysis, ids, args))
         else:
@@ -305,13 +354,15 @@ def _comparison_summary(done: analysis_pb2.CompareResponse) -> None:
 
 
 def cmd_up(args: argparse.Namespace) -> None:
-    local = LocalSuite(store_url=args.store_url or default_store_url(), model_root=args.model_root)
+    local = LocalSuite(
+        store_url=resolve_store_url(args), model_root=args.model_root, security=secure_credentials(args.secure)
+    )
     try:
         local.start()
     except LaunchError as exc:
         raise UserError(str(exc)) from None
     if args.json:
-        print(json.dumps(suite_description(local)), flush=True)
+        print(json.dumps({**suite_description(local), **credentials_description(local)}), flush=True)
     else:
         print_suite(local)
     try:
@@ -335,6 +386,24 @@ def suite_description(local: LocalSuite) -> dict[str, dict[str, Any]]:
     }
 
 
+def credentials_description(local: LocalSuite) -> dict[str, dict[str, str]]:
+    """With --secure, {"credentials": {variable: path}}: what a client sets to connect (the --json form)."""
+    return {"credentials": local.security.env()} if local.security else {}
+
+
+def connection_hint(local: LocalSuite) -> list[str]:
+    """How a client connects to a --secure suite: the variables to export and a command that uses them."""
+    if local.security is None:
+        return []
+    exports = " ".join(f"{k}={v}" for k, v in local.security.env().items())
+    endpoints = f"--generator {local.endpoint('generator')} --analysis {local.endpoint('analysis')}"
+    return [
+        "mTLS and a bearer token on every link; clients connect with (removed when the suite stops):",
+        f"  export {exports}",
+        f"  gauntlet run CAMPAIGN.yaml {endpoints}",
+    ]
+
+
 def print_suite(local: LocalSuite) -> None:
     """One block per service, every value whole: a table cut endpoints and paths with '…' in 80 columns."""
     described = suite_description(local)
@@ -344,6 +413,7 @@ def print_suite(local: LocalSuite) -> None:
         lines.append(f"  {name:<{width}}  {d['endpoint']}  (pid {d['pid']})")
         lines.append(f"  {'':<{width}}  metrics {d['metrics'] or 'off'}")
         lines.append(f"  {'':<{width}}  log     {d['log']}")
+    lines += connection_hint(local)
     lines.append("Ctrl-C stops the suite.")
     # plain print: a terminal wraps a long path at its edge instead of a renderer cutting or splitting it
     print("\n".join(lines), flush=True)
@@ -353,6 +423,16 @@ def print_suite(local: LocalSuite) -> None:
         raise UserError("a service exited; see its log")
     finally:
         local.stop()
+
+
+def cmd_certs(args: argparse.Namespace) -> None:
+    if args.dir.exists() and any(args.dir.iterdir()):
+        raise UserError(f"{args.dir} is not empty: give a new or empty folder (nothing is overwritten)")
+    args.dir.mkdir(parents=True, exist_ok=True)
+    args.dir.chmod(0o700)
+    written = write_credentials(args.dir, args.host)
+    print(f"wrote {', '.join(p.name for p in written.files())} in {args.dir} (0600; the CA key was not kept)")
+    print(f"server certificate valid for: {', '.join(written.hosts())}")
 
 
 # -- listings (read locally: they need no running service) ------------------------------------------------

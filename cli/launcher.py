@@ -13,6 +13,29 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from cli.certificates import SuiteCredentials
+from common.credentials import (
+    CA_ENV,
+    CLIENT_CERT_ENV,
+    CLIENT_KEY_ENV,
+    STORE_URL_ENV,
+    STORE_URL_FILE_ENV,
+    TOKEN_ENV,
+    TOKEN_FILE_ENV,
+)
+
+CALLERS = {"simulator", "generator", "analysis"}  # services that call others, so present client credentials
+# settings of the user's shell that must not leak into the local services: the launcher sets exactly what it means
+_CREDENTIAL_VARIABLES = (
+    CA_ENV,
+    CLIENT_CERT_ENV,
+    CLIENT_KEY_ENV,
+    TOKEN_ENV,
+    TOKEN_FILE_ENV,
+    STORE_URL_ENV,
+    STORE_URL_FILE_ENV,
+)
+
 
 class LaunchError(RuntimeError):
     """A service did not come up; the message carries the tail of its log."""
@@ -41,15 +64,16 @@ class LocalSuite:
     model_root: Path | None = None
     generator_retry_seconds: float = 60.0
     simulator_pipeline: int = 2
+    security: SuiteCredentials | None = None  # mTLS and a token on every link (`--secure`)
     services: dict[str, Service] = field(default_factory=dict)
 
     def start_service(self, name: str, module: str, *args: str, timeout: float = 120.0) -> Service:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log_path = self.log_dir / f"{name}.log"
         log_file = log_path.open("a")
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        env = self._service_env(name)
         process = subprocess.Popen(
-            [sys.executable, "-m", module, "--port", "0", "--metrics-port", "0", *args],
+            [sys.executable, "-m", module, "--port", "0", "--metrics-port", "0", *args, *self._security_args(name)],
             stdout=subprocess.PIPE,
             stderr=log_file,
             text=True,
@@ -87,8 +111,6 @@ class LocalSuite:
                 simulator.endpoint,
                 "--oracle-endpoint",
                 oracle.endpoint,
-                "--store-url",
-                self.store_url,
                 "--retry-seconds",
                 str(self.generator_retry_seconds),
             )
@@ -108,6 +130,21 @@ class LocalSuite:
 
     def endpoint(self, name: str) -> str:
         return self.services[name].endpoint
+
+    def _service_env(self, name: str) -> dict[str, str]:
+        """The child's environment: secrets travel here, never on its command line (visible to every user in ps)."""
+        env = {k: v for k, v in os.environ.items() if k not in _CREDENTIAL_VARIABLES}
+        env["PYTHONUNBUFFERED"] = "1"
+        if name == "generator":
+            env[STORE_URL_ENV] = self.store_url  # may hold a database password
+        if self.security is not None:
+            env[TOKEN_FILE_ENV] = str(self.security.token_file.resolve())
+        return env
+
+    def _security_args(self, name: str) -> list[str]:
+        if self.security is None:
+            return []
+        return [*self.security.server_args(), *(self.security.client_args() if name in CALLERS else [])]
 
     def stop(self) -> None:
         for service in reversed(list(self.services.values())):

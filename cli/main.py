@@ -6,6 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from common.credentials import add_client_arguments, add_token_arguments
+
 EPILOG = """examples:
   gauntlet run examples/cartpole_random.yaml      run a campaign on a local suite, then write its report
   gauntlet up                                     start every service on loopback and print the endpoints
@@ -45,6 +47,13 @@ def main(argv: list[str] | None = None) -> None:
             help="folder for the report, on the analysis host "
             "(default runs/reports locally; the service's --report-root when remote)",
         )
+        p.add_argument(
+            "--secure",
+            action="store_true",
+            help="local suite with mTLS and a bearer token on every link (throwaway CA under runs/secure)",
+        )
+        add_client_arguments(p, "credentials for --generator/--analysis (TLS, mTLS, token)")
+        add_token_arguments(p, "--generator/--analysis require")
 
     p = sub.add_parser(
         "run",
@@ -82,11 +91,32 @@ def main(argv: list[str] | None = None) -> None:
     suite_args(p)
     p = sub.add_parser("up", help="start the whole suite on loopback and print its endpoints (Ctrl-C stops it)")
     p.add_argument("--store-url", help="campaign store (default sqlite:///runs/gauntlet.db)")
+    p.add_argument(
+        "--secure",
+        action="store_true",
+        help="mTLS and a bearer token on every link: a throwaway CA, certificates and token under runs/secure "
+        "(removed when the suite stops); prints how a client connects",
+    )
     p.add_argument("--model-root", type=Path, help="models folder for the agent service (default: the bundled zoo)")
     p.add_argument(
         "--json",
         action="store_true",
-        help="print one JSON object instead: {service: {endpoint, metrics, log, pid}}, for scripts",
+        help="print one JSON object instead: {service: {endpoint, metrics, log, pid}}, for scripts "
+        "(with --secure also credentials: {variable: path})",
+    )
+    p = sub.add_parser(
+        "certs",
+        help="write a new CA, server and client certificates and a token (for a TLS deployment)",
+        description="Writes ca.crt, server.crt/server.key (valid for localhost, 127.0.0.1 and every --host), "
+        "client.crt/client.key and token into DIR, each readable by you only. The CA's key is not kept: "
+        "to add a host, make a new set. deploy/k8s reads them from Secrets (docs/operations/security.md).",
+    )
+    p.add_argument("dir", type=Path, help="new or empty folder for the files")
+    p.add_argument(
+        "--host",
+        action="append",
+        default=[],
+        help="DNS name or IP address the server certificate must also be valid for (repeatable)",
     )
     sub.add_parser("environments", help="list the subjects (environment + parameter space + oracle)")
     p = sub.add_parser("models", help="list the models of a model root (default: the bundled zoo)")

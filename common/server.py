@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import hmac
 import json
 import logging
 import signal
@@ -11,7 +12,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from concurrent import futures
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,15 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from prometheus_client import start_http_server
+
+from common.credentials import (
+    ClientCredentials,
+    CredentialError,
+    add_client_arguments,
+    add_token_arguments,
+    client_credentials,
+    read_token,
+)
 
 MAX_MESSAGE_BYTES = 256 * 1024 * 1024  # long traces and image batches
 GRPC_OPTIONS = [
@@ -36,7 +46,7 @@ class ServiceOptions:
     tls_cert: Path | None
     tls_key: Path | None
     tls_client_ca: Path | None
-    token: str | None
+    token: str | None = field(repr=False)  # never in a log line
     workers: int
     log_level: str
 
@@ -56,7 +66,7 @@ def add_service_arguments(parser: argparse.ArgumentParser, port: int, metrics_po
     g.add_argument("--tls-cert", type=Path, help="PEM certificate: serve TLS instead of plaintext")
     g.add_argument("--tls-key", type=Path, help="PEM private key for --tls-cert")
     g.add_argument("--tls-client-ca", type=Path, help="PEM CA bundle: require client certificates (mTLS)")
-    g.add_argument("--token", help="require 'authorization: Bearer <token>' on every call except health checks")
+    add_token_arguments(g, "every call must carry as 'authorization: Bearer <token>' (health checks exempt)")
     g.add_argument("--workers", type=int, default=16, help="gRPC worker threads (default 16)")
     g.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
 
@@ -64,6 +74,12 @@ def add_service_arguments(parser: argparse.ArgumentParser, port: int, metrics_po
 def options_from_args(args: argparse.Namespace) -> ServiceOptions:
     if bool(args.tls_cert) != bool(args.tls_key):
         raise SystemExit("error: --tls-cert and --tls-key go together")
+    if args.tls_client_ca and not args.tls_cert:
+        raise SystemExit("error: --tls-client-ca needs --tls-cert and --tls-key (client certificates travel over TLS)")
+    try:
+        token = read_token(args.token_file)
+    except CredentialError as exc:
+        raise SystemExit(f"error: {exc}") from None
     return ServiceOptions(
         args.host,
         args.port,
@@ -71,10 +87,23 @@ def options_from_args(args: argparse.Namespace) -> ServiceOptions:
         args.tls_cert,
         args.tls_key,
         args.tls_client_ca,
-        args.token,
+        token,
         args.workers,
         args.log_level,
     )
+
+
+def add_outgoing_arguments(parser: argparse.ArgumentParser) -> None:
+    """--ca/--client-cert/--client-key for a service that calls others (its token is its own --token-file's)."""
+    add_client_arguments(parser)
+
+
+def outgoing_credentials(args: argparse.Namespace) -> ClientCredentials:
+    """What this service presents to the services it calls; a bad setting exits with one clear line."""
+    try:
+        return client_credentials(args)
+    except CredentialError as exc:
+        raise SystemExit(f"error: {exc}") from None
 
 
 class _JsonFormatter(logging.Formatter):
@@ -121,7 +150,8 @@ class _TokenInterceptor(grpc.ServerInterceptor):
         if handler_call_details.method.startswith("/grpc.health.v1.Health/"):
             return continuation(handler_call_details)
         metadata = dict(handler_call_details.invocation_metadata or ())
-        if metadata.get(TOKEN_HEADER) != self._expected:
+        # constant-time: a byte-by-byte comparison would tell a prober how much of its guess was right
+        if not hmac.compare_digest(str(metadata.get(TOKEN_HEADER, "")).encode(), self._expected.encode()):
             return self._deny
         return continuation(handler_call_details)
 
@@ -190,17 +220,19 @@ def serve(
     log.info("stopped")
 
 
-def client_channel(endpoint: str, tls_ca: Path | None = None, token: str | None = None) -> grpc.Channel:
-    """A channel to another service; `dns:///host:port` endpoints balance round-robin across replicas."""
+def client_channel(endpoint: str, credentials: ClientCredentials | None = None) -> grpc.Channel:
+    """A channel to another service, presenting `credentials` (CA, client certificate, token; none = plaintext);
+    `dns:///host:port` endpoints balance round-robin across replicas."""
     options = [*GRPC_OPTIONS, ("grpc.lb_policy_name", "round_robin")]
-    if tls_ca is not None:
-        credentials = grpc.ssl_channel_credentials(root_certificates=tls_ca.read_bytes())
-        if token:
-            credentials = grpc.composite_channel_credentials(credentials, grpc.access_token_call_credentials(token))
-        return grpc.secure_channel(endpoint, credentials, options=options)
+    credentials = credentials or ClientCredentials()
+    tls = credentials.channel_credentials()
+    if tls is not None:
+        if credentials.token:
+            tls = grpc.composite_channel_credentials(tls, grpc.access_token_call_credentials(credentials.token))
+        return grpc.secure_channel(endpoint, tls, options=options)
     channel = grpc.insecure_channel(endpoint, options=options)
-    if token:
-        channel = grpc.intercept_channel(channel, _TokenClientInterceptor(token))
+    if credentials.token:  # call credentials need TLS in gRPC, so plaintext channels add the header themselves
+        channel = grpc.intercept_channel(channel, _TokenClientInterceptor(credentials.token))
     return channel
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import threading
 
-from common.server import add_service_arguments, options_from_args, serve
+from common.credentials import STORE_URL_ENV, STORE_URL_FILE_ENV, CredentialError, store_url
+from common.server import add_outgoing_arguments, add_service_arguments, options_from_args, outgoing_credentials, serve
 from generator_service.store import CampaignStore, default_store_url
 
 
@@ -24,8 +25,9 @@ def main() -> None:
     parser.add_argument(
         "--store-url",
         default=None,
-        help="SQLAlchemy URL of the campaign store (default sqlite:///runs/gauntlet.db; "
-        "PostgreSQL: postgresql+psycopg://user:pass@host/db)",
+        help=f"SQLAlchemy URL of the campaign store without a password (default ${STORE_URL_FILE_ENV}'s content, "
+        f"else ${STORE_URL_ENV}, else sqlite:///runs/gauntlet.db); a PostgreSQL URL with its password, "
+        "postgresql+psycopg://user:pass@host/db, goes in one of those variables, never on the command line",
     )
     parser.add_argument(
         "--retry-seconds",
@@ -35,12 +37,20 @@ def main() -> None:
     )
     parser.add_argument("--no-resume", action="store_true", help="do not resume campaigns left running")
     add_service_arguments(parser, port=50054, metrics_port=9104)
+    add_outgoing_arguments(parser)
     args = parser.parse_args()
     options = options_from_args(args)
+    credentials = outgoing_credentials(args)
+    try:
+        url = store_url(args.store_url)
+    except CredentialError as exc:
+        raise SystemExit(f"error: {exc}") from None
     from generator_service.server import GeneratorServicer, register
 
-    store = CampaignStore(args.store_url or default_store_url())
-    servicer = GeneratorServicer(store, args.simulator_endpoint, args.oracle_endpoint, args.retry_seconds)
+    store = CampaignStore(url or default_store_url())
+    servicer = GeneratorServicer(
+        store, args.simulator_endpoint, args.oracle_endpoint, args.retry_seconds, credentials=credentials
+    )
     if not args.no_resume:
         # after the server is up: resumed campaigns call the simulator, which may still be starting
         threading.Timer(0.5, servicer.resume_unfinished).start()

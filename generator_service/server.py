@@ -15,6 +15,7 @@ from google.protobuf import struct_pb2
 from prometheus_client import Gauge
 from pydantic import ValidationError
 
+from common.credentials import ClientCredentials
 from common.domain.rules import SubjectRules
 from common.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound, grpc_method
 from common.generated.gauntlet.v1 import (
@@ -44,11 +45,16 @@ _STATE = {
 
 class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
     def __init__(
-        self, store: CampaignStore, simulator_endpoint: str, oracle_endpoint: str, retry_seconds: float = 60.0
+        self,
+        store: CampaignStore,
+        simulator_endpoint: str,
+        oracle_endpoint: str,
+        retry_seconds: float = 60.0,
+        credentials: ClientCredentials | None = None,
     ) -> None:
         self.store = store
-        self.simulator = simulator_pb2_grpc.SimulatorServiceStub(client_channel(simulator_endpoint))
-        self.oracle = oracle_pb2_grpc.OracleServiceStub(client_channel(oracle_endpoint))
+        self.simulator = simulator_pb2_grpc.SimulatorServiceStub(client_channel(simulator_endpoint, credentials))
+        self.oracle = oracle_pb2_grpc.OracleServiceStub(client_channel(oracle_endpoint, credentials))
         self.retry_seconds = retry_seconds
         self._runners: dict[str, CampaignRunner] = {}
         self._threads: dict[str, threading.Thread] = {}

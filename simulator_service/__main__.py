@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from common.server import add_service_arguments, options_from_args, serve
+from common.server import add_outgoing_arguments, add_service_arguments, options_from_args, outgoing_credentials, serve
 from simulator_service.subject import SUBJECT_PATH_ENV, SubjectError, load_subjects
 
 
@@ -25,8 +25,10 @@ def main() -> None:
         "step for all environments)",
     )
     add_service_arguments(parser, port=50051, metrics_port=9101)
+    add_outgoing_arguments(parser)
     args = parser.parse_args()
     options = options_from_args(args)
+    credentials = outgoing_credentials(args)
     try:
         subjects = load_subjects()
     except SubjectError as exc:
@@ -36,7 +38,9 @@ def main() -> None:
     serve(
         "simulator",
         options,
-        lambda server: register(server, subjects, args.agent_endpoint, args.parallelism, args.pipeline),
+        lambda server: register(
+            server, subjects, args.agent_endpoint, args.parallelism, args.pipeline, credentials=credentials
+        ),
     )
 
 

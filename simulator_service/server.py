@@ -14,6 +14,7 @@ import gymnasium as gym
 import numpy as np
 from prometheus_client import Counter, Gauge, Histogram
 
+from common.credentials import ClientCredentials
 from common.errors import FailedPrecondition, InvalidArgument, NotFound, ServiceError, Unavailable, grpc_method
 from common.generated.gauntlet.v1 import agent_pb2_grpc, common_pb2, simulator_pb2, simulator_pb2_grpc
 from common.seeding import episode_seed
@@ -55,9 +56,15 @@ class EnvPool:
 
 class SimulatorServicer(simulator_pb2_grpc.SimulatorServiceServicer):
     def __init__(
-        self, subjects: dict[str, Subject], agent_endpoint: str, default_parallelism: int = 64, pipeline: int = 2
+        self,
+        subjects: dict[str, Subject],
+        agent_endpoint: str,
+        default_parallelism: int = 64,
+        pipeline: int = 2,
+        credentials: ClientCredentials | None = None,
     ) -> None:
         self.subjects = subjects
+        self.credentials = credentials  # presented to every agent this simulator calls
         self.pipeline = max(1, pipeline)
         self.agent_endpoint = agent_endpoint
         self.default_parallelism = default_parallelism
@@ -94,7 +101,7 @@ class SimulatorServicer(simulator_pb2_grpc.SimulatorServiceServicer):
             )
         with self._lock:
             if endpoint not in self._channels:
-                self._channels[endpoint] = client_channel(endpoint)
+                self._channels[endpoint] = client_channel(endpoint, self.credentials)
             return agent_pb2_grpc.AgentServiceStub(self._channels[endpoint])
 
     def _summary(self, s: Subject) -> simulator_pb2.EnvironmentSummary:
@@ -326,10 +333,15 @@ class SimulatorServicer(simulator_pb2_grpc.SimulatorServiceServicer):
 
 
 def register(
-    server: grpc.Server, subjects: dict[str, Subject], agent_endpoint: str, parallelism: int, pipeline: int = 2
+    server: grpc.Server,
+    subjects: dict[str, Subject],
+    agent_endpoint: str,
+    parallelism: int,
+    pipeline: int = 2,
+    credentials: ClientCredentials | None = None,
 ) -> list[str]:
     simulator_pb2_grpc.add_SimulatorServiceServicer_to_server(
-        SimulatorServicer(subjects, agent_endpoint, parallelism, pipeline), server
+        SimulatorServicer(subjects, agent_endpoint, parallelism, pipeline, credentials), server
     )
     return [simulator_pb2.DESCRIPTOR.services_by_name["SimulatorService"].full_name]
 

@@ -1,0 +1,153 @@
+"""deploy/k8s without a cluster: every manifest parses, the NetworkPolicies open exactly the expected links (their
+selectors match the workloads' labels and ports), every service serves mTLS from mounted Secrets, and no secret value
+is committed or put on a command line."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+K8S = Path(__file__).resolve().parent.parent / "deploy" / "k8s"
+SERVICES = {"simulator", "agent", "oracle", "generator", "analysis", "translator"}
+CLIENT = "client"  # pods labelled gauntlet.io/client: "true", in any namespace
+EXPECTED_LINKS = {
+    ("generator", "simulator", 50051),
+    ("generator", "oracle", 50053),
+    ("simulator", "agent", 50052),
+    ("simulator", "translator", 50056),
+    ("analysis", "generator", 50054),
+    (CLIENT, "generator", 50054),
+    (CLIENT, "analysis", 50055),
+    ("generator", "postgres", 5432),
+}
+METRICS_PORTS = {9101, 9102, 9103, 9104, 9105, 9106}
+
+
+def _documents() -> list[dict[str, Any]]:
+    docs = []
+    for path in sorted(K8S.glob("*.yaml")):
+        docs += [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
+    return docs
+
+
+def _workloads() -> dict[str, dict[str, Any]]:
+    """name -> {labels, ports, containers} of every Deployment and StatefulSet."""
+    found = {}
+    for d in _documents():
+        if d["kind"] in ("Deployment", "StatefulSet"):
+            template = d["spec"]["template"]
+            assert d["spec"]["selector"]["matchLabels"].items() <= template["metadata"]["labels"].items()
+            containers = template["spec"]["containers"]
+            ports = {p["containerPort"] for c in containers for p in c.get("ports", [])}
+            found[d["metadata"]["name"]] = {"labels": template["metadata"]["labels"], "ports": ports, "spec": d}
+    return found
+
+
+def _selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    if not selector.get("matchLabels", {}).items() <= labels.items():
+        return False
+    for expr in selector.get("matchExpressions", []):
+        assert expr["operator"] == "In", "the test understands In only"
+        if labels.get(expr["key"]) not in expr["values"]:
+            return False
+    return True
+
+
+def _sources(peer: dict[str, Any], workloads: dict[str, dict[str, Any]]) -> set[str]:
+    """The workloads (or CLIENT) a `from` entry admits."""
+    if "namespaceSelector" in peer:
+        selector = peer.get("podSelector")
+        if selector is None:
+            return {"any"}
+        assert selector == {"matchLabels": {"gauntlet.io/client": "true"}}, peer
+        return {CLIENT}
+    matched = {name for name, w in workloads.items() if _selects(peer["podSelector"], w["labels"])}
+    assert matched, f"a NetworkPolicy peer selects no workload: {peer}"
+    return matched
+
+
+def test_every_manifest_parses_and_kustomization_lists_them_all() -> None:
+    kustomization = yaml.safe_load((K8S / "kustomization.yaml").read_text())
+    listed = set(kustomization["resources"])
+    on_disk = {p.name for p in K8S.glob("*.yaml")} - {"kustomization.yaml"}
+    assert listed == on_disk
+    kinds = {d["kind"] for d in _documents()}
+    assert {"Deployment", "StatefulSet", "NetworkPolicy", "ConfigMap"} <= kinds
+
+
+def test_network_policies_open_exactly_the_expected_links() -> None:
+    workloads = _workloads()
+    assert SERVICES | {"postgres"} == set(workloads)
+    policies = [d for d in _documents() if d["kind"] == "NetworkPolicy"]
+    deny = [p for p in policies if p["spec"]["podSelector"] == {} and not p["spec"].get("ingress")]
+    assert deny and deny[0]["spec"]["policyTypes"] == ["Ingress"], "no default-deny ingress policy"
+    links = set()
+    metrics_open = set()
+    for policy in policies:
+        spec = policy["spec"]
+        targets = {name for name, w in workloads.items() if _selects(spec["podSelector"], w["labels"])}
+        assert targets, f"{policy['metadata']['name']} selects no workload"
+        for rule in spec.get("ingress", []):
+            ports = {p["port"] for p in rule["ports"]}
+            for target in targets:
+                assert ports & workloads[target]["ports"], f"{policy['metadata']['name']}: no such port on {target}"
+            for peer in rule["from"]:
+                for source in _sources(peer, workloads):
+                    for target in targets:
+                        for port in ports & workloads[target]["ports"]:
+                            if port in METRICS_PORTS:
+                                metrics_open.add(target)
+                            else:
+                                assert source != "any", f"{target}:{port} is open to every namespace"
+                                links.add((source, target, port))
+    assert links == EXPECTED_LINKS
+    assert metrics_open == SERVICES  # Prometheus scrapes every service, and only the metrics port is open to it
+
+
+def test_every_service_serves_mtls_from_mounted_secrets_and_probes_over_it() -> None:
+    workloads = _workloads()
+    for name in SERVICES:
+        pod = workloads[name]["spec"]["spec"]["template"]["spec"]
+        (container,) = pod["containers"]
+        args = container["args"]
+        for flag in ("--tls-cert=", "--tls-key=", "--tls-client-ca="):
+            assert any(a.startswith(flag + "/etc/gauntlet/tls/") for a in args), (name, flag)
+        secrets = {v["secret"]["secretName"] for v in pod["volumes"] if "secret" in v}
+        assert secrets == {"gauntlet-tls", "gauntlet-token"}, name
+        mounted = {m["mountPath"] for m in container["volumeMounts"]}
+        assert {"/etc/gauntlet/tls", "/etc/gauntlet/token"} <= mounted, name
+        for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+            command = container[probe]["exec"]["command"]
+            port = min(p for p in workloads[name]["ports"] if p not in METRICS_PORTS)
+            assert command == ["grpc-health-probe", f"127.0.0.1:{port}"], (name, probe)
+    config = next(d for d in _documents() if d["kind"] == "ConfigMap")["data"]
+    assert config["GAUNTLET_TOKEN_FILE"].startswith("/etc/gauntlet/token/")
+    for variable in ("GAUNTLET_CA", "GAUNTLET_CLIENT_CERT", "GAUNTLET_CLIENT_KEY"):
+        assert config[variable].startswith("/etc/gauntlet/tls/")
+
+
+def test_no_secret_value_is_committed_or_put_on_a_command_line() -> None:
+    assert not [d for d in _documents() if d["kind"] == "Secret"], "create Secrets by hand; commit none"
+    for name, w in _workloads().items():
+        for container in w["spec"]["spec"]["template"]["spec"]["containers"]:
+            argv = " ".join(container.get("args", []) + container.get("command", []))
+            assert "PASSWORD" not in argv and "--token" not in argv and "--store-url" not in argv, name
+    generator = _workloads()["generator"]["spec"]["spec"]["template"]["spec"]["containers"][0]
+    env = [e["name"] for e in generator["env"]]
+    assert env.index("POSTGRES_PASSWORD") < env.index("GAUNTLET_STORE_URL")  # $(...) expands from earlier variables
+
+
+def test_kubectl_renders_the_kustomization() -> None:
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("kubectl not installed")
+    out = subprocess.run([kubectl, "kustomize", str(K8S)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    rendered = [d for d in yaml.safe_load_all(out.stdout) if d]
+    assert all(d["metadata"].get("namespace") == "gauntlet" for d in rendered if d["kind"] != "Namespace")
+    assert sum(d["kind"] == "NetworkPolicy" for d in rendered) == 9
