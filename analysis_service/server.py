@@ -23,11 +23,14 @@ from common.credentials import ClientCredentials
 from common.errors import InvalidArgument, grpc_method
 from common.generated.gauntlet.v1 import analysis_pb2, analysis_pb2_grpc, generator_pb2, generator_pb2_grpc
 from common.remote import local_error
+from common.retry import Retry
 from common.server import client_channel
 from common.space import value_from_proto
 
 _VERDICT = {1: "pass", 2: "fail", 3: "invalid"}
-_STATE = {1: "running", 2: "completed", 3: "cancelled", 4: "interrupted"}
+_STATE = {1: "running", 2: "completed", 3: "cancelled", 4: "interrupted", 5: "failed"}
+# Reads from the generator are retried this long while it is unreachable (e.g. restarting under the launcher)
+GENERATOR_RETRY_SECONDS = 60.0
 
 
 class AnalysisServicer(analysis_pb2_grpc.AnalysisServiceServicer):
@@ -38,10 +41,22 @@ class AnalysisServicer(analysis_pb2_grpc.AnalysisServiceServicer):
         self.report_root = report_root
 
     def _fetch(self, campaign_id: str) -> tuple[dict[str, Any], list[ExecutionRecord]]:
+        retry = Retry(budget_seconds=GENERATOR_RETRY_SECONDS, idempotent=True)  # both reads are idempotent
         try:
-            status = self.generator.GetCampaign(
-                generator_pb2.GetCampaignRequest(campaign_id=campaign_id), timeout=30
-            ).status
+            status = retry.call(
+                lambda: (
+                    self.generator.GetCampaign(
+                        generator_pb2.GetCampaignRequest(campaign_id=campaign_id), timeout=30
+                    ).status
+                )
+            )
+            listed = retry.call(
+                lambda: list(
+                    self.generator.ListExecutions(
+                        generator_pb2.ListExecutionsRequest(campaign_id=campaign_id), timeout=300
+                    )
+                )
+            )
             records = [
                 ExecutionRecord(
                     index=e.index,
@@ -54,12 +69,7 @@ class AnalysisServicer(analysis_pb2_grpc.AnalysisServiceServicer):
                     descriptors=tuple(e.descriptors),
                     final_observation=tuple(e.final_observation),
                 )
-                for e in (
-                    r.execution
-                    for r in self.generator.ListExecutions(
-                        generator_pb2.ListExecutionsRequest(campaign_id=campaign_id), timeout=300
-                    )
-                )
+                for e in (r.execution for r in listed)
             ]
         except grpc.RpcError as exc:
             raise local_error(exc, "generator service") from None

@@ -8,6 +8,7 @@ import contextlib
 import json
 import shutil
 import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,11 +18,14 @@ import grpc
 import yaml
 from pydantic import ValidationError
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from cli.certificates import SuiteCredentials, create_suite_credentials, write_credentials
+from cli.follow import LostCampaign, campaign_events, outcome, retrying
 from cli.launcher import LaunchError, LocalSuite
+from cli.supervisor import RestartPolicy
 from common.credentials import ClientCredentials, CredentialError, client_credentials, store_url
 from common.generated.gauntlet.v1 import analysis_pb2, analysis_pb2_grpc, generator_pb2, generator_pb2_grpc
 from common.remote import describe
@@ -34,6 +38,16 @@ console = Console()
 
 class UserError(Exception):
     """Printed as `error: <message>` with exit code 2, never with a traceback."""
+
+    exit_code = 2
+
+
+class CampaignNotCompleted(UserError):
+    """The campaign ended failed, interrupted or cancelled: its report is written, the exit code says which."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
 
 
 # -- campaign files ---------------------------------------------------------------------------------
@@ -119,7 +133,13 @@ def suite(args: argparse.Namespace, file_store_url: str | None = None) -> Iterat
     security = secure_credentials(getattr(args, "secure", False))
     with console.status("starting the Gauntlet services on loopback..."):
         try:
-            local = LocalSuite(store_url=url, model_root=getattr(args, "model_root", None), security=security).start()
+            local = LocalSuite(
+                store_url=url,
+                model_root=getattr(args, "model_root", None),
+                security=security,
+                restart_policy=RestartPolicy(),  # a crashed service comes back on its port; the campaign goes on
+                resume_on_start=False,  # this command's campaign only: older interrupted ones wait for `resume`
+            ).start()
         except LaunchError as exc:
             raise UserError(str(exc)) from None
     if getattr(args, "report_dir", None) is None:
@@ -157,9 +177,7 @@ def _watch(
         console=console,
     ) as bar:
         task = bar.add_task(campaign_id, total=total or None, failures=0)
-        for event in _rpc(
-            lambda: list_or_iter(generator.WatchCampaign(generator_pb2.WatchCampaignRequest(campaign_id=campaign_id)))
-        ):
+        for event in _followed(generator, campaign_id, lambda line: bar.console.print(f"  [dim]{escape(line)}[/]")):
             status = event.status
             bar.update(task, completed=status.executions, failures=status.failures)
             if event.kind == "failure":
@@ -174,11 +192,23 @@ def _watch(
     return status
 
 
-def list_or_iter(stream: Any) -> Iterator[Any]:
+def _followed(
+    generator: generator_pb2_grpc.GeneratorServiceStub, campaign_id: str, note: Any
+) -> Iterator[generator_pb2.WatchCampaignResponse]:
+    """The campaign's progress events, reconnecting to a restarted generator (cli/follow.py)."""
     try:
-        yield from stream
-    except grpc.RpcError as exc:
-        raise UserError(f"lost the campaign's progress stream: {describe(exc)}") from None
+        yield from campaign_events(generator, campaign_id, note)
+    except LostCampaign as exc:
+        raise UserError(str(exc)) from None
+
+
+def _finish(status: generator_pb2.CampaignStatus, report: analysis_pb2.RenderReportResponse) -> None:
+    """Prints the report's summary; a campaign that did not complete then ends the command with its exit code and
+    one line saying how it ended (`error: campaign ... failed: <reason>`, cli/main.py)."""
+    code, line = outcome(status)
+    _summary(report)
+    if code:
+        raise CampaignNotCompleted(line, code)
 
 
 def _report(
@@ -186,11 +216,8 @@ def _report(
 ) -> analysis_pb2.RenderReportResponse:
     """Renders on the analysis host; `out` None lets a remote analysis service use its own --report-root."""
     with console.status("rendering the report..."):
-        return _rpc(
-            analysis.RenderReport,
-            analysis_pb2.RenderReportRequest(campaign_ids=ids, output_dir=str(out.resolve()) if out else ""),
-            timeout=300,
-        )
+        request = analysis_pb2.RenderReportRequest(campaign_ids=ids, output_dir=str(out.resolve()) if out else "")
+        return _rpc(retrying, lambda: analysis.RenderReport(request, timeout=300))  # rendering again is harmless
 
 
 def _summary(report: analysis_pb2.RenderReportResponse) -> None:
@@ -253,31 +280,26 @@ def cmd_run(args: argparse.Namespace) -> None:
         args.generator, args.analysis = endpoints.get("generator"), endpoints.get("analysis")
     with suite(args, data.get("store_url")) as connection:
         generator = connection.generator()
-        started = _rpc(
-            generator.StartCampaign,
-            generator_pb2.StartCampaignRequest(campaign_id=args.id or "", spec=config.to_proto()),
-            timeout=300,
-        ).status
+        # the id is chosen here, so a StartCampaign retried after a lost answer cannot start a second campaign
+        request = generator_pb2.StartCampaignRequest(
+            campaign_id=args.id or uuid.uuid4().hex[:12], spec=config.to_proto()
+        )
+        started = _rpc(retrying, lambda: generator.StartCampaign(request, timeout=300)).status
         console.print(
             f"campaign [bold]{started.campaign_id}[/bold]: {config.strategy} on {config.subject} "
             f"with {config.model}, seed {config.seed}"
         )
         status = _watch(generator, started.campaign_id, config.budget.max_executions)
-        if status.error:
-            console.print(
-                f"[red]campaign interrupted:[/red] {status.error}\nresume it with: gauntlet resume {status.campaign_id}"
-            )
-        _summary(_report(connection.analysis(), [started.campaign_id], args.report_dir))
+        _finish(status, _report(connection.analysis(), [started.campaign_id], args.report_dir))
 
 
 def cmd_resume(args: argparse.Namespace) -> None:
     with suite(args) as connection:
         generator = connection.generator()
-        status = _rpc(
-            generator.ResumeCampaign, generator_pb2.ResumeCampaignRequest(campaign_id=args.campaign_id), timeout=60
-        ).status
+        request = generator_pb2.ResumeCampaignRequest(campaign_id=args.campaign_id)
+        status = _rpc(retrying, lambda: generator.ResumeCampaign(request, timeout=60)).status  # idempotent
         status = _watch(generator, args.campaign_id, status.spec.budget.max_executions)
-        _summary(_report(connection.analysis(), [args.campaign_id], args.report_dir))
+        _finish(status, _report(connection.analysis(), [args.campaign_id], args.report_dir))
 
 
 def cmd_report(args: argparse.Namespace) -> None:
@@ -355,7 +377,10 @@ def _comparison_summary(done: analysis_pb2.CompareResponse) -> None:
 
 def cmd_up(args: argparse.Namespace) -> None:
     local = LocalSuite(
-        store_url=resolve_store_url(args), model_root=args.model_root, security=secure_credentials(args.secure)
+        store_url=resolve_store_url(args),
+        model_root=args.model_root,
+        security=secure_credentials(args.secure),
+        restart_policy=RestartPolicy(),
     )
     try:
         local.start()
@@ -366,9 +391,7 @@ def cmd_up(args: argparse.Namespace) -> None:
     else:
         print_suite(local)
     try:
-        while all(s.process.poll() is None for s in local.services.values()):
-            time.sleep(1)
-        raise UserError("a service exited; see its log")
+        raise UserError(local.wait())  # returns only when the supervisor gave up on a service
     finally:
         local.stop()
 
@@ -414,15 +437,9 @@ def print_suite(local: LocalSuite) -> None:
         lines.append(f"  {'':<{width}}  metrics {d['metrics'] or 'off'}")
         lines.append(f"  {'':<{width}}  log     {d['log']}")
     lines += connection_hint(local)
-    lines.append("Ctrl-C stops the suite.")
+    lines.append("A service that crashes is restarted on its port. Ctrl-C stops the suite.")
     # plain print: a terminal wraps a long path at its edge instead of a renderer cutting or splitting it
     print("\n".join(lines), flush=True)
-    try:
-        while all(s.process.poll() is None for s in local.services.values()):
-            time.sleep(1)
-        raise UserError("a service exited; see its log")
-    finally:
-        local.stop()
 
 
 def cmd_certs(args: argparse.Namespace) -> None:

@@ -9,11 +9,13 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
 from cli.certificates import SuiteCredentials
+from cli.supervisor import RestartPolicy, Supervisor, describe_exit
 from common.credentials import (
     CA_ENV,
     CLIENT_CERT_ENV,
@@ -48,6 +50,8 @@ class Service:
     port: int
     metrics_port: int
     log_path: Path
+    module: str = ""  # what a restart runs again: python -m <module> <args>
+    args: tuple[str, ...] = ()
 
     @property
     def endpoint(self) -> str:
@@ -66,20 +70,40 @@ class LocalSuite:
     simulator_pipeline: int = 2
     security: SuiteCredentials | None = None  # mTLS and a token on every link (`--secure`)
     services: dict[str, Service] = field(default_factory=dict)
+    # None: a service that dies stays dead; a policy: it is restarted on its ports (cli/supervisor.py)
+    restart_policy: RestartPolicy | None = None
+    # False: the generator's first start leaves older interrupted campaigns alone (a one-shot `gauntlet run`)
+    resume_on_start: bool = True
+    supervisor: Supervisor | None = field(default=None, init=False)
 
-    def start_service(self, name: str, module: str, *args: str, timeout: float = 120.0) -> Service:
+    def start_service(
+        self, name: str, module: str, *args: str, timeout: float = 120.0, port: int = 0, metrics_port: int = 0
+    ) -> Service:
+        """Starts one service (port 0: any free port) and waits for its ready line."""
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log_path = self.log_dir / f"{name}.log"
         log_file = log_path.open("a")
         env = self._service_env(name)
         process = subprocess.Popen(
-            [sys.executable, "-m", module, "--port", "0", "--metrics-port", "0", *args, *self._security_args(name)],
+            [
+                sys.executable,
+                "-m",
+                module,
+                "--port",
+                str(port),
+                "--metrics-port",
+                str(metrics_port),
+                *args,
+                *self._security_args(name),
+            ],
             stdout=subprocess.PIPE,
             stderr=log_file,
             text=True,
             env=env,
             preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+            start_new_session=True,  # a terminal's Ctrl-C reaches the launcher only, which stops the suite in order
         )
+        log_file.close()  # the child holds its own copy
         line = _read_line(process.stdout, timeout)  # type: ignore[arg-type]
         if not line:
             process.kill()
@@ -87,7 +111,7 @@ class LocalSuite:
             tail = log_path.read_text()[-2000:]
             raise LaunchError(f"{name} service did not start (exit code {process.returncode}); log {log_path}:\n{tail}")
         ready = json.loads(line)
-        service = Service(name, process, int(ready["port"]), int(ready["metrics_port"]), log_path)
+        service = Service(name, process, int(ready["port"]), int(ready["metrics_port"]), log_path, module, args)
         self.services[name] = service
         return service
 
@@ -113,6 +137,7 @@ class LocalSuite:
                 oracle.endpoint,
                 "--retry-seconds",
                 str(self.generator_retry_seconds),
+                *([] if self.resume_on_start else ["--no-resume-interrupted"]),
             )
             self.start_service(
                 "analysis",
@@ -126,7 +151,25 @@ class LocalSuite:
         except BaseException:
             self.stop()
             raise
+        if self.restart_policy is not None:
+            self.supervisor = Supervisor(self, self.restart_policy).start()
         return self
+
+    def wait(self) -> str:
+        """Blocks while the suite runs; returns why it stopped: the supervisor gave up on a service, or (without
+        supervision) a service exited."""
+        while True:
+            if self.supervisor is not None:
+                if self.supervisor.gave_up.wait(1.0):
+                    return self.supervisor.failure
+                continue
+            for service in self.services.values():
+                if service.process.poll() is not None:
+                    return (
+                        f"the {service.name} service exited ({describe_exit(service.process.returncode)}); "
+                        f"see its log {service.log_path.resolve()}"
+                    )
+            time.sleep(1.0)
 
     def endpoint(self, name: str) -> str:
         return self.services[name].endpoint
@@ -147,6 +190,8 @@ class LocalSuite:
         return [*self.security.server_args(), *(self.security.client_args() if name in CALLERS else [])]
 
     def stop(self) -> None:
+        if self.supervisor is not None:
+            self.supervisor.stop()  # first: no restart of what is stopped next
         for service in reversed(list(self.services.values())):
             if service.process.poll() is None:
                 service.process.send_signal(signal.SIGTERM)

@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from cli.follow import EXIT_CODES_HELP
 from common.credentials import add_client_arguments, add_token_arguments
 
 EPILOG = """examples:
@@ -59,12 +60,18 @@ def main(argv: list[str] | None = None) -> None:
         "run",
         help="run a campaign file and write its report",
         description="Runs the campaign in CAMPAIGN (YAML). Without endpoints every service starts as a "
-        "local process on loopback and stops afterwards.",
+        "local process on loopback (a crashed one is restarted on its port) and stops afterwards. "
+        + EXIT_CODES_HELP
+        + ".",
     )
     p.add_argument("campaign", type=Path, help="campaign YAML (see examples/)")
     p.add_argument("--id", help="campaign id (idempotency key; default: generated)")
     suite_args(p)
-    p = sub.add_parser("resume", help="continue an interrupted or cancelled campaign")
+    p = sub.add_parser(
+        "resume",
+        help="continue an interrupted or cancelled campaign",
+        description="Continues a stored campaign where it stopped. " + EXIT_CODES_HELP + ".",
+    )
     p.add_argument("campaign_id")
     suite_args(p)
     p = sub.add_parser(
@@ -89,7 +96,14 @@ def main(argv: list[str] | None = None) -> None:
         help="with --compare: Mann-Whitney U alternative (greater = the other strategy's values are larger)",
     )
     suite_args(p)
-    p = sub.add_parser("up", help="start the whole suite on loopback and print its endpoints (Ctrl-C stops it)")
+    p = sub.add_parser(
+        "up",
+        help="start the whole suite on loopback and print its endpoints (Ctrl-C stops it)",
+        description="Starts every service on loopback and keeps them running: a service that dies is restarted on "
+        "its port after a backoff (0.5 s, doubling up to 10 s); after 5 crashes in a row, each within 30 s of its "
+        "start, the suite stops and the command exits 2. The generator resumes, on start, the campaigns a previous "
+        "generator left running. Ctrl-C stops the suite (exit 130).",
+    )
     p.add_argument("--store-url", help="campaign store (default sqlite:///runs/gauntlet.db)")
     p.add_argument(
         "--secure",
@@ -202,7 +216,7 @@ def main(argv: list[str] | None = None) -> None:
         getattr(commands, f"cmd_{args.command}")(args)
     except commands.UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        raise SystemExit(2) from None
+        raise SystemExit(exc.exit_code) from None  # 2, or how a campaign ended (cli/follow.py EXIT_CODES)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         raise SystemExit(130) from None

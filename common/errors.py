@@ -134,6 +134,8 @@ def grpc_method(func: F) -> F:
             except Exception as exc:  # converted to a status
                 if _status_set(context):
                     raise
+                if isinstance(exc, grpc.RpcError) and not context.is_active():
+                    return  # the request stream broke because the caller cancelled or died: nobody to answer
                 _abort(context, exc, func.__name__)
 
         return stream  # type: ignore[return-value]

@@ -36,6 +36,9 @@ GRPC_OPTIONS = [
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
 ]
 TOKEN_HEADER = "authorization"
+# A peer that restarts (the local launcher restarts a crashed service on the same port) is found again within
+# about 2 s: gRPC's default reconnect backoff grows to 120 s, long after the peer is back.
+RECONNECT_OPTIONS = [("grpc.initial_reconnect_backoff_ms", 250), ("grpc.max_reconnect_backoff_ms", 2000)]
 
 
 @dataclass(frozen=True)
@@ -223,7 +226,7 @@ def serve(
 def client_channel(endpoint: str, credentials: ClientCredentials | None = None) -> grpc.Channel:
     """A channel to another service, presenting `credentials` (CA, client certificate, token; none = plaintext);
     `dns:///host:port` endpoints balance round-robin across replicas."""
-    options = [*GRPC_OPTIONS, ("grpc.lb_policy_name", "round_robin")]
+    options = [*GRPC_OPTIONS, ("grpc.lb_policy_name", "round_robin"), *RECONNECT_OPTIONS]
     credentials = credentials or ClientCredentials()
     tls = credentials.channel_credentials()
     if tls is not None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import threading
 
 from common.credentials import STORE_URL_ENV, STORE_URL_FILE_ENV, CredentialError, store_url
 from common.server import add_outgoing_arguments, add_service_arguments, options_from_args, outgoing_credentials, serve
@@ -14,7 +13,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         prog="python -m generator_service",
         description="Runs testing campaigns (strategy -> simulator -> oracle -> store) and serves their progress "
-        "(gauntlet.v1.GeneratorService). Campaigns left running by a previous process are resumed.",
+        "(gauntlet.v1.GeneratorService). Campaigns a previous process left running, or interrupted by its "
+        "shutdown, are resumed on start (--no-resume-interrupted: not).",
     )
     parser.add_argument(
         "--simulator-endpoint",
@@ -35,7 +35,14 @@ def main() -> None:
         default=60.0,
         help="how long to retry an unavailable simulator/oracle before interrupting (default 60)",
     )
-    parser.add_argument("--no-resume", action="store_true", help="do not resume campaigns left running")
+    parser.add_argument(
+        "--no-resume-interrupted",
+        "--no-resume",
+        dest="no_resume",
+        action="store_true",
+        help="do not resume, on start, the campaigns a previous generator left running or interrupted by its "
+        "shutdown (they wait for `gauntlet resume ID`)",
+    )
     add_service_arguments(parser, port=50054, metrics_port=9104)
     add_outgoing_arguments(parser)
     args = parser.parse_args()
@@ -52,8 +59,9 @@ def main() -> None:
         store, args.simulator_endpoint, args.oracle_endpoint, args.retry_seconds, credentials=credentials
     )
     if not args.no_resume:
-        # after the server is up: resumed campaigns call the simulator, which may still be starting
-        threading.Timer(0.5, servicer.resume_unfinished).start()
+        # before serving: a client that reconnects to this generator then finds the campaign running again. Their
+        # first calls may meet a simulator that is still starting; the campaign retries them.
+        servicer.resume_unfinished()
     serve("generator", options, lambda server: register(server, servicer), on_stop=servicer.stop_all)
 
 

@@ -7,6 +7,7 @@ import json
 import logging
 import queue
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 
@@ -40,6 +41,7 @@ _STATE = {
     "completed": generator_pb2.CAMPAIGN_STATE_COMPLETED,
     "cancelled": generator_pb2.CAMPAIGN_STATE_CANCELLED,
     "interrupted": generator_pb2.CAMPAIGN_STATE_INTERRUPTED,
+    "failed": generator_pb2.CAMPAIGN_STATE_FAILED,
 }
 
 
@@ -103,19 +105,27 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
         thread.start()
 
     def resume_unfinished(self) -> list[str]:
-        """Campaigns a previous generator left 'running' (it died): continue them."""
+        """Continues the campaigns a previous generator was running: those it left 'running' (it was killed) and
+        those it marked interrupted by its shutdown. Campaigns interrupted by an error wait for ResumeCampaign."""
         resumed = []
         for row in self.store.list_campaigns():
-            if row.state == "running" and row.id not in self._runners:
+            left = row.state == "running" or (row.state == "interrupted" and row.stop_reason == "shutdown")
+            if left and row.id not in self._runners:
                 self._launch(row.id, CampaignConfig.model_validate(row.spec))
                 resumed.append(row.id)
         return resumed
 
-    def stop_all(self) -> None:
+    def stop_all(self, wait_seconds: float = 10.0) -> None:
+        """On shutdown: every running campaign ends `interrupted` (resumable; a restarted generator resumes it),
+        and waits a little for their threads to store that, before the process exits under them."""
         with self._lock:
             runners = list(self._runners.values())
+            threads = list(self._threads.values())
         for runner in runners:
-            runner.cancel()
+            runner.interrupt()
+        deadline = time.monotonic() + wait_seconds
+        for thread in threads:
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
 
     # -- status ----------------------------------------------------------------------------------
     def _row(self, campaign_id: str) -> CampaignRow:

@@ -15,7 +15,7 @@ import numpy as np
 from prometheus_client import Counter, Gauge, Histogram
 
 from common.credentials import ClientCredentials
-from common.errors import FailedPrecondition, InvalidArgument, NotFound, ServiceError, Unavailable, grpc_method
+from common.errors import FailedPrecondition, InvalidArgument, NotFound, ServiceError, grpc_method
 from common.generated.gauntlet.v1 import agent_pb2_grpc, common_pb2, simulator_pb2, simulator_pb2_grpc
 from common.seeding import episode_seed
 from common.server import client_channel
@@ -236,9 +236,9 @@ class SimulatorServicer(simulator_pb2_grpc.SimulatorServiceServicer):
                 for name, value in out.signals.items():
                     result.signals[name].CopyFrom(to_tensor(value))
                 yield simulator_pb2.RunEpisodesResponse(result=result)
-        except AgentError as exc:
+        except AgentError as exc:  # the agent answered, but not with one action per observation: retrying won't help
             healthy = False
-            raise Unavailable(str(exc)) from None
+            raise FailedPrecondition(str(exc)) from None
         except ServiceError:  # the agent's status, relayed with its code (simulator_service/agent_client.py)
             healthy = False
             raise

@@ -93,3 +93,17 @@ def postgres_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     finally:
         subprocess.run([*as_user, str(bindir / "pg_ctl"), "-D", str(data), "-m", "fast", "stop"], capture_output=True)
         shutil.rmtree(data.parent, ignore_errors=True)
+
+
+def one_model_root(folder: Path, name: str) -> Path:
+    """A model root that holds only zoo model `name`: an agent service on it starts, and restarts, without loading
+    every bundled model (it preloads what its manifest lists)."""
+    import yaml
+
+    zoo = MODEL_ROOT or Path(__file__).resolve().parent.parent / "agent_service" / "zoo"
+    entry = yaml.safe_load((zoo / "manifest.yaml").read_text())["models"][name]
+    (folder / name).mkdir(parents=True)
+    for saved in (zoo / name).glob("model.*"):
+        shutil.copy(saved, folder / name / saved.name)
+    (folder / "manifest.yaml").write_text(yaml.safe_dump({"models": {name: entry}}))
+    return folder

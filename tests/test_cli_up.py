@@ -97,3 +97,22 @@ def test_up_json_describes_each_service_for_scripts(tmp_path: Path) -> None:
     while not all(_gone(d["pid"]) for d in described.values()) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert all(_gone(d["pid"]) for d in described.values()), "Ctrl-C left services running"
+
+
+def test_up_restarts_a_killed_service_on_its_port(tmp_path: Path) -> None:
+    proc = _up(tmp_path, "--json")
+    try:
+        described = json.loads(_read_until(proc, "{")[-1])
+        oracle = described["oracle"]
+        os.kill(oracle["pid"], signal.SIGKILL)
+        notes = []
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            notes.append(proc.stderr.readline().strip())  # type: ignore[union-attr]
+            if "restarted" in notes[-1]:
+                break
+        assert notes[0].startswith(f"gauntlet: oracle service (pid {oracle['pid']}) exited with signal SIGKILL"), notes
+        assert notes[-1].startswith(f"gauntlet: oracle service restarted on {oracle['endpoint']} (pid "), notes
+        assert proc.poll() is None, "the suite keeps running"
+    finally:
+        _stop(proc)
