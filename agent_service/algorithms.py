@@ -16,6 +16,10 @@ def algorithm_class(name: str) -> Any:
         from agent_service.qtable import QTablePolicy
 
         return QTablePolicy
+    if name == SEGMENTATION:
+        from agent_service.segmentation import SegmentationModel
+
+        return SegmentationModel
 
     import sb3_contrib
     import stable_baselines3
@@ -32,10 +36,18 @@ def algorithm_class(name: str) -> Any:
         "QRDQN": sb3_contrib.QRDQN,
     }
     if name not in table:
-        raise KeyError(f"unknown algorithm {name!r}; known: {', '.join(sorted([*table, *TABULAR]))}")
+        raise KeyError(f"unknown algorithm {name!r}; known: {', '.join(sorted([*table, *TABULAR, SEGMENTATION]))}")
     return table[name]
+
+
+# DESIGNATE's segmentation DNN under test: a TorchScript network in model.pt (agent_service/segmentation.py).
+# PIX2PIX names the translator networks the zoo trains for the translator service (generator.pt there).
+SEGMENTATION = "SEGMENTATION"
+FILE_NAMES = {SEGMENTATION: "model.pt", "PIX2PIX": "generator.pt"}
 
 
 def model_file_name(name: str) -> str:
     """The file a model of this algorithm is saved in, inside its zoo folder."""
+    if name in FILE_NAMES:
+        return FILE_NAMES[name]
     return "model.npz" if name in TABULAR else "model.zip"

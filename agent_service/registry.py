@@ -18,6 +18,7 @@ import yaml
 
 from agent_service.algorithms import TABULAR, algorithm_class, model_file_name
 from agent_service.qtable import ObservationError
+from agent_service.segmentation import SegmentationModel
 from common.errors import FailedPrecondition, InvalidArgument, NotFound
 from common.space_spec import flat_shape, unpack_observations
 from common.validation import shown
@@ -85,6 +86,9 @@ class ModelRegistry:
 
     def act(self, name: str, observations: np.ndarray) -> np.ndarray:
         model = self.load(name)
+        if isinstance(model, SegmentationModel):  # images in, label maps out (uint8: no int64 widening)
+            with self._act_locks[name]:
+                return model.segment(observations)
         expected = flat_shape(model.observation_space)  # a Dict space arrives packed (common/space_spec.py)
         if observations.ndim != len(expected) + 1 or tuple(observations.shape[1:]) != expected:
             raise InvalidArgument(
@@ -107,6 +111,16 @@ class ModelRegistry:
                     "are they far outside the range it was trained on?"
                 ) from None
         return actions.astype(np.int64) if np.issubdtype(actions.dtype, np.integer) else actions.astype(np.float32)
+
+    def embed(self, name: str, images: np.ndarray) -> np.ndarray:
+        """The model's encoder features of a batch of images (segmentation models only)."""
+        model = self.load(name)
+        if not isinstance(model, SegmentationModel):
+            raise FailedPrecondition(
+                f"model {name!r} ({self.entry(name).algorithm}) has no image encoder; only SEGMENTATION models embed"
+            )
+        with self._act_locks[name]:
+            return model.embed(images)
 
 
 # CPU matmul kernels pick their code path by batch shape, so one observation's action could differ in the

@@ -69,6 +69,14 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         return agent_pb2.ActResponse(actions=self._act(request.model.name, request.observations))
 
     @grpc_method
+    def Embed(self, request: agent_pb2.EmbedRequest, context: grpc.ServicerContext) -> agent_pb2.EmbedResponse:
+        try:
+            images = from_tensor(request.images)
+        except TensorError as exc:
+            raise InvalidArgument(f"images: {exc}") from None
+        return agent_pb2.EmbedResponse(features=to_tensor(self.registry.embed(request.model.name, images)))
+
+    @grpc_method
     def ActStream(
         self, requests: Iterator[agent_pb2.ActStreamRequest], context: grpc.ServicerContext
     ) -> Iterator[agent_pb2.ActStreamResponse]:

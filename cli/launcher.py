@@ -120,11 +120,14 @@ class LocalSuite:
             oracle = self.start_service("oracle", "oracle_service")
             agent_args = ["--model-root", str(self.model_root)] if self.model_root else []
             agent = self.start_service("agent", "agent_service", *agent_args)
+            translator = self.start_service("translator", "translator_service")  # image subjects' GAN stage
             simulator = self.start_service(
                 "simulator",
                 "simulator_service",
                 "--agent-endpoint",
                 agent.endpoint,
+                "--translator-endpoint",
+                translator.endpoint,
                 "--pipeline",
                 str(self.simulator_pipeline),
             )
@@ -147,7 +150,6 @@ class LocalSuite:
                 "--report-root",
                 str(self.report_root),
             )
-            self.start_service("translator", "translator_service")
         except BaseException:
             self.stop()
             raise

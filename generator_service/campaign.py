@@ -286,6 +286,7 @@ class CampaignRunner:
                 trace=common_pb2.TraceSpec(signals=signals),
                 parallelism=cfg.parallelism,
                 test_cases=[space.test_case_to_proto(cid, v) for cid, v in pending],
+                observation_translator=cfg.observation_translator,
             )
             request.model.name = cfg.model
             values = dict(pending)

@@ -95,6 +95,8 @@ class CampaignConfig(BaseModel):
         description="store each execution's final observation (final-state sparsity needs it; "
         "off by default because image observations make every stored row large)",
     )
+    # image subjects: "" = the subject's own translator, "none" = no translator (DESIGNATE_NoGAN)
+    observation_translator: Annotated[str, AfterValidator(_optional_identifier)] = ""
 
     def to_proto(self) -> generator_pb2.CampaignSpec:
         params = struct_pb2.Struct()
@@ -112,6 +114,7 @@ class CampaignConfig(BaseModel):
             repetitions=self.repetitions,
             oracle=self.oracle,
             keep_final_observations=self.keep_final_observations,
+            observation_translator=self.observation_translator,
         )
         spec.model.name = self.model
         return spec
@@ -143,6 +146,7 @@ class CampaignConfig(BaseModel):
                 "repetitions": spec.repetitions or 1,
                 "oracle": spec.oracle,
                 "keep_final_observations": spec.keep_final_observations,
+                "observation_translator": spec.observation_translator,
             }
         )
 

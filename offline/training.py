@@ -29,6 +29,7 @@ from simulator_service.trace import TraceRecorder
 
 RECIPES = Path(__file__).parent / "recipes.yaml"
 MODEL_NAME = "model.zip"
+IMAGE_ALGORITHMS = ("SEGMENTATION", "PIX2PIX")  # trained on image pairs by offline/image_training.py
 MAX_MODEL_BYTES = 5 * 1024 * 1024  # a bundled model file stays under 5 MiB (the zoo ships in the repository)
 
 
@@ -94,10 +95,11 @@ def register_model(model_root: Path, recipe: Recipe, meta: dict[str, Any]) -> Pa
     whole (written beside it, then renamed), so a reader never sees half of it."""
     manifest = model_root / "manifest.yaml"
     data = (yaml.safe_load(manifest.read_text()) or {}) if manifest.exists() else {}
-    models = data.setdefault("models", {}) or {}
+    section = "translators" if recipe.algorithm == "PIX2PIX" else "models"  # the translator service's manifest
+    models = data.setdefault(section, {}) or {}
     description = recipe.description or f"{recipe.algorithm} trained on {recipe.subject} from recipe {recipe.name}"
     models[recipe.name] = {"description": description, **meta}
-    data["models"] = models
+    data[section] = models
     partial = manifest.with_name(manifest.name + ".partial")
     partial.write_text(yaml.safe_dump(data, sort_keys=False))
     partial.replace(manifest)
@@ -166,6 +168,10 @@ def train(
     first observation does not fit its observation space is refused (SubjectError) before anything is trained.
     """
     check_first_observation(make_env(get_subject(recipe.subject)))
+    if recipe.algorithm in IMAGE_ALGORITHMS:  # DESIGNATE's DNN under test and its translator (no episodes)
+        from offline.image_training import train_image_recipe
+
+        return train_image_recipe(recipe, out_dir)
     if recipe.algorithm == "QLEARNING":
         from offline.qlearning import train_qlearning
 

@@ -15,6 +15,11 @@ def main() -> None:
         f"Subjects are YAML files: the built-in ones plus folders listed in ${SUBJECT_PATH_ENV}.",
     )
     parser.add_argument("--agent-endpoint", default="", help="host:port of the agent service to act with")
+    parser.add_argument(
+        "--translator-endpoint",
+        default="",
+        help="host:port of the translator service that image subjects' observation_translator runs on",
+    )
     parser.add_argument("--parallelism", type=int, default=64, help="default environments in lock-step (default 64)")
     parser.add_argument(
         "--pipeline",
@@ -39,7 +44,13 @@ def main() -> None:
         "simulator",
         options,
         lambda server: register(
-            server, subjects, args.agent_endpoint, args.parallelism, args.pipeline, credentials=credentials
+            server,
+            subjects,
+            args.agent_endpoint,
+            args.parallelism,
+            args.pipeline,
+            credentials=credentials,
+            translator_endpoint=args.translator_endpoint,
         ),
     )
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -44,6 +44,17 @@ class Outcome:
 
 class AgentError(RuntimeError):
     """The agent could not act (its service failed); the episodes in flight are lost, not judged."""
+
+
+@runtime_checkable
+class ObservationStage(Protocol):
+    """Work between the environments and the agent, once per lock-step (image subjects: the translator and the
+    encoder; simulator_service/image_stage.py). `expand` turns the group's packed observations into the
+    model's batch; `contract` regroups the model's answers into one action per environment."""
+
+    def expand(self, envs: Sequence[object], observations: np.ndarray) -> np.ndarray: ...
+
+    def contract(self, actions: np.ndarray, n: int) -> np.ndarray: ...
 
 
 @runtime_checkable
@@ -87,6 +98,7 @@ def run_lockstep(
     recorder_factory: Callable[[], TraceRecorder],
     max_steps: int | None = None,
     groups: int = 1,
+    stage: ObservationStage | None = None,
 ) -> Iterator[Outcome]:
     """Runs every job on the given environments (len(envs) = parallelism) and yields outcomes as episodes end.
 
@@ -96,6 +108,7 @@ def run_lockstep(
 
     An environment that raises is replaced by a fresh one from `env_factory` and its job
     yields an Outcome with `error` set; an AgentError propagates (the agent is shared by all slots).
+    A `stage` runs between the environments and the agent at every lock-step (see ObservationStage).
     """
     actor: Actor = act if isinstance(act, Actor) else LocalActor(act)
     pending = iter(jobs)
@@ -135,7 +148,10 @@ def run_lockstep(
     def launch(group: int) -> None:
         active = [i for i in range(group, len(slots), groups) if slots[i].job is not None]
         if active:
-            actor.send(pack_observations([slots[i].obs for i in active]))
+            batch = pack_observations([slots[i].obs for i in active])
+            if stage is not None:
+                batch = stage.expand([slots[i].env for i in active], batch)
+            actor.send(batch)
             in_flight.append(active)
 
     for i in range(len(slots)):
@@ -147,6 +163,8 @@ def run_lockstep(
     while in_flight:
         active = in_flight.popleft()
         actions = actor.receive()
+        if stage is not None:
+            actions = stage.contract(actions, len(active))
         if len(actions) != len(active):
             raise AgentError(f"agent returned {len(actions)} actions for {len(active)} observations")
         for i, action in zip(active, actions):

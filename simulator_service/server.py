@@ -16,7 +16,13 @@ from prometheus_client import Counter, Gauge, Histogram
 
 from common.credentials import ClientCredentials
 from common.errors import FailedPrecondition, InvalidArgument, NotFound, ServiceError, grpc_method
-from common.generated.gauntlet.v1 import agent_pb2_grpc, common_pb2, simulator_pb2, simulator_pb2_grpc
+from common.generated.gauntlet.v1 import (
+    agent_pb2_grpc,
+    common_pb2,
+    simulator_pb2,
+    simulator_pb2_grpc,
+    translator_pb2_grpc,
+)
 from common.seeding import episode_seed
 from common.server import client_channel
 from common.space import case_values
@@ -24,8 +30,9 @@ from common.space_spec import pack_observation, space_to_proto
 from common.tensor import TensorError, from_tensor, to_tensor
 from simulator_service.agent_client import AgentStream, check_model_fits
 from simulator_service.backends import check_first_observation, make_env
+from simulator_service.image_stage import ImageStage, is_image_env
 from simulator_service.runner import AgentError, Job, run_lockstep
-from simulator_service.subject import STANDARD_SIGNALS, Subject, SubjectError
+from simulator_service.subject import NO_TRANSLATOR, STANDARD_SIGNALS, Subject, SubjectError
 from simulator_service.trace import TraceRecorder
 
 EPISODES = Counter("gauntlet_simulator_episodes_total", "Episodes finished", ["subject", "outcome"])
@@ -49,6 +56,12 @@ class EnvPool:
             taken = [free.pop() for _ in range(min(n, len(free)))]
         return taken + [make_env(subject) for _ in range(n - len(taken))]
 
+    def peek(self, subject: Subject) -> gym.Env:
+        """One environment of the subject, left in the pool (to ask what kind it is)."""
+        env = self.take(subject, 1)
+        self.give(subject, env)
+        return env[0]
+
     def give(self, subject: Subject, envs: list[gym.Env]) -> None:
         with self._lock:
             self._free[subject.name].extend(envs)
@@ -62,8 +75,10 @@ class SimulatorServicer(simulator_pb2_grpc.SimulatorServiceServicer):
         default_parallelism: int = 64,
         pipeline: int = 2,
         credentials: ClientCredentials | None = None,
+        translator_endpoint: str = "",
     ) -> None:
         self.subjects = subjects
+        self.translator_endpoint = translator_endpoint  # image subjects' default translator service
         self.credentials = credentials  # presented to every agent this simulator calls
         self.pipeline = max(1, pipeline)
         self.agent_endpoint = agent_endpoint
@@ -103,6 +118,28 @@ class SimulatorServicer(simulator_pb2_grpc.SimulatorServiceServicer):
             if endpoint not in self._channels:
                 self._channels[endpoint] = client_channel(endpoint, self.credentials)
             return agent_pb2_grpc.AgentServiceStub(self._channels[endpoint])
+
+    def _translator_stub(self, endpoint: str) -> translator_pb2_grpc.TranslatorServiceStub:
+        if not endpoint:
+            raise FailedPrecondition(
+                "no translator endpoint: start the simulator with --translator-endpoint, set "
+                "RunEpisodesRequest.translator_endpoint, or run without a translator (observation_translator: none)"
+            )
+        with self._lock:
+            if endpoint not in self._channels:
+                self._channels[endpoint] = client_channel(endpoint, self.credentials)
+            return translator_pb2_grpc.TranslatorServiceStub(self._channels[endpoint])
+
+    def _image_stage(
+        self, subject: Subject, request: simulator_pb2.RunEpisodesRequest, agent: agent_pb2_grpc.AgentServiceStub
+    ) -> ImageStage | None:
+        """The translator/encoder stage of an image subject's episodes (simulator_service/image_stage.py)."""
+        if not is_image_env(self.pool.peek(subject)):
+            return None
+        name = request.observation_translator or subject.observation_translator
+        name = "" if name == NO_TRANSLATOR else name
+        stub = self._translator_stub(request.translator_endpoint or self.translator_endpoint) if name else None
+        return ImageStage(stub, name, agent, request.model.name, "features" in request.trace.signals)
 
     def _summary(self, s: Subject) -> simulator_pb2.EnvironmentSummary:
         return simulator_pb2.EnvironmentSummary(
@@ -189,6 +226,7 @@ class SimulatorServicer(simulator_pb2_grpc.SimulatorServiceServicer):
         ]
         QUEUE.inc(len(jobs))
         envs = self.pool.take(subject, min(parallelism, len(jobs)))
+        stage = self._image_stage(subject, request, stub)
         agent = AgentStream(stub, request.model.name)
         ACTIVE.inc()
 
@@ -219,6 +257,7 @@ class SimulatorServicer(simulator_pb2_grpc.SimulatorServiceServicer):
                 lambda: TraceRecorder(subject, list(request.trace.signals)),
                 max_steps=request.max_steps or None,
                 groups=groups,
+                stage=stage,
             ):
                 QUEUE.dec()
                 EPISODES.labels(subject.name, "error" if out.error else "ok").inc()
@@ -339,9 +378,10 @@ def register(
     parallelism: int,
     pipeline: int = 2,
     credentials: ClientCredentials | None = None,
+    translator_endpoint: str = "",
 ) -> list[str]:
     simulator_pb2_grpc.add_SimulatorServiceServicer_to_server(
-        SimulatorServicer(subjects, agent_endpoint, parallelism, pipeline, credentials), server
+        SimulatorServicer(subjects, agent_endpoint, parallelism, pipeline, credentials, translator_endpoint), server
     )
     return [simulator_pb2.DESCRIPTOR.services_by_name["SimulatorService"].full_name]
 

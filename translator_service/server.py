@@ -1,8 +1,9 @@
 """gRPC servicer of the translator service.
 
 Translators are TorchScript generators in a model root: `manifest.yaml` lists each by name
-with its input kind, and `<name>/generator.pt` holds the network. The bundled root is empty
-until the DESIGNATE work trains one, so ListTranslators answers with an empty list.
+with its input kind, and `<name>/generator.pt` holds the network (translator_service/translation.py
+runs one). The bundled root holds DESIGNATE's pix2pix translators from label maps to "real-world"
+images (pix2pix-urban, pix2pix-mars), trained by `gauntlet train` (offline/image_training.py).
 """
 
 from __future__ import annotations
@@ -12,13 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-import numpy as np
 import yaml
 
 from common.errors import InvalidArgument, NotFound, grpc_method
 from common.generated.gauntlet.v1 import translator_pb2, translator_pb2_grpc
 from common.tensor import TensorError, from_tensor, to_tensor
 from common.validation import shown
+from translator_service.translation import check_input, translate
 
 DEFAULT_TRANSLATOR_ROOT = Path(__file__).parent / "models"
 
@@ -65,16 +66,9 @@ class TranslatorServicer(translator_pb2_grpc.TranslatorServiceServicer):
             images = from_tensor(request.images)
         except TensorError as exc:
             raise InvalidArgument(f"images: {exc}") from None
-        if images.dtype != np.uint8 or images.ndim != 4:
-            raise InvalidArgument(
-                f"images must be uint8 (batch, height, width, channels), got {images.dtype} {images.shape}"
-            )
-        import torch
-
-        with torch.no_grad():
-            x = torch.from_numpy(images.copy()).permute(0, 3, 1, 2).float() / 127.5 - 1.0
-            y = model(x).clamp(-1, 1)
-        out = ((y + 1.0) * 127.5).round().byte().permute(0, 2, 3, 1).numpy()
+        entry = self.entries[request.translator]
+        check_input(request.translator, entry, images)
+        out = translate(entry, model, images)
         return translator_pb2.TranslateResponse(images=to_tensor(out))
 
 

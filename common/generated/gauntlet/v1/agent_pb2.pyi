@@ -246,3 +246,51 @@ class ActStreamResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ActStreamResponse: _TypeAlias = ActStreamResponse  # noqa: Y015
+
+@_typing.final
+class EmbedRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MODEL_FIELD_NUMBER: _builtins.int
+    IMAGES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def model(self) -> _common_pb2.ModelRef: ...
+    @_builtins.property
+    def images(self) -> _common_pb2.Tensor:
+        """uint8 (batch, height, width, 3), row-major RGB: the model's observation shape with a batch axis."""
+
+    def __init__(
+        self,
+        *,
+        model: _common_pb2.ModelRef | None = ...,
+        images: _common_pb2.Tensor | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["images", b"images", "model", b"model"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["images", b"images", "model", b"model"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EmbedRequest: _TypeAlias = EmbedRequest  # noqa: Y015
+
+@_typing.final
+class EmbedResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FEATURES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def features(self) -> _common_pb2.Tensor:
+        """float32 (batch, dimensions): one feature vector per image, in request order."""
+
+    def __init__(
+        self,
+        *,
+        features: _common_pb2.Tensor | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["features", b"features"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["features", b"features"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EmbedResponse: _TypeAlias = EmbedResponse  # noqa: Y015

@@ -61,6 +61,11 @@ class AgentServiceStub:
                 request_serializer=gauntlet_dot_v1_dot_agent__pb2.ActStreamRequest.SerializeToString,
                 response_deserializer=gauntlet_dot_v1_dot_agent__pb2.ActStreamResponse.FromString,
                 _registered_method=True)
+        self.Embed = channel.unary_unary(
+                '/gauntlet.v1.AgentService/Embed',
+                request_serializer=gauntlet_dot_v1_dot_agent__pb2.EmbedRequest.SerializeToString,
+                response_deserializer=gauntlet_dot_v1_dot_agent__pb2.EmbedResponse.FromString,
+                _registered_method=True)
 
 
 class AgentServiceServicer:
@@ -94,6 +99,18 @@ class AgentServiceServicer:
 
     def ActStream(self, request_iterator, context):
         """The same, as a long-lived stream: one request per simulator lock-step.
+        A segmentation model (algorithm "SEGMENTATION", DESIGNATE's DNN under test) acts the same way: its
+        observations are uint8 images (batch, height, width, 3), row-major RGB, and its "actions" are uint8
+        label maps (batch, height, width) of class indices.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Embed(self, request, context):
+        """Feature vectors of a batch of images from the model's frozen encoder (segmentation models only; the
+        distance DESIGNATE's F_similarity uses). FAILED_PRECONDITION for a model without an encoder,
+        INVALID_ARGUMENT for images of another shape or dtype than the model's observation space.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -121,6 +138,11 @@ def add_AgentServiceServicer_to_server(servicer, server):
                     servicer.ActStream,
                     request_deserializer=gauntlet_dot_v1_dot_agent__pb2.ActStreamRequest.FromString,
                     response_serializer=gauntlet_dot_v1_dot_agent__pb2.ActStreamResponse.SerializeToString,
+            ),
+            'Embed': grpc.unary_unary_rpc_method_handler(
+                    servicer.Embed,
+                    request_deserializer=gauntlet_dot_v1_dot_agent__pb2.EmbedRequest.FromString,
+                    response_serializer=gauntlet_dot_v1_dot_agent__pb2.EmbedResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -238,6 +260,33 @@ class AgentService:
             '/gauntlet.v1.AgentService/ActStream',
             gauntlet_dot_v1_dot_agent__pb2.ActStreamRequest.SerializeToString,
             gauntlet_dot_v1_dot_agent__pb2.ActStreamResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Embed(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gauntlet.v1.AgentService/Embed',
+            gauntlet_dot_v1_dot_agent__pb2.EmbedRequest.SerializeToString,
+            gauntlet_dot_v1_dot_agent__pb2.EmbedResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -45,7 +45,16 @@ class AgentServiceStub:
     Act: _grpc.UnaryUnaryMultiCallable[_agent_pb2.ActRequest, _agent_pb2.ActResponse]
     """Deterministic actions for a batch of observations (leading axis = batch)."""
     ActStream: _grpc.StreamStreamMultiCallable[_agent_pb2.ActStreamRequest, _agent_pb2.ActStreamResponse]
-    """The same, as a long-lived stream: one request per simulator lock-step."""
+    """The same, as a long-lived stream: one request per simulator lock-step.
+    A segmentation model (algorithm "SEGMENTATION", DESIGNATE's DNN under test) acts the same way: its
+    observations are uint8 images (batch, height, width, 3), row-major RGB, and its "actions" are uint8
+    label maps (batch, height, width) of class indices.
+    """
+    Embed: _grpc.UnaryUnaryMultiCallable[_agent_pb2.EmbedRequest, _agent_pb2.EmbedResponse]
+    """Feature vectors of a batch of images from the model's frozen encoder (segmentation models only; the
+    distance DESIGNATE's F_similarity uses). FAILED_PRECONDITION for a model without an encoder,
+    INVALID_ARGUMENT for images of another shape or dtype than the model's observation space.
+    """
 
 @_typing.type_check_only
 class AgentServiceAsyncStub(AgentServiceStub):
@@ -64,7 +73,16 @@ class AgentServiceAsyncStub(AgentServiceStub):
     Act: _aio.UnaryUnaryMultiCallable[_agent_pb2.ActRequest, _agent_pb2.ActResponse]  # type: ignore[assignment]
     """Deterministic actions for a batch of observations (leading axis = batch)."""
     ActStream: _aio.StreamStreamMultiCallable[_agent_pb2.ActStreamRequest, _agent_pb2.ActStreamResponse]  # type: ignore[assignment]
-    """The same, as a long-lived stream: one request per simulator lock-step."""
+    """The same, as a long-lived stream: one request per simulator lock-step.
+    A segmentation model (algorithm "SEGMENTATION", DESIGNATE's DNN under test) acts the same way: its
+    observations are uint8 images (batch, height, width, 3), row-major RGB, and its "actions" are uint8
+    label maps (batch, height, width) of class indices.
+    """
+    Embed: _aio.UnaryUnaryMultiCallable[_agent_pb2.EmbedRequest, _agent_pb2.EmbedResponse]  # type: ignore[assignment]
+    """Feature vectors of a batch of images from the model's frozen encoder (segmentation models only; the
+    distance DESIGNATE's F_similarity uses). FAILED_PRECONDITION for a model without an encoder,
+    INVALID_ARGUMENT for images of another shape or dtype than the model's observation space.
+    """
 
 class AgentServiceServicer(metaclass=_abc_1.ABCMeta):
     """Serves the models under test. Models load only by name from the service's
@@ -104,6 +122,21 @@ class AgentServiceServicer(metaclass=_abc_1.ABCMeta):
         request_iterator: _MaybeAsyncIterator[_agent_pb2.ActStreamRequest],
         context: _ServicerContext,
     ) -> _typing.Union[_abc.Iterator[_agent_pb2.ActStreamResponse], _abc.AsyncIterator[_agent_pb2.ActStreamResponse]]:
-        """The same, as a long-lived stream: one request per simulator lock-step."""
+        """The same, as a long-lived stream: one request per simulator lock-step.
+        A segmentation model (algorithm "SEGMENTATION", DESIGNATE's DNN under test) acts the same way: its
+        observations are uint8 images (batch, height, width, 3), row-major RGB, and its "actions" are uint8
+        label maps (batch, height, width) of class indices.
+        """
+
+    @_abc_1.abstractmethod
+    def Embed(
+        self,
+        request: _agent_pb2.EmbedRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_agent_pb2.EmbedResponse, _abc.Awaitable[_agent_pb2.EmbedResponse]]:
+        """Feature vectors of a batch of images from the model's frozen encoder (segmentation models only; the
+        distance DESIGNATE's F_similarity uses). FAILED_PRECONDITION for a model without an encoder,
+        INVALID_ARGUMENT for images of another shape or dtype than the model's observation space.
+        """
 
 def add_AgentServiceServicer_to_server(servicer: AgentServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -27,15 +27,15 @@ from common.generated.gauntlet.v1 import oracle_pb2 as gauntlet_dot_v1_dot_oracl
 from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bgauntlet/v1/generator.proto\x12\x0bgauntlet.v1\x1a\x18gauntlet/v1/common.proto\x1a\x18gauntlet/v1/oracle.proto\x1a\x1cgoogle/protobuf/struct.proto\"\x17\n\x15ListStrategiesRequest\"r\n\x0cStrategyInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12\x0e\n\x06source\x18\x03 \x01(\t\x12/\n\x0e\x64\x65\x66\x61ult_params\x18\x04 \x01(\x0b\x32\x17.google.protobuf.Struct\"G\n\x16ListStrategiesResponse\x12-\n\nstrategies\x18\x01 \x03(\x0b\x32\x19.gauntlet.v1.StrategyInfo\"M\n\x06\x42udget\x12\x16\n\x0emax_executions\x18\x01 \x01(\x04\x12\x11\n\tmax_steps\x18\x02 \x01(\x04\x12\x18\n\x10max_wall_seconds\x18\x03 \x01(\x01\"\xd8\x02\n\x0c\x43\x61mpaignSpec\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07subject\x18\x02 \x01(\t\x12$\n\x05model\x18\x03 \x01(\x0b\x32\x15.gauntlet.v1.ModelRef\x12\x10\n\x08strategy\x18\x04 \x01(\t\x12\x30\n\x0fstrategy_params\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x0c\n\x04seed\x18\x06 \x01(\x04\x12#\n\x06\x62udget\x18\x07 \x01(\x0b\x32\x13.gauntlet.v1.Budget\x12\x12\n\nbatch_size\x18\x08 \x01(\r\x12\x13\n\x0bparallelism\x18\t \x01(\r\x12\x1d\n\x15stop_at_first_failure\x18\n \x01(\x08\x12\x13\n\x0brepetitions\x18\x0b \x01(\r\x12\x0e\n\x06oracle\x18\x0c \x01(\t\x12\x1f\n\x17keep_final_observations\x18\r \x01(\x08\"\xcc\x02\n\x0e\x43\x61mpaignStatus\x12\x13\n\x0b\x63\x61mpaign_id\x18\x01 \x01(\t\x12\'\n\x04spec\x18\x02 \x01(\x0b\x32\x19.gauntlet.v1.CampaignSpec\x12)\n\x05state\x18\x03 \x01(\x0e\x32\x1a.gauntlet.v1.CampaignState\x12\x12\n\nexecutions\x18\x04 \x01(\x04\x12\x10\n\x08\x66\x61ilures\x18\x05 \x01(\x04\x12\r\n\x05steps\x18\x06 \x01(\x04\x12\x14\n\x0cwall_seconds\x18\x07 \x01(\x01\x12\x13\n\x0bstop_reason\x18\x08 \x01(\t\x12\r\n\x05\x65rror\x18\t \x01(\t\x12\x1b\n\x13\x66irst_failure_index\x18\n \x01(\x04\x12\x1d\n\x15\x66irst_failure_seconds\x18\x0b \x01(\x01\x12\x12\n\ncreated_at\x18\x0c \x01(\t\x12\x12\n\nread_error\x18\r \x01(\t\"T\n\x14StartCampaignRequest\x12\x13\n\x0b\x63\x61mpaign_id\x18\x01 \x01(\t\x12\'\n\x04spec\x18\x02 \x01(\x0b\x32\x19.gauntlet.v1.CampaignSpec\"D\n\x15StartCampaignResponse\x12+\n\x06status\x18\x01 \x01(\x0b\x32\x1b.gauntlet.v1.CampaignStatus\"+\n\x14WatchCampaignRequest\x12\x13\n\x0b\x63\x61mpaign_id\x18\x01 \x01(\t\"c\n\x15WatchCampaignResponse\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12+\n\x06status\x18\x02 \x01(\x0b\x32\x1b.gauntlet.v1.CampaignStatus\x12\x0f\n\x07message\x18\x03 \x01(\t\")\n\x12GetCampaignRequest\x12\x13\n\x0b\x63\x61mpaign_id\x18\x01 \x01(\t\"B\n\x13GetCampaignResponse\x12+\n\x06status\x18\x01 \x01(\x0b\x32\x1b.gauntlet.v1.CampaignStatus\"\x16\n\x14ListCampaignsRequest\"G\n\x15ListCampaignsResponse\x12.\n\tcampaigns\x18\x01 \x03(\x0b\x32\x1b.gauntlet.v1.CampaignStatus\",\n\x15ListExecutionsRequest\x12\x13\n\x0b\x63\x61mpaign_id\x18\x01 \x01(\t\"\xbd\x02\n\tExecution\x12\r\n\x05index\x18\x01 \x01(\x04\x12(\n\ttest_case\x18\x02 \x01(\x0b\x32\x15.gauntlet.v1.TestCase\x12)\n\x07verdict\x18\x03 \x01(\x0e\x32\x18.gauntlet.v1.VerdictKind\x12\x0e\n\x06margin\x18\x04 \x01(\x01\x12\r\n\x05steps\x18\x05 \x01(\r\x12\x14\n\x0ctotal_reward\x18\x06 \x01(\x01\x12\x13\n\x0b\x64\x65scriptors\x18\x07 \x03(\x01\x12\x0e\n\x06reason\x18\x08 \x01(\t\x12\x13\n\x0brepetitions\x18\t \x01(\r\x12\x1a\n\x12\x66\x61iled_repetitions\x18\n \x01(\r\x12\x17\n\x0f\x65lapsed_seconds\x18\x0b \x01(\x01\x12\r\n\x05\x62\x61tch\x18\x0c \x01(\r\x12\x19\n\x11\x66inal_observation\x18\r \x03(\x01\"C\n\x16ListExecutionsResponse\x12)\n\texecution\x18\x01 \x01(\x0b\x32\x16.gauntlet.v1.Execution\",\n\x15\x43\x61ncelCampaignRequest\x12\x13\n\x0b\x63\x61mpaign_id\x18\x01 \x01(\t\"E\n\x16\x43\x61ncelCampaignResponse\x12+\n\x06status\x18\x01 \x01(\x0b\x32\x1b.gauntlet.v1.CampaignStatus\",\n\x15ResumeCampaignRequest\x12\x13\n\x0b\x63\x61mpaign_id\x18\x01 \x01(\t\"E\n\x16ResumeCampaignResponse\x12+\n\x06status\x18\x01 \x01(\x0b\x32\x1b.gauntlet.v1.CampaignStatus*\xc2\x01\n\rCampaignState\x12\x1e\n\x1a\x43\x41MPAIGN_STATE_UNSPECIFIED\x10\x00\x12\x1a\n\x16\x43\x41MPAIGN_STATE_RUNNING\x10\x01\x12\x1c\n\x18\x43\x41MPAIGN_STATE_COMPLETED\x10\x02\x12\x1c\n\x18\x43\x41MPAIGN_STATE_CANCELLED\x10\x03\x12\x1e\n\x1a\x43\x41MPAIGN_STATE_INTERRUPTED\x10\x04\x12\x19\n\x15\x43\x41MPAIGN_STATE_FAILED\x10\x05\x32\xdc\x05\n\x10GeneratorService\x12Y\n\x0eListStrategies\x12\".gauntlet.v1.ListStrategiesRequest\x1a#.gauntlet.v1.ListStrategiesResponse\x12V\n\rStartCampaign\x12!.gauntlet.v1.StartCampaignRequest\x1a\".gauntlet.v1.StartCampaignResponse\x12X\n\rWatchCampaign\x12!.gauntlet.v1.WatchCampaignRequest\x1a\".gauntlet.v1.WatchCampaignResponse0\x01\x12P\n\x0bGetCampaign\x12\x1f.gauntlet.v1.GetCampaignRequest\x1a .gauntlet.v1.GetCampaignResponse\x12V\n\rListCampaigns\x12!.gauntlet.v1.ListCampaignsRequest\x1a\".gauntlet.v1.ListCampaignsResponse\x12[\n\x0eListExecutions\x12\".gauntlet.v1.ListExecutionsRequest\x1a#.gauntlet.v1.ListExecutionsResponse0\x01\x12Y\n\x0e\x43\x61ncelCampaign\x12\".gauntlet.v1.CancelCampaignRequest\x1a#.gauntlet.v1.CancelCampaignResponse\x12Y\n\x0eResumeCampaign\x12\".gauntlet.v1.ResumeCampaignRequest\x1a#.gauntlet.v1.ResumeCampaignResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bgauntlet/v1/generator.proto\x12\x0bgauntlet.v1\x1a\x18gauntlet/v1/common.proto\x1a\x18gauntlet/v1/oracle.proto\x1a\x1cgoogle/protobuf/struct.proto\"\x17\n\x15ListStrategiesRequest\"r\n\x0cStrategyInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12\x0e\n\x06source\x18\x03 \x01(\t\x12/\n\x0e\x64\x65\x66\x61ult_params\x18\x04 \x01(\x0b\x32\x17.google.protobuf.Struct\"G\n\x16ListStrategiesResponse\x12-\n\nstrategies\x18\x01 \x03(\x0b\x32\x19.gauntlet.v1.StrategyInfo\"M\n\x06\x42udget\x12\x16\n\x0emax_executions\x18\x01 \x01(\x04\x12\x11\n\tmax_steps\x18\x02 \x01(\x04\x12\x18\n\x10max_wall_seconds\x18\x03 \x01(\x01\"\xf8\x02\n\x0c\x43\x61mpaignSpec\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07subject\x18\x02 \x01(\t\x12$\n\x05model\x18\x03 \x01(\x0b\x32\x15.gauntlet.v1.ModelRef\x12\x10\n\x08strategy\x18\x04 \x01(\t\x12\x30\n\x0fstrategy_params\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x0c\n\x04seed\x18\x06 \x01(\x04\x12#\n\x06\x62udget\x18\x07 \x01(\x0b\x32\x13.gauntlet.v1.Budget\x12\x12\n\nbatch_size\x18\x08 \x01(\r\x12\x13\n\x0bparallelism\x18\t \x01(\r\x12\x1d\n\x15stop_at_first_failure\x18\n \x01(\x08\x12\x13\n\x0brepetitions\x18\x0b \x01(\r\x12\x0e\n\x06oracle\x18\x0c \x01(\t\x12\x1f\n\x17keep_final_observations\x18\r \x01(\x08\x12\x1e\n\x16observation_translator\x18\x0e \x01(\t\"\xcc\x02\n\x0e\x43\x61mpaignStatus\x12\x13\n\x0b\x63\x61mpaign_id\x18\x01 \x01(\t\x12\'\n\x04spec\x18\x02 \x01(\x0b\x32\x19.gauntlet.v1.CampaignSpec\x12)\n\x05state\x18\x03 \x01(\x0e\x32\x1a.gauntlet.v1.CampaignState\x12\x12\n\nexecutions\x18\x04 \x01(\x04\x12\x10\n\x08\x66\x61ilures\x18\x05 \x01(\x04\x12\r\n\x05steps\x18\x06 \x01(\x04\x12\x14\n\x0cwall_seconds\x18\x07 \x01(\x01\x12\x13\n\x0bstop_reason\x18\x08 \x01(\t\x12\r\n\x05\x65rror\x18\t \x01(\t\x12\x1b\n\x13\x66irst_failure_index\x18\n \x01(\x04\x12\x1d\n\x15\x66irst_failure_seconds\x18\x0b \x01(\x01\x12\x12\n\ncreated_at\x18\x0c \x01(\t\x12\x12\n\nread_error\x18\r \x01(\t\"T\n\x14StartCampaignRequest\x12\x13\n\x0b\x63\x61mpaign_id\x18\x01 \x01(\t\x12\'\n\x04spec\x18\x02 \x01(\x0b\x32\x19.gauntlet.v1.CampaignSpec\"D\n\x15StartCampaignResponse\x12+\n\x06status\x18\x01 \x01(\x0b\x32\x1b.gauntlet.v1.CampaignStatus\"+\n\x14WatchCampaignRequest\x12\x13\n\x0b\x63\x61mpaign_id\x18\x01 \x01(\t\"c\n\x15WatchCampaignResponse\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12+\n\x06status\x18\x02 \x01(\x0b\x32\x1b.gauntlet.v1.CampaignStatus\x12\x0f\n\x07message\x18\x03 \x01(\t\")\n\x12GetCampaignRequest\x12\x13\n\x0b\x63\x61mpaign_id\x18\x01 \x01(\t\"B\n\x13GetCampaignResponse\x12+\n\x06status\x18\x01 \x01(\x0b\x32\x1b.gauntlet.v1.CampaignStatus\"\x16\n\x14ListCampaignsRequest\"G\n\x15ListCampaignsResponse\x12.\n\tcampaigns\x18\x01 \x03(\x0b\x32\x1b.gauntlet.v1.CampaignStatus\",\n\x15ListExecutionsRequest\x12\x13\n\x0b\x63\x61mpaign_id\x18\x01 \x01(\t\"\xbd\x02\n\tExecution\x12\r\n\x05index\x18\x01 \x01(\x04\x12(\n\ttest_case\x18\x02 \x01(\x0b\x32\x15.gauntlet.v1.TestCase\x12)\n\x07verdict\x18\x03 \x01(\x0e\x32\x18.gauntlet.v1.VerdictKind\x12\x0e\n\x06margin\x18\x04 \x01(\x01\x12\r\n\x05steps\x18\x05 \x01(\r\x12\x14\n\x0ctotal_reward\x18\x06 \x01(\x01\x12\x13\n\x0b\x64\x65scriptors\x18\x07 \x03(\x01\x12\x0e\n\x06reason\x18\x08 \x01(\t\x12\x13\n\x0brepetitions\x18\t \x01(\r\x12\x1a\n\x12\x66\x61iled_repetitions\x18\n \x01(\r\x12\x17\n\x0f\x65lapsed_seconds\x18\x0b \x01(\x01\x12\r\n\x05\x62\x61tch\x18\x0c \x01(\r\x12\x19\n\x11\x66inal_observation\x18\r \x03(\x01\"C\n\x16ListExecutionsResponse\x12)\n\texecution\x18\x01 \x01(\x0b\x32\x16.gauntlet.v1.Execution\",\n\x15\x43\x61ncelCampaignRequest\x12\x13\n\x0b\x63\x61mpaign_id\x18\x01 \x01(\t\"E\n\x16\x43\x61ncelCampaignResponse\x12+\n\x06status\x18\x01 \x01(\x0b\x32\x1b.gauntlet.v1.CampaignStatus\",\n\x15ResumeCampaignRequest\x12\x13\n\x0b\x63\x61mpaign_id\x18\x01 \x01(\t\"E\n\x16ResumeCampaignResponse\x12+\n\x06status\x18\x01 \x01(\x0b\x32\x1b.gauntlet.v1.CampaignStatus*\xc2\x01\n\rCampaignState\x12\x1e\n\x1a\x43\x41MPAIGN_STATE_UNSPECIFIED\x10\x00\x12\x1a\n\x16\x43\x41MPAIGN_STATE_RUNNING\x10\x01\x12\x1c\n\x18\x43\x41MPAIGN_STATE_COMPLETED\x10\x02\x12\x1c\n\x18\x43\x41MPAIGN_STATE_CANCELLED\x10\x03\x12\x1e\n\x1a\x43\x41MPAIGN_STATE_INTERRUPTED\x10\x04\x12\x19\n\x15\x43\x41MPAIGN_STATE_FAILED\x10\x05\x32\xdc\x05\n\x10GeneratorService\x12Y\n\x0eListStrategies\x12\".gauntlet.v1.ListStrategiesRequest\x1a#.gauntlet.v1.ListStrategiesResponse\x12V\n\rStartCampaign\x12!.gauntlet.v1.StartCampaignRequest\x1a\".gauntlet.v1.StartCampaignResponse\x12X\n\rWatchCampaign\x12!.gauntlet.v1.WatchCampaignRequest\x1a\".gauntlet.v1.WatchCampaignResponse0\x01\x12P\n\x0bGetCampaign\x12\x1f.gauntlet.v1.GetCampaignRequest\x1a .gauntlet.v1.GetCampaignResponse\x12V\n\rListCampaigns\x12!.gauntlet.v1.ListCampaignsRequest\x1a\".gauntlet.v1.ListCampaignsResponse\x12[\n\x0eListExecutions\x12\".gauntlet.v1.ListExecutionsRequest\x1a#.gauntlet.v1.ListExecutionsResponse0\x01\x12Y\n\x0e\x43\x61ncelCampaign\x12\".gauntlet.v1.CancelCampaignRequest\x1a#.gauntlet.v1.CancelCampaignResponse\x12Y\n\x0eResumeCampaign\x12\".gauntlet.v1.ResumeCampaignRequest\x1a#.gauntlet.v1.ResumeCampaignResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'gauntlet.v1.generator_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_CAMPAIGNSTATE']._serialized_start=2281
-  _globals['_CAMPAIGNSTATE']._serialized_end=2475
+  _globals['_CAMPAIGNSTATE']._serialized_start=2313
+  _globals['_CAMPAIGNSTATE']._serialized_end=2507
   _globals['_LISTSTRATEGIESREQUEST']._serialized_start=126
   _globals['_LISTSTRATEGIESREQUEST']._serialized_end=149
   _globals['_STRATEGYINFO']._serialized_start=151
@@ -45,39 +45,39 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_BUDGET']._serialized_start=340
   _globals['_BUDGET']._serialized_end=417
   _globals['_CAMPAIGNSPEC']._serialized_start=420
-  _globals['_CAMPAIGNSPEC']._serialized_end=764
-  _globals['_CAMPAIGNSTATUS']._serialized_start=767
-  _globals['_CAMPAIGNSTATUS']._serialized_end=1099
-  _globals['_STARTCAMPAIGNREQUEST']._serialized_start=1101
-  _globals['_STARTCAMPAIGNREQUEST']._serialized_end=1185
-  _globals['_STARTCAMPAIGNRESPONSE']._serialized_start=1187
-  _globals['_STARTCAMPAIGNRESPONSE']._serialized_end=1255
-  _globals['_WATCHCAMPAIGNREQUEST']._serialized_start=1257
-  _globals['_WATCHCAMPAIGNREQUEST']._serialized_end=1300
-  _globals['_WATCHCAMPAIGNRESPONSE']._serialized_start=1302
-  _globals['_WATCHCAMPAIGNRESPONSE']._serialized_end=1401
-  _globals['_GETCAMPAIGNREQUEST']._serialized_start=1403
-  _globals['_GETCAMPAIGNREQUEST']._serialized_end=1444
-  _globals['_GETCAMPAIGNRESPONSE']._serialized_start=1446
-  _globals['_GETCAMPAIGNRESPONSE']._serialized_end=1512
-  _globals['_LISTCAMPAIGNSREQUEST']._serialized_start=1514
-  _globals['_LISTCAMPAIGNSREQUEST']._serialized_end=1536
-  _globals['_LISTCAMPAIGNSRESPONSE']._serialized_start=1538
-  _globals['_LISTCAMPAIGNSRESPONSE']._serialized_end=1609
-  _globals['_LISTEXECUTIONSREQUEST']._serialized_start=1611
-  _globals['_LISTEXECUTIONSREQUEST']._serialized_end=1655
-  _globals['_EXECUTION']._serialized_start=1658
-  _globals['_EXECUTION']._serialized_end=1975
-  _globals['_LISTEXECUTIONSRESPONSE']._serialized_start=1977
-  _globals['_LISTEXECUTIONSRESPONSE']._serialized_end=2044
-  _globals['_CANCELCAMPAIGNREQUEST']._serialized_start=2046
-  _globals['_CANCELCAMPAIGNREQUEST']._serialized_end=2090
-  _globals['_CANCELCAMPAIGNRESPONSE']._serialized_start=2092
-  _globals['_CANCELCAMPAIGNRESPONSE']._serialized_end=2161
-  _globals['_RESUMECAMPAIGNREQUEST']._serialized_start=2163
-  _globals['_RESUMECAMPAIGNREQUEST']._serialized_end=2207
-  _globals['_RESUMECAMPAIGNRESPONSE']._serialized_start=2209
-  _globals['_RESUMECAMPAIGNRESPONSE']._serialized_end=2278
-  _globals['_GENERATORSERVICE']._serialized_start=2478
-  _globals['_GENERATORSERVICE']._serialized_end=3210
+  _globals['_CAMPAIGNSPEC']._serialized_end=796
+  _globals['_CAMPAIGNSTATUS']._serialized_start=799
+  _globals['_CAMPAIGNSTATUS']._serialized_end=1131
+  _globals['_STARTCAMPAIGNREQUEST']._serialized_start=1133
+  _globals['_STARTCAMPAIGNREQUEST']._serialized_end=1217
+  _globals['_STARTCAMPAIGNRESPONSE']._serialized_start=1219
+  _globals['_STARTCAMPAIGNRESPONSE']._serialized_end=1287
+  _globals['_WATCHCAMPAIGNREQUEST']._serialized_start=1289
+  _globals['_WATCHCAMPAIGNREQUEST']._serialized_end=1332
+  _globals['_WATCHCAMPAIGNRESPONSE']._serialized_start=1334
+  _globals['_WATCHCAMPAIGNRESPONSE']._serialized_end=1433
+  _globals['_GETCAMPAIGNREQUEST']._serialized_start=1435
+  _globals['_GETCAMPAIGNREQUEST']._serialized_end=1476
+  _globals['_GETCAMPAIGNRESPONSE']._serialized_start=1478
+  _globals['_GETCAMPAIGNRESPONSE']._serialized_end=1544
+  _globals['_LISTCAMPAIGNSREQUEST']._serialized_start=1546
+  _globals['_LISTCAMPAIGNSREQUEST']._serialized_end=1568
+  _globals['_LISTCAMPAIGNSRESPONSE']._serialized_start=1570
+  _globals['_LISTCAMPAIGNSRESPONSE']._serialized_end=1641
+  _globals['_LISTEXECUTIONSREQUEST']._serialized_start=1643
+  _globals['_LISTEXECUTIONSREQUEST']._serialized_end=1687
+  _globals['_EXECUTION']._serialized_start=1690
+  _globals['_EXECUTION']._serialized_end=2007
+  _globals['_LISTEXECUTIONSRESPONSE']._serialized_start=2009
+  _globals['_LISTEXECUTIONSRESPONSE']._serialized_end=2076
+  _globals['_CANCELCAMPAIGNREQUEST']._serialized_start=2078
+  _globals['_CANCELCAMPAIGNREQUEST']._serialized_end=2122
+  _globals['_CANCELCAMPAIGNRESPONSE']._serialized_start=2124
+  _globals['_CANCELCAMPAIGNRESPONSE']._serialized_end=2193
+  _globals['_RESUMECAMPAIGNREQUEST']._serialized_start=2195
+  _globals['_RESUMECAMPAIGNREQUEST']._serialized_end=2239
+  _globals['_RESUMECAMPAIGNRESPONSE']._serialized_start=2241
+  _globals['_RESUMECAMPAIGNRESPONSE']._serialized_end=2310
+  _globals['_GENERATORSERVICE']._serialized_start=2510
+  _globals['_GENERATORSERVICE']._serialized_end=3242
 # @@protoc_insertion_point(module_scope)

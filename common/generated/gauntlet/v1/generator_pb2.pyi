@@ -170,6 +170,7 @@ class CampaignSpec(_message.Message):
     REPETITIONS_FIELD_NUMBER: _builtins.int
     ORACLE_FIELD_NUMBER: _builtins.int
     KEEP_FINAL_OBSERVATIONS_FIELD_NUMBER: _builtins.int
+    OBSERVATION_TRANSLATOR_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     subject: _builtins.str
     strategy: _builtins.str
@@ -186,6 +187,12 @@ class CampaignSpec(_message.Message):
     keep_final_observations: _builtins.bool
     """Store each execution's final observation (Execution.final_observation), e.g. for the QD paper's
     final-state sparsity. Off by default: an image observation would make every stored row large.
+    """
+    observation_translator: _builtins.str
+    """Image subjects (DESIGNATE): the translator applied to each ground-truth label map before the model
+    sees the realistic image; empty = the subject's own `observation_translator`, "none" = no translator
+    (DESIGNATE_NoGAN: the model sees the simulator's image). Passed on as
+    RunEpisodesRequest.observation_translator.
     """
     @_builtins.property
     def model(self) -> _common_pb2.ModelRef: ...
@@ -209,10 +216,11 @@ class CampaignSpec(_message.Message):
         repetitions: _builtins.int = ...,
         oracle: _builtins.str = ...,
         keep_final_observations: _builtins.bool = ...,
+        observation_translator: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["budget", b"budget", "model", b"model", "strategy_params", b"strategy_params"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["batch_size", b"batch_size", "budget", b"budget", "keep_final_observations", b"keep_final_observations", "model", b"model", "name", b"name", "oracle", b"oracle", "parallelism", b"parallelism", "repetitions", b"repetitions", "seed", b"seed", "stop_at_first_failure", b"stop_at_first_failure", "strategy", b"strategy", "strategy_params", b"strategy_params", "subject", b"subject"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["batch_size", b"batch_size", "budget", b"budget", "keep_final_observations", b"keep_final_observations", "model", b"model", "name", b"name", "observation_translator", b"observation_translator", "oracle", b"oracle", "parallelism", b"parallelism", "repetitions", b"repetitions", "seed", b"seed", "stop_at_first_failure", b"stop_at_first_failure", "strategy", b"strategy", "strategy_params", b"strategy_params", "subject", b"subject"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -365,6 +365,8 @@ class RunEpisodesRequest(_message.Message):
     PARALLELISM_FIELD_NUMBER: _builtins.int
     AGENT_ENDPOINT_FIELD_NUMBER: _builtins.int
     MAX_STEPS_FIELD_NUMBER: _builtins.int
+    OBSERVATION_TRANSLATOR_FIELD_NUMBER: _builtins.int
+    TRANSLATOR_ENDPOINT_FIELD_NUMBER: _builtins.int
     request_id: _builtins.str
     """Idempotency key of the whole batch (e.g. "<campaign id>/batch/<n>")."""
     subject: _builtins.str
@@ -379,6 +381,14 @@ class RunEpisodesRequest(_message.Message):
     """Agent service to act with ("host:port"); empty = the simulator's default."""
     max_steps: _builtins.int
     """Overrides the subject's episode length limit when > 0."""
+    observation_translator: _builtins.str
+    """Image subjects: the translator (a name the translator service lists) applied to each episode's
+    ground-truth label map before the model sees the realistic image (DESIGNATE's GAN stage). Empty = the
+    subject's own `observation_translator`; "none" = no translator, the model sees only the simulator's
+    image (DESIGNATE_NoGAN). Ignored by subjects without images.
+    """
+    translator_endpoint: _builtins.str
+    """Translator service to translate with ("host:port"); empty = the simulator's default."""
     @_builtins.property
     def model(self) -> _common_pb2.ModelRef: ...
     @_builtins.property
@@ -398,10 +408,12 @@ class RunEpisodesRequest(_message.Message):
         parallelism: _builtins.int = ...,
         agent_endpoint: _builtins.str = ...,
         max_steps: _builtins.int = ...,
+        observation_translator: _builtins.str = ...,
+        translator_endpoint: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["model", b"model", "trace", b"trace"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_endpoint", b"agent_endpoint", "max_steps", b"max_steps", "model", b"model", "parallelism", b"parallelism", "repetitions", b"repetitions", "request_id", b"request_id", "seed", b"seed", "subject", b"subject", "test_cases", b"test_cases", "trace", b"trace"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_endpoint", b"agent_endpoint", "max_steps", b"max_steps", "model", b"model", "observation_translator", b"observation_translator", "parallelism", b"parallelism", "repetitions", b"repetitions", "request_id", b"request_id", "seed", b"seed", "subject", b"subject", "test_cases", b"test_cases", "trace", b"trace", "translator_endpoint", b"translator_endpoint"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -31,7 +31,7 @@ class TranslatorServiceStub:
 
     Status codes:
     NOT_FOUND         unknown translator (the message lists the installed ones)
-    INVALID_ARGUMENT  images of the wrong dtype or rank
+    INVALID_ARGUMENT  images of the wrong dtype, rank or size, or label values outside the class table
     """
 
     def __init__(self, channel):
@@ -58,7 +58,7 @@ class TranslatorServiceServicer:
 
     Status codes:
     NOT_FOUND         unknown translator (the message lists the installed ones)
-    INVALID_ARGUMENT  images of the wrong dtype or rank
+    INVALID_ARGUMENT  images of the wrong dtype, rank or size, or label values outside the class table
     """
 
     def ListTranslators(self, request, context):
@@ -68,7 +68,9 @@ class TranslatorServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def Translate(self, request, context):
-        """Translates a batch of images (uint8, shape (batch, height, width, channels)).
+        """Translates a batch. Input by the translator's input_kind: "rgb" takes uint8 images (batch, height,
+        width, channels); "label_map" takes uint8 label maps (batch, height, width) of class indices (the
+        subject's class table). Output: uint8 RGB images (batch, height, width, 3), row-major, in request order.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -101,7 +103,7 @@ class TranslatorService:
 
     Status codes:
     NOT_FOUND         unknown translator (the message lists the installed ones)
-    INVALID_ARGUMENT  images of the wrong dtype or rank
+    INVALID_ARGUMENT  images of the wrong dtype, rank or size, or label values outside the class table
     """
 
     @staticmethod

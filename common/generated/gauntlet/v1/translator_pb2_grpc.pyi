@@ -32,7 +32,7 @@ class TranslatorServiceStub:
 
     Status codes:
       NOT_FOUND         unknown translator (the message lists the installed ones)
-      INVALID_ARGUMENT  images of the wrong dtype or rank
+      INVALID_ARGUMENT  images of the wrong dtype, rank or size, or label values outside the class table
     """
 
     @_typing.overload
@@ -41,7 +41,10 @@ class TranslatorServiceStub:
     def __new__(cls, channel: _aio.Channel) -> TranslatorServiceAsyncStub: ...
     ListTranslators: _grpc.UnaryUnaryMultiCallable[_translator_pb2.ListTranslatorsRequest, _translator_pb2.ListTranslatorsResponse]
     Translate: _grpc.UnaryUnaryMultiCallable[_translator_pb2.TranslateRequest, _translator_pb2.TranslateResponse]
-    """Translates a batch of images (uint8, shape (batch, height, width, channels))."""
+    """Translates a batch. Input by the translator's input_kind: "rgb" takes uint8 images (batch, height,
+    width, channels); "label_map" takes uint8 label maps (batch, height, width) of class indices (the
+    subject's class table). Output: uint8 RGB images (batch, height, width, 3), row-major, in request order.
+    """
 
 @_typing.type_check_only
 class TranslatorServiceAsyncStub(TranslatorServiceStub):
@@ -50,13 +53,16 @@ class TranslatorServiceAsyncStub(TranslatorServiceStub):
 
     Status codes:
       NOT_FOUND         unknown translator (the message lists the installed ones)
-      INVALID_ARGUMENT  images of the wrong dtype or rank
+      INVALID_ARGUMENT  images of the wrong dtype, rank or size, or label values outside the class table
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
     ListTranslators: _aio.UnaryUnaryMultiCallable[_translator_pb2.ListTranslatorsRequest, _translator_pb2.ListTranslatorsResponse]  # type: ignore[assignment]
     Translate: _aio.UnaryUnaryMultiCallable[_translator_pb2.TranslateRequest, _translator_pb2.TranslateResponse]  # type: ignore[assignment]
-    """Translates a batch of images (uint8, shape (batch, height, width, channels))."""
+    """Translates a batch. Input by the translator's input_kind: "rgb" takes uint8 images (batch, height,
+    width, channels); "label_map" takes uint8 label maps (batch, height, width) of class indices (the
+    subject's class table). Output: uint8 RGB images (batch, height, width, 3), row-major, in request order.
+    """
 
 class TranslatorServiceServicer(metaclass=_abc_1.ABCMeta):
     """Image-to-image translators (e.g. simulator label map -> realistic image, as
@@ -64,7 +70,7 @@ class TranslatorServiceServicer(metaclass=_abc_1.ABCMeta):
 
     Status codes:
       NOT_FOUND         unknown translator (the message lists the installed ones)
-      INVALID_ARGUMENT  images of the wrong dtype or rank
+      INVALID_ARGUMENT  images of the wrong dtype, rank or size, or label values outside the class table
     """
 
     @_abc_1.abstractmethod
@@ -80,6 +86,9 @@ class TranslatorServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _translator_pb2.TranslateRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_translator_pb2.TranslateResponse, _abc.Awaitable[_translator_pb2.TranslateResponse]]:
-        """Translates a batch of images (uint8, shape (batch, height, width, channels))."""
+        """Translates a batch. Input by the translator's input_kind: "rgb" takes uint8 images (batch, height,
+        width, channels); "label_map" takes uint8 label maps (batch, height, width) of class indices (the
+        subject's class table). Output: uint8 RGB images (batch, height, width, 3), row-major, in request order.
+        """
 
 def add_TranslatorServiceServicer_to_server(servicer: TranslatorServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

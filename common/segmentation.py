@@ -1,0 +1,151 @@
+"""Segmentation metrics, DESIGNATE's relevance rules and its distances, as pure numpy functions.
+
+From "Search-based DNN Testing and Retraining with GAN-enhanced Simulations" (DESIGNATE):
+
+* IoU of one class (Eq. 1) and the per-image mean IoU (Eq. 2);
+* relevance (Section III, Eqs. 4-7): an urban image is relevant iff 0 < car-pixel share < 0.4 on the ground
+  truth, the ego is on the road and delta_IoU = IoU(simulator image) - IoU(realistic image) <= T_relevance; a Mars
+  image iff 0 < sky-pixel share < 0.7. Eqs. 6 and 7 print the share conditions inverted ("F = 2 if 0 < p < 0.4");
+  the prose, which says the image is relevant inside the range, is what is implemented;
+* F_accuracy (Eq. 3): 2 for an irrelevant image, the accuracy otherwise;
+* distances for F_similarity: Euclidean between feature vectors, and the pixel distance (share of pixels that
+  differ) of DESIGNATE_pix; T_diversity = the median pairwise distance over a calibration set (Section III).
+
+Conventions where the paper is silent: a class absent from both maps has no IoU (NaN) and is left out of the mean;
+IoU_car of an image without cars in either map is NaN (such an image is irrelevant anyway); two RGB pixels match
+only when all three channels are equal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+IRRELEVANT = 2.0  # F_accuracy of an irrelevant image (Eq. 3): worse than any IoU under minimisation
+CAR_SHARE_RANGE = (0.0, 0.4)  # urban: relevant iff low < car share < high (open interval)
+SKY_SHARE_RANGE = (0.0, 0.7)  # Mars: relevant iff low < sky share < high
+
+
+def iou_per_class(truth: np.ndarray, predicted: np.ndarray, n_classes: int) -> np.ndarray:
+    """IoU of every class (Eq. 1), shape (n_classes,); NaN for a class in neither map."""
+    truth, predicted = np.asarray(truth), np.asarray(predicted)
+    if truth.shape != predicted.shape:
+        raise ValueError(f"ground truth {truth.shape} and prediction {predicted.shape} differ in shape")
+    t, p = truth.reshape(-1).astype(np.int64), predicted.reshape(-1).astype(np.int64)
+    confusion = np.bincount(t * n_classes + p, minlength=n_classes * n_classes).reshape(n_classes, n_classes)
+    tp = np.diag(confusion).astype(np.float64)
+    union = confusion.sum(0) + confusion.sum(1) - tp
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(union > 0, tp / np.maximum(union, 1), np.nan)
+
+
+def class_iou(truth: np.ndarray, predicted: np.ndarray, label: int) -> float:
+    """IoU of one class (Eq. 1); NaN when neither map has it."""
+    t, p = np.asarray(truth) == label, np.asarray(predicted) == label
+    union = int(np.count_nonzero(t | p))
+    return float(np.count_nonzero(t & p)) / union if union else float("nan")
+
+
+def mean_iou(truth: np.ndarray, predicted: np.ndarray, n_classes: int) -> float:
+    """Per-image mIoU (Eq. 2) over the classes present in the ground truth or the prediction."""
+    values = iou_per_class(truth, predicted, n_classes)
+    return float(np.nanmean(values)) if np.isfinite(values).any() else float("nan")
+
+
+def class_share(labels: np.ndarray, label: int) -> float:
+    """Share of the map's pixels of one class (the car or sky proportion of the relevance rules)."""
+    labels = np.asarray(labels)
+    return float(np.count_nonzero(labels == label)) / labels.size if labels.size else 0.0
+
+
+def share_in_range(share: float, bounds: tuple[float, float]) -> bool:
+    """The relevance condition as the paper's prose states it: low < share < high (Eqs. 6-7 print its negation)."""
+    return bounds[0] < share < bounds[1]
+
+
+@dataclass(frozen=True)
+class Relevance:
+    relevant: bool
+    reason: str  # one sentence: which rule decided
+
+
+def urban_relevance(car_share: float, on_road: bool, delta_iou: float | None, t_relevance: float) -> Relevance:
+    """DESIGNATE's urban relevance: cars in view but no close-up, the ego on the road, and the GAN not suspected
+    of losing objects (delta_IoU <= T_relevance; skipped when there is no realistic image, as in DESIGNATE_NoGAN)."""
+    if not share_in_range(car_share, CAR_SHARE_RANGE):
+        low, high = CAR_SHARE_RANGE
+        return Relevance(False, f"car share {car_share:.3f} is outside ({low:g}, {high:g})")
+    if not on_road:
+        return Relevance(False, "the ego is off the road")
+    if delta_iou is not None and not delta_iou <= t_relevance:
+        return Relevance(False, f"delta_IoU {delta_iou:.3f} > T_relevance {t_relevance:g}")
+    return Relevance(True, "relevant")
+
+
+def mars_relevance(sky_share: float) -> Relevance:
+    """DESIGNATE's Mars relevance: some sky, but under 70 % of the image."""
+    if not share_in_range(sky_share, SKY_SHARE_RANGE):
+        low, high = SKY_SHARE_RANGE
+        return Relevance(False, f"sky share {sky_share:.3f} is outside ({low:g}, {high:g})")
+    return Relevance(True, "relevant")
+
+
+def f_accuracy(relevance: Relevance, accuracy: float) -> float:
+    """Eq. 3: 2 for an irrelevant image, else its accuracy (IoU_car or mIoU; NaN counts as 0: nothing found)."""
+    if not relevance.relevant:
+        return IRRELEVANT
+    return 0.0 if not np.isfinite(accuracy) else float(accuracy)
+
+
+def feature_distance(a: np.ndarray, b: np.ndarray) -> float:
+    """Euclidean distance between two feature vectors."""
+    return float(np.linalg.norm(np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64)))
+
+
+def pixel_distance(a: np.ndarray, b: np.ndarray) -> float:
+    """DESIGNATE_pix: the share of pixels that do not match (all channels equal = a match), in [0, 1]."""
+    a, b = np.asarray(a), np.asarray(b)
+    if a.shape != b.shape:
+        raise ValueError(f"images of shapes {a.shape} and {b.shape} cannot be compared pixel by pixel")
+    differ = a != b
+    if differ.ndim == 3:
+        differ = differ.any(axis=2)
+    return float(np.count_nonzero(differ)) / differ.size if differ.size else 0.0
+
+
+def pairwise_feature_distances(features: np.ndarray) -> np.ndarray:
+    """All pairwise Euclidean distances (i < j) of the rows of `features`, flattened."""
+    x = np.asarray(features, dtype=np.float64)
+    sq = np.sum(x * x, axis=1)
+    d2 = np.maximum(sq[:, None] + sq[None, :] - 2.0 * x @ x.T, 0.0)
+    i, j = np.triu_indices(len(x), k=1)
+    return np.sqrt(d2[i, j])
+
+
+def pairwise_pixel_distances(images: Sequence[np.ndarray]) -> np.ndarray:
+    """All pairwise pixel distances (i < j), flattened."""
+    return np.array(
+        [pixel_distance(images[i], images[j]) for i in range(len(images)) for j in range(i + 1, len(images))]
+    )
+
+
+def diversity_threshold(pairwise: np.ndarray) -> float:
+    """T_diversity, the paper's way: the median of the pairwise distances over a calibration set of random images."""
+    values = np.asarray(pairwise, dtype=np.float64)
+    if values.size == 0:
+        raise ValueError("T_diversity needs at least two calibration images (one pairwise distance)")
+    return float(np.median(values))
+
+
+def relevance_threshold(deltas: np.ndarray, percentile: float) -> float:
+    """T_relevance as a chosen percentile of delta_IoU over a calibration set. The paper says "the third
+    percentile" (and Table I 0.1): ambiguous, so the percentile is the caller's choice."""
+    values = np.asarray(deltas, dtype=np.float64)
+    values = values[np.isfinite(values)]
+    if values.size == 0:
+        raise ValueError("T_relevance needs at least one finite delta_IoU")
+    if not 0.0 <= percentile <= 100.0:
+        raise ValueError(f"percentile must lie in [0, 100], got {percentile}")
+    return float(np.percentile(values, percentile))

@@ -1,0 +1,138 @@
+"""DESIGNATE's oracles for image subjects: IoU_car (urban) and per-image mIoU (Mars), with the relevance rules.
+
+"Search-based DNN Testing and Retraining with GAN-enhanced Simulations", Section III (Eqs. 1-7): the accuracy of
+the DNN under test on the realistic image (the translator's), against the simulator's ground truth; an irrelevant
+image gets F_accuracy = 2. Relevance and metrics are common/segmentation.py's.
+
+How a verdict carries it (our choice; the paper has no pass/fail): the margin IS F_accuracy, the value the search
+minimises: the IoU (or mIoU) of a relevant image, 2.0 for an irrelevant one. A relevant image whose accuracy is
+below the subject's `iou_threshold` fails; an irrelevant one passes with margin 2.0 and a reason starting with
+"irrelevant:" (it is a judged input, just not a useful one: VERDICT_KIND_INVALID stays for episodes that could not
+run). Without a translator (DESIGNATE_NoGAN) the DNN is judged on the simulator's image and there is no delta_IoU
+filter.
+
+Descriptors, in order: iou_judged, iou_simulated, iou_realistic, delta_iou, class_share (car or sky), on_road,
+relevant (1/0), then the judged image's feature vector (the `features` signal, D values). An IoU that is
+undefined (the class in neither map) is reported as 0.0; delta_IoU is 0.0 without a realistic image.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from common.segmentation import (
+    Relevance,
+    class_iou,
+    class_share,
+    f_accuracy,
+    mars_relevance,
+    mean_iou,
+    urban_relevance,
+)
+from oracle_service.oracles import Episode, Judgement, Oracle
+
+URBAN_CAR = 5  # the urban class table: road, sidewalk, building, vegetation, sky, car
+MARS_SKY, MARS_CLASSES = 4, 5  # the Mars class table: soil, sand, bedrock, big_rock, sky
+SIGNALS = (
+    "label_map",
+    "on_road",
+    "prediction_simulated",
+    "prediction_realistic",
+    "features",
+    "t_relevance",
+    "iou_threshold",
+)
+DESCRIPTORS = (
+    "iou_judged",
+    "iou_simulated",
+    "iou_realistic",
+    "delta_iou",
+    "class_share",
+    "on_road",
+    "relevant",
+    "features...",
+)
+
+
+def _finite(value: float) -> float:
+    return float(value) if np.isfinite(value) else 0.0
+
+
+def _judge(
+    ep: Episode,
+    accuracy: Callable[[np.ndarray, np.ndarray], float],
+    relevance: Callable[[float, bool, float | None, float], Relevance],
+    share_of: int,
+    metric: str,
+) -> Judgement:
+    truth = np.asarray(ep.signals["label_map"])
+    simulated = np.asarray(ep.signals["prediction_simulated"])
+    realistic = np.asarray(ep.signals["prediction_realistic"])
+    has_realistic = realistic.shape == truth.shape
+    on_road = bool(np.asarray(ep.signals["on_road"]).item())
+    threshold = float(np.asarray(ep.signals["iou_threshold"]).item())
+    iou_sim = accuracy(truth, simulated)
+    iou_real = accuracy(truth, realistic) if has_realistic else iou_sim
+    judged = iou_real  # the realistic image's, or the simulator's without a translator (NoGAN)
+    delta = _finite(iou_sim) - _finite(iou_real) if has_realistic else None
+    share = class_share(truth, share_of)
+    rel = relevance(share, on_road, delta, float(np.asarray(ep.signals["t_relevance"]).item()))
+    fitness = f_accuracy(rel, judged)
+    features = np.asarray(ep.signals["features"], dtype=np.float64).reshape(-1)
+    descriptors = (
+        _finite(judged),
+        _finite(iou_sim),
+        _finite(iou_real),
+        0.0 if delta is None else float(delta),
+        share,
+        float(on_road),
+        float(rel.relevant),
+        *features.tolist(),
+    )
+    seen = "realistic" if has_realistic else "simulator"
+    if not rel.relevant:
+        return Judgement(False, fitness, descriptors, f"irrelevant: {rel.reason}")
+    failed = fitness < threshold
+    verdict = "below" if failed else "at or above"
+    return Judgement(
+        failed, fitness, descriptors, f"{metric} {fitness:.3f} on the {seen} image, {verdict} {threshold:g}"
+    )
+
+
+def _urban(ep: Episode) -> Judgement:
+    def relevance(share: float, on_road: bool, delta: float | None, t: float) -> Relevance:
+        return urban_relevance(share, on_road, delta, t)
+
+    return _judge(ep, lambda t, p: class_iou(t, p, URBAN_CAR), relevance, URBAN_CAR, "IoU_car")
+
+
+def _mars(ep: Episode) -> Judgement:
+    def relevance(share: float, on_road: bool, delta: float | None, t: float) -> Relevance:
+        return mars_relevance(share)  # no delta_IoU filter on Mars (Section IV)
+
+    return _judge(ep, lambda t, p: mean_iou(t, p, MARS_CLASSES), relevance, MARS_SKY, "mIoU")
+
+
+MARGIN = "F_accuracy: the accuracy on the judged image (lower is worse), 2.0 for an irrelevant image"
+
+IOU_CAR = Oracle(
+    "iou_car",
+    "DESIGNATE urban: IoU of the car class on the realistic image (the simulator's without a translator); "
+    "relevant iff 0 < car share < 0.4, the ego on the road and delta_IoU <= t_relevance; fails below iou_threshold.",
+    SIGNALS,
+    DESCRIPTORS,
+    MARGIN,
+    _urban,
+)
+
+MIOU = Oracle(
+    "miou",
+    "DESIGNATE Mars: per-image mean IoU on the realistic image (the simulator's without a translator); relevant iff "
+    "0 < sky share < 0.7; fails below iou_threshold.",
+    SIGNALS,
+    DESCRIPTORS,
+    MARGIN,
+    _mars,
+)
