@@ -21,6 +21,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from prometheus_client import start_http_server
 
+from common.admission import AdmissionLimit, pool_size
 from common.credentials import (
     ClientCredentials,
     CredentialError,
@@ -70,13 +71,21 @@ def add_service_arguments(parser: argparse.ArgumentParser, port: int, metrics_po
     g.add_argument("--tls-key", type=Path, help="PEM private key for --tls-cert")
     g.add_argument("--tls-client-ca", type=Path, help="PEM CA bundle: require client certificates (mTLS)")
     add_token_arguments(g, "every call must carry as 'authorization: Bearer <token>' (health checks exempt)")
-    g.add_argument("--workers", type=int, default=16, help="gRPC worker threads (default 16)")
+    g.add_argument(
+        "--workers",
+        type=int,
+        default=32,
+        help="calls served at once (default 32); one more is refused with RESOURCE_EXHAUSTED, and health checks "
+        "are exempt and keep threads of their own (common/admission.py)",
+    )
     g.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
 
 
 def options_from_args(args: argparse.Namespace) -> ServiceOptions:
     if bool(args.tls_cert) != bool(args.tls_key):
         raise SystemExit("error: --tls-cert and --tls-key go together")
+    if args.workers < 1:
+        raise SystemExit(f"error: --workers must be >= 1 (calls served at once), got {args.workers}")
     if args.tls_client_ca and not args.tls_cert:
         raise SystemExit("error: --tls-client-ca needs --tls-cert and --tls-key (client certificates travel over TLS)")
     try:
@@ -173,8 +182,11 @@ def serve(
     configure_logging(service, options.log_level)
     log = logging.getLogger(service)
     interceptors: list[grpc.ServerInterceptor] = [_TokenInterceptor(options.token)] if options.token else []
+    interceptors.append(AdmissionLimit(service, options.workers))  # streams cannot take the health checks' threads
     server = grpc.server(
-        futures.ThreadPoolExecutor(max_workers=options.workers), options=GRPC_OPTIONS, interceptors=interceptors
+        futures.ThreadPoolExecutor(max_workers=pool_size(options.workers)),
+        options=GRPC_OPTIONS,
+        interceptors=interceptors,
     )
     names = list(register(server))
     health_servicer = health.HealthServicer()
