@@ -149,3 +149,30 @@ def relevance_threshold(deltas: np.ndarray, percentile: float) -> float:
     if not 0.0 <= percentile <= 100.0:
         raise ValueError(f"percentile must lie in [0, 100], got {percentile}")
     return float(np.percentile(values, percentile))
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """DESIGNATE's calibrated thresholds (Section III, Table I: 0.1, 18 and 0.02 in the paper's setting)."""
+
+    t_relevance: float  # delta_IoU above this: the GAN is suspected of losing objects (urban only)
+    t_diversity_features: float  # F_similarity's threshold with feature distances (DESIGNATE)
+    t_diversity_pixels: float  # the same with pixel distances (DESIGNATE_pix)
+    relevance_percentile: float
+    calibration_images: int
+
+
+def calibrate(
+    deltas: np.ndarray, features: np.ndarray, images: Sequence[np.ndarray], relevance_percentile: float
+) -> Thresholds:
+    """The paper's calibration over a set of random configurations: T_relevance from their delta_IoU values,
+    T_diversity as the median pairwise distance of their feature vectors (and of their realistic images)."""
+    if len(features) != len(images):
+        raise ValueError(f"{len(features)} feature vectors for {len(images)} images: one per calibration image")
+    return Thresholds(
+        t_relevance=relevance_threshold(deltas, relevance_percentile),
+        t_diversity_features=diversity_threshold(pairwise_feature_distances(features)),
+        t_diversity_pixels=diversity_threshold(pairwise_pixel_distances(images)),
+        relevance_percentile=relevance_percentile,
+        calibration_images=len(images),
+    )

@@ -9,6 +9,7 @@ import pytest
 
 from common.segmentation import (
     IRRELEVANT,
+    calibrate,
     class_iou,
     class_share,
     diversity_threshold,
@@ -100,3 +101,14 @@ def test_feature_distances_and_the_papers_thresholds() -> None:
     assert relevance_threshold(np.array([0.0, 0.1, 0.2, 0.3, np.nan]), 50) == pytest.approx(0.15)
     with pytest.raises(ValueError, match="at least two"):
         diversity_threshold(np.array([]))
+
+
+def test_calibration_gives_the_papers_three_thresholds() -> None:
+    images = [np.zeros((2, 2, 3), np.uint8), np.full((2, 2, 3), 9, np.uint8), np.zeros((2, 2, 3), np.uint8)]
+    images[2][0, 0] = 9  # differs from the first in 1 of 4 pixels, from the second in 3
+    features = np.array([[0.0], [1.0], [4.0]])
+    t = calibrate(np.array([-0.2, 0.0, 0.4]), features, images, relevance_percentile=50)
+    assert (t.t_relevance, t.t_diversity_features, t.t_diversity_pixels) == (0.0, 3.0, 0.75)
+    assert t.calibration_images == 3
+    with pytest.raises(ValueError, match="one per calibration image"):
+        calibrate(np.array([0.0]), features[:2], images, 50)
