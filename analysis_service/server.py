@@ -26,11 +26,13 @@ from common.remote import local_error
 from common.retry import Retry
 from common.server import client_channel
 from common.space import value_from_proto
+from common.validation import check_ids, resolve_under, shown
 
 _VERDICT = {1: "pass", 2: "fail", 3: "invalid"}
 _STATE = {1: "running", 2: "completed", 3: "cancelled", 4: "interrupted", 5: "failed"}
 # Reads from the generator are retried this long while it is unreachable (e.g. restarting under the launcher)
 GENERATOR_RETRY_SECONDS = 60.0
+REPORT_ROOT_NAME = "the analysis service's report root (--report-root)"
 
 
 class AnalysisServicer(analysis_pb2_grpc.AnalysisServiceServicer):
@@ -88,14 +90,18 @@ class AnalysisServicer(analysis_pb2_grpc.AnalysisServiceServicer):
         }
         return info, records
 
+    def _output_dir(self, output_dir: str) -> Path:
+        """The folder a report goes to: the report root, or a folder under it (a client never picks a server path)."""
+        if not output_dir:
+            return self.report_root
+        return resolve_under(self.report_root, output_dir, "output_dir", REPORT_ROOT_NAME)
+
     @grpc_method
     def ComputeMetrics(
         self, request: analysis_pb2.ComputeMetricsRequest, context: grpc.ServicerContext
     ) -> analysis_pb2.ComputeMetricsResponse:
-        if not request.campaign_ids:
-            raise InvalidArgument("campaign_ids must name at least one campaign")
         out = []
-        for cid in request.campaign_ids:
+        for cid in check_ids("campaign_ids", request.campaign_ids):
             _, records = self._fetch(cid)
             m = compute_metrics(cid, records)
             out.append(analysis_pb2.CampaignMetrics(**dataclasses.asdict(m)))
@@ -105,13 +111,12 @@ class AnalysisServicer(analysis_pb2_grpc.AnalysisServiceServicer):
     def RenderReport(
         self, request: analysis_pb2.RenderReportRequest, context: grpc.ServicerContext
     ) -> analysis_pb2.RenderReportResponse:
-        if not request.campaign_ids:
-            raise InvalidArgument("campaign_ids must name at least one campaign")
-        fetched = [self._fetch(cid) for cid in request.campaign_ids]
+        ids = check_ids("campaign_ids", request.campaign_ids)
+        out_dir = self._output_dir(request.output_dir)
+        fetched = [self._fetch(cid) for cid in ids]
         report = build_report([(info, records) for info, records in fetched])
         html = render_html(report, {info["campaign_id"]: records for info, records in fetched})
-        out_dir = Path(request.output_dir) if request.output_dir else self.report_root
-        stem = "report-" + "-".join(request.campaign_ids)[:100]
+        stem = "report-" + "-".join(ids)[:100]
         json_path, html_path = write_report(report, html, out_dir, stem)
         return analysis_pb2.RenderReportResponse(
             json_path=str(json_path.resolve()), html_path=str(html_path.resolve()), json=json.dumps(report)
@@ -121,20 +126,19 @@ class AnalysisServicer(analysis_pb2_grpc.AnalysisServiceServicer):
     def Compare(
         self, request: analysis_pb2.CompareRequest, context: grpc.ServicerContext
     ) -> analysis_pb2.CompareResponse:
-        ids = list(dict.fromkeys(request.campaign_ids))
+        ids = list(dict.fromkeys(check_ids("campaign_ids", request.campaign_ids)))
         if len(ids) < 2:
             raise InvalidArgument(f"campaign_ids must name at least 2 distinct campaigns, got {len(ids)}")
         alternative = request.alternative or "two-sided"
         if alternative not in ALTERNATIVES:
-            raise InvalidArgument(f"alternative must be one of {', '.join(ALTERNATIVES)}, got {alternative!r}")
+            raise InvalidArgument(f"alternative must be one of {', '.join(ALTERNATIVES)}, got {shown(alternative)}")
+        out_dir = self._output_dir(request.output_dir)
         fetched = [self._fetch(cid) for cid in ids]
         strategies = {group_of(info) for info, _ in fetched}
         if request.baseline and request.baseline not in strategies:
-            raise InvalidArgument(
-                f"baseline {request.baseline!r} is not among the compared strategies: {', '.join(sorted(strategies))}"
-            )
+            known = ", ".join(sorted(strategies))
+            raise InvalidArgument(f"baseline {shown(request.baseline)} is not among the compared strategies: {known}")
         comparison = build_comparison(fetched, baseline=request.baseline or None, alternative=alternative)
-        out_dir = Path(request.output_dir) if request.output_dir else self.report_root
         json_path, html_path = write_report(
             comparison, render_comparison_html(comparison), out_dir, comparison_stem(ids)
         )

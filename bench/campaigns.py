@@ -36,6 +36,7 @@ class Clients:
     generator: generator_pb2_grpc.GeneratorServiceStub
     simulator: simulator_pb2_grpc.SimulatorServiceStub
     oracle: oracle_pb2_grpc.OracleServiceStub
+    artifact_root: Path = Path("runs")  # the generator's: a campaign names surrogates relative to it
 
     @staticmethod
     def of(suite: LocalSuite) -> Clients:
@@ -43,16 +44,30 @@ class Clients:
             generator_pb2_grpc.GeneratorServiceStub(client_channel(suite.endpoint("generator"))),
             simulator_pb2_grpc.SimulatorServiceStub(client_channel(suite.endpoint("simulator"))),
             oracle_pb2_grpc.OracleServiceStub(client_channel(suite.endpoint("oracle"))),
+            suite.artifact_root,
         )
+
+    def artifact_path(self, path: Path) -> str:
+        """`path` as a campaign names it: relative to the generator's artifact root (it refuses any other)."""
+        try:
+            return str(path.resolve().relative_to(self.artifact_root.resolve()))
+        except ValueError:
+            raise SystemExit(
+                f"error: {path} is outside the generator's artifact root {self.artifact_root}; "
+                "a campaign can only name files under it"
+            ) from None
 
 
 @contextmanager
-def temporary_suite(name: str) -> Iterator[LocalSuite]:
+def temporary_suite(name: str, artifact_root: Path = Path("runs")) -> Iterator[LocalSuite]:
     """Every service on loopback with a fresh SQLite store in a temporary folder (deleted afterwards)."""
     with (
         tempfile.TemporaryDirectory(prefix=f"gauntlet-{name}-") as tmp,
         LocalSuite(
-            store_url=f"sqlite:///{tmp}/{name}.db", log_dir=Path(tmp) / "logs", report_root=Path(tmp) / "reports"
+            store_url=f"sqlite:///{tmp}/{name}.db",
+            log_dir=Path(tmp) / "logs",
+            report_root=Path(tmp) / "reports",
+            artifact_root=artifact_root,
         ) as local,
     ):
         yield local

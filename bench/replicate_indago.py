@@ -215,9 +215,10 @@ class ApproachRun:
     replay_mismatches: int  # failures whose re-run did not fail (non-determinism)
 
 
-def strategy_for(approach: str, surrogate: Path, search_params: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+def strategy_for(approach: str, surrogate: str, search_params: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    """`surrogate` as the campaign names it: relative to the generator's artifact root."""
     strategy, needs = APPROACHES[approach]
-    params: dict[str, Any] = {"surrogate": str(surrogate)} if needs else {}
+    params: dict[str, Any] = {"surrogate": surrogate} if needs else {}
     if strategy == "indago":
         params.update(setting=approach, **search_params)
     elif strategy == "indago_sampling" and "time_budget_s" in search_params:
@@ -236,7 +237,7 @@ def run_approach(
     signal: str,
     columns: tuple[int, ...] | None,
 ) -> ApproachRun:
-    strategy, params = strategy_for(approach, spec.surrogate, spec.search_params)
+    strategy, params = strategy_for(approach, clients.artifact_path(spec.surrogate), spec.search_params)
     config = CampaignConfig(
         name=f"indago-table2-{spec.subject}-{approach}-run{run}",
         subject=spec.subject,
@@ -718,7 +719,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         say(f"resuming: runs 1-{len(finished)} kept from the stored results")
     load = os.getloadavg()
     with (
-        temporary_suite("indago-table2") as local,
+        temporary_suite("indago-table2", artifact_root=surrogate.parent) as local,
         Progress(
             TextColumn("[bold]campaigns"),
             BarColumn(),

@@ -420,7 +420,12 @@ def main() -> None:
     else:
         with (
             tempfile.TemporaryDirectory() as tmp,
-            LocalSuite(store_url=f"sqlite:///{tmp}/table3.db", log_dir=Path(tmp) / "logs") as local,
+            LocalSuite(
+                store_url=f"sqlite:///{tmp}/table3.db",
+                log_dir=Path(tmp) / "logs",
+                # the analysis service writes under its report root only: make it the folder asked for
+                report_root=args.report_dir or Path(tmp) / "reports",
+            ) as local,
             Progress() as bar,
         ):
             gen = generator_pb2_grpc.GeneratorServiceStub(client_channel(local.endpoint("generator")))
@@ -450,9 +455,7 @@ def main() -> None:
                 analysis = analysis_pb2_grpc.AnalysisServiceStub(client_channel(local.endpoint("analysis")))
                 ids = [r["campaign_id"] for runs in results.values() for r in runs]
                 report = analysis.Compare(
-                    analysis_pb2.CompareRequest(
-                        campaign_ids=ids, output_dir=str(args.report_dir.resolve()), baseline="prt"
-                    ),
+                    analysis_pb2.CompareRequest(campaign_ids=ids, baseline="prt"),
                     timeout=600,
                 )
                 print(f"comparison report: {report.html_path}")

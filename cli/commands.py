@@ -137,13 +137,14 @@ def suite(args: argparse.Namespace, file_store_url: str | None = None) -> Iterat
                 store_url=url,
                 model_root=getattr(args, "model_root", None),
                 security=security,
+                # the local analysis service writes where the user asked: its report root is that folder
+                report_root=getattr(args, "report_dir", None) or Path("runs/reports"),
                 restart_policy=RestartPolicy(),  # a crashed service comes back on its port; the campaign goes on
                 resume_on_start=False,  # this command's campaign only: older interrupted ones wait for `resume`
             ).start()
         except LaunchError as exc:
             raise UserError(str(exc)) from None
-    if getattr(args, "report_dir", None) is None:
-        args.report_dir = Path("runs/reports")
+    args.report_dir = None  # a request's output_dir is relative to the report root, which is the folder already
     try:
         credentials = security.client_credentials() if security else ClientCredentials()
         yield Connection(local.endpoint("generator"), local.endpoint("analysis"), credentials)
@@ -214,9 +215,9 @@ def _finish(status: generator_pb2.CampaignStatus, report: analysis_pb2.RenderRep
 def _report(
     analysis: analysis_pb2_grpc.AnalysisServiceStub, ids: list[str], out: Path | None
 ) -> analysis_pb2.RenderReportResponse:
-    """Renders on the analysis host; `out` None lets a remote analysis service use its own --report-root."""
+    """Renders on the analysis host, into `out` relative to its --report-root (None: the root itself)."""
     with console.status("rendering the report..."):
-        request = analysis_pb2.RenderReportRequest(campaign_ids=ids, output_dir=str(out.resolve()) if out else "")
+        request = analysis_pb2.RenderReportRequest(campaign_ids=ids, output_dir=str(out) if out else "")
         return _rpc(retrying, lambda: analysis.RenderReport(request, timeout=300))  # rendering again is harmless
 
 
@@ -324,6 +325,9 @@ def matching_campaigns(generator: generator_pb2_grpc.GeneratorServiceStub, patte
     import fnmatch
 
     listed = _rpc(generator.ListCampaigns, generator_pb2.ListCampaignsRequest(), timeout=60).campaigns
+    for unreadable in (c for c in listed if c.read_error):  # its name is unknown: say so instead of hiding it
+        console.print(f"[yellow]skipped[/yellow] {escape(unreadable.read_error)}", highlight=False)
+    listed = [c for c in listed if not c.read_error]
     ids = [
         c.campaign_id for c in sorted(listed, key=lambda c: c.created_at) if fnmatch.fnmatchcase(c.spec.name, pattern)
     ]
@@ -345,7 +349,7 @@ def _compare(
             analysis.Compare,
             analysis_pb2.CompareRequest(
                 campaign_ids=ids,
-                output_dir=str(out.resolve()) if out else "",
+                output_dir=str(out) if out else "",
                 baseline=args.baseline or "",
                 alternative=args.alternative,
             ),

@@ -66,6 +66,7 @@ class LocalSuite:
     log_dir: Path = Path("runs/logs")
     report_root: Path = Path("runs/reports")
     model_root: Path | None = None
+    artifact_root: Path = Path("runs")  # what campaigns' surrogate/log parameters are relative to
     generator_retry_seconds: float = 60.0
     simulator_pipeline: int = 2
     security: SuiteCredentials | None = None  # mTLS and a token on every link (`--secure`)
@@ -140,6 +141,8 @@ class LocalSuite:
                 oracle.endpoint,
                 "--retry-seconds",
                 str(self.generator_retry_seconds),
+                "--artifact-root",
+                str(self.artifact_root),
                 *([] if self.resume_on_start else ["--no-resume-interrupted"]),
             )
             self.start_service(

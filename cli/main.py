@@ -23,6 +23,17 @@ EPILOG = """examples:
 """
 
 
+def campaign_id(text: str) -> str:
+    """A campaign id argument, checked by the services' own rule (common/validation.py) before anything starts."""
+    from common.errors import InvalidArgument
+    from common.validation import check_id
+
+    try:
+        return check_id("campaign id", text)
+    except InvalidArgument as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="gauntlet",
@@ -45,8 +56,8 @@ def main(argv: list[str] | None = None) -> None:
         p.add_argument(
             "--report-dir",
             type=Path,
-            help="folder for the report, on the analysis host "
-            "(default runs/reports locally; the service's --report-root when remote)",
+            help="folder for the report (default runs/reports); with --analysis: a folder relative to that "
+            "service's --report-root on its host (default the root itself)",
         )
         p.add_argument(
             "--secure",
@@ -65,14 +76,14 @@ def main(argv: list[str] | None = None) -> None:
         + ".",
     )
     p.add_argument("campaign", type=Path, help="campaign YAML (see examples/)")
-    p.add_argument("--id", help="campaign id (idempotency key; default: generated)")
+    p.add_argument("--id", type=campaign_id, help="campaign id (idempotency key; default: generated)")
     suite_args(p)
     p = sub.add_parser(
         "resume",
         help="continue an interrupted or cancelled campaign",
         description="Continues a stored campaign where it stopped. " + EXIT_CODES_HELP + ".",
     )
-    p.add_argument("campaign_id")
+    p.add_argument("campaign_id", type=campaign_id)
     suite_args(p)
     p = sub.add_parser(
         "report",
@@ -81,7 +92,7 @@ def main(argv: list[str] | None = None) -> None:
         "and writes statistics over the repeated campaigns instead (medians and quartiles, "
         "Mann-Whitney U and Vargha-Delaney A12 against a baseline, box plots, quartile bands).",
     )
-    p.add_argument("campaign_ids", nargs="*", help="campaign ids (and/or --match)")
+    p.add_argument("campaign_ids", nargs="*", type=campaign_id, help="campaign ids (and/or --match)")
     p.add_argument(
         "--match", metavar="GLOB", help="also every stored campaign whose name matches GLOB, e.g. 'table3-cartpole-*'"
     )

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import os
+from pathlib import Path
 
 from common.credentials import STORE_URL_ENV, STORE_URL_FILE_ENV, CredentialError, store_url
 from common.server import add_outgoing_arguments, add_service_arguments, options_from_args, outgoing_credentials, serve
 from generator_service.store import CampaignStore, default_store_url
+
+ARTIFACT_ROOT_ENV = "GAUNTLET_ARTIFACT_ROOT"
 
 
 def main() -> None:
@@ -43,6 +47,13 @@ def main() -> None:
         help="do not resume, on start, the campaigns a previous generator left running or interrupted by its "
         "shutdown (they wait for `gauntlet resume ID`)",
     )
+    parser.add_argument(
+        "--artifact-root",
+        type=Path,
+        default=Path(os.environ.get(ARTIFACT_ROOT_ENV) or "runs"),
+        help="folder that campaigns' surrogate and log strategy parameters are relative to; a path outside it is "
+        f"refused (default ${ARTIFACT_ROOT_ENV}, else runs)",
+    )
     add_service_arguments(parser, port=50054, metrics_port=9104)
     add_outgoing_arguments(parser)
     args = parser.parse_args()
@@ -56,7 +67,12 @@ def main() -> None:
 
     store = CampaignStore(url or default_store_url())
     servicer = GeneratorServicer(
-        store, args.simulator_endpoint, args.oracle_endpoint, args.retry_seconds, credentials=credentials
+        store,
+        args.simulator_endpoint,
+        args.oracle_endpoint,
+        args.retry_seconds,
+        credentials=credentials,
+        artifact_root=args.artifact_root,
     )
     if not args.no_resume:
         # before serving: a client that reconnects to this generator then finds the campaign running again. Their

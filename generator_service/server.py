@@ -10,6 +10,8 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import grpc
 from google.protobuf import struct_pb2
@@ -29,12 +31,16 @@ from common.generated.gauntlet.v1 import (
 )
 from common.remote import local_error
 from common.server import client_channel
+from common.validation import check_id, resolve_under
 from generator_service.campaign import VERDICT_NAMES, CampaignRunner
 from generator_service.config import CampaignConfig, explain
 from generator_service.store import CampaignRow, CampaignStore
 from generator_service.strategies import make_strategy, strategies
+from generator_service.strategies.params import ARTIFACT_PATH
 
 log = logging.getLogger("generator")
+DEFAULT_ARTIFACT_ROOT = Path("runs")  # surrogates and training logs a campaign names live under it
+ARTIFACT_ROOT_NAME = "the generator's artifact root (--artifact-root, default runs/)"
 RUNNING = Gauge("gauntlet_generator_running_campaigns", "Campaigns running")
 _STATE = {
     "running": generator_pb2.CAMPAIGN_STATE_RUNNING,
@@ -53,8 +59,10 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
         oracle_endpoint: str,
         retry_seconds: float = 60.0,
         credentials: ClientCredentials | None = None,
+        artifact_root: Path = DEFAULT_ARTIFACT_ROOT,
     ) -> None:
         self.store = store
+        self.artifact_root = artifact_root
         self.simulator = simulator_pb2_grpc.SimulatorServiceStub(client_channel(simulator_endpoint, credentials))
         self.oracle = oracle_pb2_grpc.OracleServiceStub(client_channel(oracle_endpoint, credentials))
         self.retry_seconds = retry_seconds
@@ -75,9 +83,10 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
                 q.put(event)
 
     def _launch(self, campaign_id: str, config: CampaignConfig) -> None:
+        """Runs a stored campaign; its spec keeps the paths as the client gave them, the runner gets them resolved."""
         runner = CampaignRunner(
             campaign_id,
-            config,
+            resolve_artifact_paths(config, self.artifact_root),
             self.store,
             self.simulator,
             self.oracle,
@@ -111,7 +120,12 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
         for row in self.store.list_campaigns():
             left = row.state == "running" or (row.state == "interrupted" and row.stop_reason == "shutdown")
             if left and row.id not in self._runners:
-                self._launch(row.id, CampaignConfig.model_validate(row.spec))
+                try:
+                    config = stored_config(row)
+                    self._launch(row.id, config)
+                except InvalidArgument as exc:  # listed with its read_error; never blocks the other campaigns
+                    log.error("campaign %s left running cannot be resumed: %s", row.id, exc)
+                    continue
                 resumed.append(row.id)
         return resumed
 
@@ -129,21 +143,38 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
 
     # -- status ----------------------------------------------------------------------------------
     def _row(self, campaign_id: str) -> CampaignRow:
+        check_id("campaign_id", campaign_id)
         row = self.store.campaign(campaign_id)
         if row is None:
             raise NotFound(f"unknown campaign {campaign_id!r}")
         return row
 
     def _status(self, campaign_id: str) -> generator_pb2.CampaignStatus:
-        row = self._row(campaign_id)
+        return self._status_of(self._row(campaign_id))
+
+    def _status_of(self, row: CampaignRow) -> generator_pb2.CampaignStatus:
+        """The row's status; a row this version cannot read gets one with read_error saying why (never an error:
+        one bad row must not hide the others from a listing)."""
+        campaign_id = row.id
+        try:
+            spec = stored_config(row).to_proto()
+        except InvalidArgument as exc:
+            return generator_pb2.CampaignStatus(
+                campaign_id=row.id,
+                state=_STATE.get(row.state, generator_pb2.CAMPAIGN_STATE_UNSPECIFIED),
+                stop_reason=row.stop_reason,
+                error=row.error,
+                created_at=row.created_at,
+                read_error=str(exc),
+            )
         runner = self._runners.get(campaign_id)
         # a running campaign counts as it stores (O(1) per progress event); a stopped one is counted by the store
         totals = dataclasses.replace(runner.totals) if runner else self.store.count(campaign_id)
         wall = runner.elapsed() if runner else row.wall_seconds
         return generator_pb2.CampaignStatus(
             campaign_id=row.id,
-            spec=CampaignConfig.model_validate(row.spec).to_proto(),
-            state=_STATE[row.state],
+            spec=spec,
+            state=_STATE.get(row.state, generator_pb2.CAMPAIGN_STATE_UNSPECIFIED),
             executions=totals.executions,
             failures=totals.failures,
             steps=totals.steps,
@@ -179,7 +210,7 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
             )
         except grpc.RpcError as exc:
             raise local_error(exc, "simulator service") from None
-        check_strategy(config, SubjectRules.from_description(info))
+        check_strategy(config, SubjectRules.from_description(info), self.artifact_root)
         request = simulator_pb2.RunEpisodesRequest(subject=config.subject, trace=common_pb2.TraceSpec())
         request.model.name = config.model
         try:
@@ -191,17 +222,19 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
     def StartCampaign(
         self, request: generator_pb2.StartCampaignRequest, context: grpc.ServicerContext
     ) -> generator_pb2.StartCampaignResponse:
+        check_id("campaign_id", request.campaign_id, required=False)
         try:
             config = CampaignConfig.from_proto(request.spec)
         except ValidationError as exc:
             raise InvalidArgument(explain(exc, prefix="spec.")) from None
+        resolved = resolve_artifact_paths(config, self.artifact_root)  # refuses a path outside the root, early
         campaign_id = request.campaign_id or uuid.uuid4().hex[:12]
         existing = self.store.campaign(campaign_id)
         if existing is not None:
             if existing.spec != json.loads(config.model_dump_json()):
                 raise AlreadyExists(f"campaign {campaign_id!r} exists with another spec")
             return generator_pb2.StartCampaignResponse(status=self._status(campaign_id))
-        self._preflight(config)
+        self._preflight(resolved)
         self.store.create_campaign(campaign_id, config.name, json.loads(config.model_dump_json()))
         self._launch(campaign_id, config)
         return generator_pb2.StartCampaignResponse(status=self._status(campaign_id))
@@ -246,7 +279,9 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
     def ListCampaigns(
         self, request: generator_pb2.ListCampaignsRequest, context: grpc.ServicerContext
     ) -> generator_pb2.ListCampaignsResponse:
-        return generator_pb2.ListCampaignsResponse(campaigns=[self._status(r.id) for r in self.store.list_campaigns()])
+        return generator_pb2.ListCampaignsResponse(
+            campaigns=[self._status_of(row) for row in self.store.list_campaigns()]
+        )
 
     @grpc_method
     def ListExecutions(
@@ -298,20 +333,61 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
             return generator_pb2.ResumeCampaignResponse(status=self._status(request.campaign_id))
         if row.state == "completed":
             raise FailedPrecondition(f"campaign {row.id!r} is completed ({row.stop_reason}); nothing to resume")
-        self._launch(row.id, CampaignConfig.model_validate(row.spec))
+        try:
+            config = stored_config(row)
+        except InvalidArgument as exc:
+            raise FailedPrecondition(str(exc)) from None
+        self._launch(row.id, config)
         return generator_pb2.ResumeCampaignResponse(status=self._status(request.campaign_id))
 
 
-def check_strategy(config: CampaignConfig, subject: SubjectRules) -> None:
+def stored_config(row: CampaignRow) -> CampaignConfig:
+    """The campaign spec of a stored row; InvalidArgument naming the row and its first bad field when this version
+    cannot read it (e.g. a budget an older version stored as JSON null)."""
+    try:
+        return CampaignConfig.model_validate(row.spec)
+    except ValidationError as exc:
+        raise InvalidArgument(
+            f"stored campaign {row.id!r} cannot be read: {explain(exc, prefix='spec.')}; it is kept as it is "
+            "(repair or delete the row in the store to use it again)"
+        ) from None
+
+
+def resolve_artifact_paths(config: CampaignConfig, root: Path) -> CampaignConfig:
+    """`config` with each path parameter of its strategy (a surrogate folder, a training log) resolved under
+    `root`; InvalidArgument for one that is absolute, has '..' or leads out through a symbolic link. An unknown
+    strategy is left for check_strategy to name."""
+    info = strategies().get(config.strategy)
+    if info is None:
+        return config
+    params: dict[str, Any] = dict(config.strategy_params)
+    for name, field in info.schema.model_fields.items():
+        extra = field.json_schema_extra
+        value = params.get(name)
+        if value is None or not (isinstance(extra, dict) and extra.get(ARTIFACT_PATH)):
+            continue
+        where = f"spec.strategy_params.{name}"
+        if not isinstance(value, str):
+            kind = type(value).__name__
+            raise InvalidArgument(f"{where} must be a path relative to {ARTIFACT_ROOT_NAME}, got a {kind}")
+        params[name] = str(resolve_under(root, value, where, ARTIFACT_ROOT_NAME))
+    return config.model_copy(update={"strategy_params": params})
+
+
+def check_strategy(config: CampaignConfig, subject: SubjectRules, artifact_root: Path | None = None) -> None:
     """Builds the campaign's strategy once: NOT_FOUND for an unknown name, INVALID_ARGUMENT for bad parameters,
-    FAILED_PRECONDITION for a subject rule or operator kind the strategy needs but this generator lacks."""
+    FAILED_PRECONDITION for a subject rule or operator kind the strategy needs but this generator lacks.
+    With `artifact_root`, a message names artifact paths relative to it, as the client gave them."""
     known = strategies()
     if config.strategy not in known:
         raise NotFound(f"unknown strategy {config.strategy!r}; installed strategies: {', '.join(sorted(known))}")
     try:
         make_strategy(config.strategy, subject.space, config.seed, config.strategy_params, subject_rules=subject)
     except ValueError as exc:  # StrategyParamError, or a constructor's check of a parameter against the space
-        raise InvalidArgument(str(exc)) from None
+        message = str(exc)
+        if artifact_root is not None:  # the server's own folders are none of the caller's business
+            message = message.replace(f"{artifact_root.resolve()}/", "")
+        raise InvalidArgument(message) from None
 
 
 def _value(value: object) -> common_pb2.Value:

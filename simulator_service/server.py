@@ -28,6 +28,7 @@ from common.server import client_channel
 from common.space import case_values
 from common.space_spec import pack_observation, space_to_proto
 from common.tensor import TensorError, from_tensor, to_tensor
+from common.validation import check_id, shown
 from simulator_service.agent_client import AgentStream, check_model_fits
 from simulator_service.backends import check_first_observation, make_env
 from simulator_service.image_stage import ImageStage, is_image_env
@@ -41,6 +42,8 @@ ACTIVE = Gauge("gauntlet_simulator_active_batches", "RunEpisodes calls in progre
 QUEUE = Gauge("gauntlet_simulator_queued_episodes", "Episodes waiting for a free slot")
 LOCKSTEP = Histogram("gauntlet_simulator_act_wait_seconds", "Time waiting for the agent's answer to one lock-step")
 MAX_PARALLELISM = 512
+MAX_REPETITIONS = 100  # runs per test case, as a campaign allows
+MAX_TEST_CASES = 100_000  # per request: a campaign batch is at most 4096
 
 
 class EnvPool:
@@ -92,7 +95,7 @@ class SimulatorServicer(simulator_pb2_grpc.SimulatorServiceServicer):
     # -- helpers -----------------------------------------------------------------------------
     def _subject(self, name: str) -> Subject:
         if name not in self.subjects:
-            raise NotFound(f"unknown subject {name!r}; known subjects: {', '.join(sorted(self.subjects))}")
+            raise NotFound(f"unknown subject {shown(name)}; known subjects: {', '.join(sorted(self.subjects))}")
         return self.subjects[name]
 
     def _spaces_of(self, subject: Subject) -> tuple[object, object]:
@@ -147,6 +150,10 @@ class SimulatorServicer(simulator_pb2_grpc.SimulatorServiceServicer):
         )
 
     def _validate(self, subject: Subject, cases: list[common_pb2.TestCase]) -> list[simulator_pb2.ConfigValidity]:
+        if len(cases) > MAX_TEST_CASES:
+            raise InvalidArgument(f"test_cases must hold at most {MAX_TEST_CASES:,}, got {len(cases):,}")
+        for i, case in enumerate(cases):  # ids travel into results, traces and seeds: the shared id rule
+            check_id(f"test_cases[{i}].id", case.id)
         return [
             simulator_pb2.ConfigValidity(
                 test_case_id=c.id, valid=not (v := subject.violations(case_values(c))), violations=v
@@ -205,6 +212,8 @@ class SimulatorServicer(simulator_pb2_grpc.SimulatorServiceServicer):
         parallelism = request.parallelism or self.default_parallelism
         if parallelism > MAX_PARALLELISM:
             raise InvalidArgument(f"parallelism={parallelism} is out of range [1, {MAX_PARALLELISM}]")
+        if request.repetitions > MAX_REPETITIONS:  # each repetition is a job held in memory
+            raise InvalidArgument(f"repetitions={request.repetitions} is out of range [0, {MAX_REPETITIONS}] (0 = 1)")
         for validity in self._validate(subject, list(request.test_cases)):
             if not validity.valid:
                 raise InvalidArgument(f"test case {validity.test_case_id!r}: {'; '.join(validity.violations)}")

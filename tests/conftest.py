@@ -28,6 +28,7 @@ def suite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalSuite]:
         log_dir=root / "logs",
         model_root=MODEL_ROOT,
         report_root=root / "reports",
+        artifact_root=root / "artifacts",  # campaigns name surrogates and logs relative to it
         generator_retry_seconds=60.0,
     )
     local.start()

@@ -138,7 +138,7 @@ def run_campaign(gen: generator_pb2_grpc.GeneratorServiceStub, config: CampaignC
     return cid
 
 
-def test_compare_rpc_and_cli_on_real_campaigns(suite: LocalSuite, tmp_path: Path) -> None:
+def test_compare_rpc_and_cli_on_real_campaigns(suite: LocalSuite) -> None:
     gen = generator_pb2_grpc.GeneratorServiceStub(client_channel(suite.endpoint("generator")))
     ids = [
         run_campaign(
@@ -158,7 +158,9 @@ def test_compare_rpc_and_cli_on_real_campaigns(suite: LocalSuite, tmp_path: Path
         for seed in (0, 1)
     ]
     analysis = analysis_pb2_grpc.AnalysisServiceStub(client_channel(suite.endpoint("analysis")))
-    done = analysis.Compare(analysis_pb2.CompareRequest(campaign_ids=ids, output_dir=str(tmp_path)), timeout=300)
+    # output_dir is a folder under the service's report root: a client never picks a server path
+    done = analysis.Compare(analysis_pb2.CompareRequest(campaign_ids=ids, output_dir="compare-rpc"), timeout=300)
+    assert Path(done.json_path).parent == (suite.report_root / "compare-rpc").resolve()
     data = json.loads(done.json)
     assert data["baseline"] == "random" and [s["strategy"] for s in data["strategies"]] == ["random", "prt"]
     assert all(o["executions"] == 24 for o in data["campaigns"])
@@ -194,7 +196,7 @@ def test_compare_rpc_and_cli_on_real_campaigns(suite: LocalSuite, tmp_path: Path
             "--analysis",
             suite.endpoint("analysis"),
             "--report-dir",
-            str(tmp_path / "cli"),
+            "compare-cli",  # with --analysis: relative to that service's --report-root
         ],
         cwd=ROOT,
         capture_output=True,
@@ -203,7 +205,7 @@ def test_compare_rpc_and_cli_on_real_campaigns(suite: LocalSuite, tmp_path: Path
     )
     assert out.returncode == 0, out.stdout + out.stderr
     assert "baseline prt" in out.stdout and "random" in out.stdout
-    assert list((tmp_path / "cli").glob("compare-4-*.html"))
+    assert list((suite.report_root / "compare-cli").glob("compare-4-*.html"))
 
 
 def test_cli_refuses_empty_or_misapplied_selections() -> None:

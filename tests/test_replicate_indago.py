@@ -96,7 +96,10 @@ def test_tiny_replication_through_the_suite(suite: Any, tmp_path: Path) -> None:
     from bench.campaigns import Clients
     from offline.surrogate_training import TuningGrid, train_zoo_surrogate
 
-    surrogate = train_zoo_surrogate("parking-her-sac", grid=TuningGrid("one", (5.0,), (1,), 1), out_dir=tmp_path / "s")
+    # under the generator's artifact root: a campaign can name no surrogate elsewhere
+    surrogate = train_zoo_surrogate(
+        "parking-her-sac", grid=TuningGrid("one", (5.0,), (1,), 1), out_dir=suite.artifact_root / "tiny-replication"
+    )
     spec = BenchSpec(
         subject="parking",
         model="parking-her-sac",

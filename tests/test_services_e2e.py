@@ -89,7 +89,7 @@ def test_services_that_run_no_network_do_not_import_torch(suite: LocalSuite, tmp
         fresh.stop()
 
 
-def test_random_campaign_runs_end_to_end_and_reports(suite: LocalSuite, tmp_path: Path) -> None:
+def test_random_campaign_runs_end_to_end_and_reports(suite: LocalSuite) -> None:
     config = CampaignConfig(
         name="e2e",
         subject="cartpole",
@@ -115,7 +115,7 @@ def test_random_campaign_runs_end_to_end_and_reports(suite: LocalSuite, tmp_path
     assert status.first_failure_index == (min(r.index for r in failing) if failing else 0)
     analysis = stub(suite, "analysis", analysis_pb2_grpc.AnalysisServiceStub)
     report = analysis.RenderReport(
-        analysis_pb2.RenderReportRequest(campaign_ids=[status.campaign_id], output_dir=str(tmp_path)), timeout=120
+        analysis_pb2.RenderReportRequest(campaign_ids=[status.campaign_id], output_dir="e2e"), timeout=120
     )
     data = json.loads(report.json)
     assert data["campaigns"][0]["metrics"]["executions"] == 300
@@ -264,12 +264,13 @@ def test_agent_rejects_malformed_observations(suite: LocalSuite) -> None:
     assert from_tensor(reply.actions).shape == (3,)
 
 
-def test_translator_lists_none_and_names_unknown(suite: LocalSuite) -> None:
+def test_translator_lists_the_bundled_ones_and_names_unknown(suite: LocalSuite) -> None:
     tr = stub(suite, "translator", translator_pb2_grpc.TranslatorServiceStub)
-    assert list(tr.ListTranslators(translator_pb2.ListTranslatorsRequest()).translators) == []
+    names = [t.name for t in tr.ListTranslators(translator_pb2.ListTranslatorsRequest()).translators]
+    assert "pix2pix-urban" in names  # DESIGNATE's translator (tests/test_designate_e2e.py exercises it)
     with pytest.raises(grpc.RpcError) as err:
         tr.Translate(translator_pb2.TranslateRequest(translator="pix2pixhd"))
-    assert err.value.code() == grpc.StatusCode.NOT_FOUND and "none installed" in err.value.details()
+    assert err.value.code() == grpc.StatusCode.NOT_FOUND and "pix2pix-urban" in err.value.details()
 
 
 def test_killed_simulator_mid_campaign_records_every_execution_once(suite: LocalSuite) -> None:

@@ -134,7 +134,9 @@ def split_suite(simulator_only: Path, tmp_path_factory: pytest.TempPathFactory) 
     """Oracle, agent and simulator see the extra subjects and plug-in; the generator runs in another folder with
     neither (its environment lacks GAUNTLET_SUBJECT_PATH and the plug-in's path)."""
     logs = tmp_path_factory.mktemp("logs")
-    suite = LocalSuite(store_url=f"sqlite:///{logs / 'store.db'}", log_dir=logs)
+    suite = LocalSuite(
+        store_url=f"sqlite:///{logs / 'store.db'}", log_dir=logs, artifact_root=tmp_path_factory.mktemp("artifacts")
+    )
     model_root = os.environ.get("GAUNTLET_TEST_MODEL_ROOT")
     try:
         with pytest.MonkeyPatch.context() as env:
@@ -156,6 +158,8 @@ def split_suite(simulator_only: Path, tmp_path_factory: pytest.TempPathFactory) 
                 oracle.endpoint,
                 "--store-url",
                 suite.store_url,
+                "--artifact-root",
+                str(suite.artifact_root),
             )
         yield suite
     finally:
@@ -163,14 +167,15 @@ def split_suite(simulator_only: Path, tmp_path_factory: pytest.TempPathFactory) 
 
 
 @pytest.fixture(scope="module")
-def copy_surrogate(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def copy_surrogate(split_suite: LocalSuite) -> Path:
     """A tiny Indago surrogate for taxi_copy that rates small passenger and destination locations most likely to
     fail: unconstrained, its search ends at passenger == destination == 0, which the subject's rule forbids."""
     from offline.surrogate_training import TuningGrid, train_surrogate
 
     space = get_subject("taxi_large").space  # taxi_copy's space (this process cannot load taxi_copy itself)
     rng = np.random.default_rng(0)
-    folder = tmp_path_factory.mktemp("surrogate")
+    folder = split_suite.artifact_root / "surrogate"  # a campaign names it relative to the generator's root
+    folder.mkdir()
     log = folder / "training_log.jsonl.gz"
     with gzip.open(log, "wt") as stream:
         for i in range(300):
@@ -198,7 +203,7 @@ def test_a_subject_only_on_the_simulator_is_searched_with_its_rule(
         subject="taxi_copy",
         model="taxi-qlearning",
         strategy="indago",
-        strategy_params={"surrogate": str(copy_surrogate), **INDAGO},
+        strategy_params={"surrogate": str(copy_surrogate.relative_to(split_suite.artifact_root)), **INDAGO},
         seed=4,
         budget={"max_executions": 10},
         batch_size=10,
@@ -206,7 +211,10 @@ def test_a_subject_only_on_the_simulator_is_searched_with_its_rule(
     )
     # the test can fail: without the rule, the campaign's strategy would ask passenger == destination every time
     unconstrained = make_strategy(
-        "indago", get_subject("taxi_large").space, derive_seed(config.seed, "strategy"), config.strategy_params
+        "indago",
+        get_subject("taxi_large").space,
+        derive_seed(config.seed, "strategy"),
+        {"surrogate": str(copy_surrogate), **INDAGO},
     ).ask(10)
     assert sum(v["passenger"] == v["destination"] for v in unconstrained) >= 5
 
@@ -237,7 +245,7 @@ def test_a_rule_kind_the_generator_lacks_is_failed_precondition_naming_it(
         subject="taxi_zigzag",
         model="taxi-qlearning",
         strategy="indago",
-        strategy_params={"surrogate": str(copy_surrogate), **INDAGO},
+        strategy_params={"surrogate": str(copy_surrogate.relative_to(split_suite.artifact_root)), **INDAGO},
         budget={"max_executions": 10},
     )
     gen = generator_pb2_grpc.GeneratorServiceStub(client_channel(split_suite.endpoint("generator")))
