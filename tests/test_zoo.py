@@ -91,6 +91,9 @@ def test_a_recipe_can_decay_the_learning_rate_linearly(tmp_path: Path) -> None:
 def test_manifest_lists_every_recipe_with_measurements() -> None:
     for name, entry in MANIFEST.items():
         assert name in load_recipes(), name
+        if entry["algorithm"] == "SEGMENTATION":  # DESIGNATE's DNN under test: measured on the real test split
+            _check_image_model(DEFAULT_MODEL_ROOT / name / "model.pt", entry, ("test_pairs", "test_miou"))
+            continue
         for key in (
             "subject",
             "algorithm",
@@ -106,6 +109,35 @@ def test_manifest_lists_every_recipe_with_measurements() -> None:
         model = DEFAULT_MODEL_ROOT / name / model_file_name(entry["algorithm"])  # model.zip, or model.npz (Q-table)
         assert model.stat().st_size == entry["file_bytes"] < 5 * 1024 * 1024
         assert (DEFAULT_MODEL_ROOT / name / "training_log.jsonl.gz").exists()
+
+
+def _check_image_model(path: Path, entry: dict, measured: tuple[str, ...]) -> None:
+    for key in ("seed", "epochs", "train_pairs", "train_wall_seconds", "file_bytes", *measured):
+        assert key in entry, f"{path.parent.name} lacks {key}"
+    assert path.stat().st_size == entry["file_bytes"] < 5 * 1024 * 1024
+    assert (path.parent / "training_log.jsonl").read_text().count("\n") == entry["epochs"]  # one record per epoch
+
+
+def test_translator_manifest_lists_every_translator_with_its_measured_quality() -> None:
+    from translator_service.server import DEFAULT_TRANSLATOR_ROOT
+
+    translators = yaml.safe_load((DEFAULT_TRANSLATOR_ROOT / "manifest.yaml").read_text())["translators"]
+    assert set(translators) == {"pix2pix-urban", "pix2pix-mars"}
+    for name, entry in translators.items():
+        assert name in load_recipes() and entry["input_kind"] == "label_map", name
+        _check_image_model(DEFAULT_TRANSLATOR_ROOT / name / "generator.pt", entry, ("val_dnn_on_real",))
+        # the DNN under test segments translated validation maps about as well as real validation images
+        assert abs(entry["val_dnn_on_translated"]["miou"] - entry["val_dnn_on_real"]["miou"]) < 0.1, name
+
+
+def test_a_segmentation_does_not_depend_on_the_batch_it_came_in() -> None:
+    from agent_service.registry import ModelRegistry
+
+    registry = ModelRegistry()
+    images = np.random.default_rng(0).integers(0, 256, size=(19, 64, 128, 3), dtype=np.uint8)
+    reference = registry.act("segnet-urban", images)
+    for size in (1, 2, 8, 9, 19):
+        assert np.array_equal(registry.act("segnet-urban", images[:size]), reference[:size]), size
 
 
 def test_every_bundled_model_acts_on_its_subject_through_the_services(tmp_path: Path) -> None:

@@ -116,7 +116,7 @@ class SceneEnv(gym.Env):
         self.prediction_realistic = predictions[1] if len(predictions) > 1 else EMPTY_U8
         return self.image, 0.0, True, False, {}
 
-    def render(self) -> np.ndarray:  # type: ignore[override]
+    def render(self) -> np.ndarray:
         return self.image
 
     def signal(self, attribute: str) -> np.ndarray:

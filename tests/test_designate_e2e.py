@@ -1,0 +1,146 @@
+"""DESIGNATE's urban subject through the real service processes: the translator and the DNN served by name,
+random campaigns with and without the translator, and determinism of images and verdicts."""
+
+from __future__ import annotations
+
+import grpc
+import numpy as np
+import pytest
+
+from cli.launcher import LocalSuite
+from common.generated.gauntlet.v1 import (
+    agent_pb2,
+    agent_pb2_grpc,
+    common_pb2,
+    generator_pb2,
+    generator_pb2_grpc,
+    oracle_pb2,
+    oracle_pb2_grpc,
+    simulator_pb2,
+    simulator_pb2_grpc,
+    translator_pb2,
+    translator_pb2_grpc,
+)
+from common.server import client_channel
+from common.tensor import from_tensor, to_tensor
+from generator_service.config import CampaignConfig
+from tests.test_services_e2e import executions, run_campaign
+
+POSE = {"x": 14.0, "y": 1.5, "yaw": 8.0}
+SIGNALS = ["image", "realistic_image", "prediction_simulated", "prediction_realistic", "features"]
+
+
+def _stub(suite: LocalSuite, name: str, cls: type) -> object:
+    return cls(client_channel(suite.endpoint(name)))
+
+
+def test_translator_serves_pix2pix_by_name_and_refuses_a_wrong_shape(suite: LocalSuite) -> None:
+    tr = _stub(suite, "translator", translator_pb2_grpc.TranslatorServiceStub)
+    listed = {t.name: t for t in tr.ListTranslators(translator_pb2.ListTranslatorsRequest()).translators}
+    assert listed["pix2pix-urban"].input_kind == "label_map"
+    maps = np.zeros((3, 64, 128), dtype=np.uint8)
+    maps[:, 40:] = 0  # road below, sky above
+    maps[:, :40] = 4
+    out = from_tensor(
+        tr.Translate(translator_pb2.TranslateRequest(translator="pix2pix-urban", images=to_tensor(maps))).images
+    )
+    assert out.shape == (3, 64, 128, 3) and out.dtype == np.uint8
+    with pytest.raises(grpc.RpcError) as err:
+        tr.Translate(translator_pb2.TranslateRequest(translator="pix2pix-urban", images=to_tensor(maps[:, :32])))
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "takes uint8 label maps of shape (batch, 64, 128)" in err.value.details()
+    with pytest.raises(grpc.RpcError) as err:
+        tr.Translate(translator_pb2.TranslateRequest(translator="pix2pix-urban", images=to_tensor(maps + 9)))
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "outside its class table" in err.value.details()
+
+
+def test_dnn_serves_label_maps_and_features_and_refuses_a_wrong_shape(suite: LocalSuite) -> None:
+    agent = _stub(suite, "agent", agent_pb2_grpc.AgentServiceStub)
+    info = agent.DescribeModel(agent_pb2.DescribeModelRequest(name="segnet-urban"))
+    assert list(info.observation_space.shape) == [64, 128, 3] and list(info.action_space.shape) == [64, 128]
+    images = np.full((2, 64, 128, 3), 120, dtype=np.uint8)
+    ref = common_pb2.ModelRef(name="segnet-urban")
+    labels = from_tensor(agent.Act(agent_pb2.ActRequest(model=ref, observations=to_tensor(images))).actions)
+    assert labels.shape == (2, 64, 128) and labels.dtype == np.uint8
+    features = from_tensor(agent.Embed(agent_pb2.EmbedRequest(model=ref, images=to_tensor(images))).features)
+    assert features.shape[0] == 2 and features.dtype == np.float32
+    with pytest.raises(grpc.RpcError) as err:
+        agent.Act(agent_pb2.ActRequest(model=ref, observations=to_tensor(images[:, :32])))
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "(batch, 64, 128, 3)" in err.value.details()
+    with pytest.raises(grpc.RpcError) as err:
+        agent.Embed(agent_pb2.EmbedRequest(model=common_pb2.ModelRef(name="cartpole-ppo"), images=to_tensor(images)))
+    assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION and "no image encoder" in err.value.details()
+
+
+def _run_pose(suite: LocalSuite, translator: str) -> tuple[common_pb2.EpisodeResult, oracle_pb2.Verdict]:
+    sim = _stub(suite, "simulator", simulator_pb2_grpc.SimulatorServiceStub)
+    case = common_pb2.TestCase(id="pose", values={k: common_pb2.Value(real=v) for k, v in POSE.items()})
+    oracle = _stub(suite, "oracle", oracle_pb2_grpc.OracleServiceStub)
+    info = next(o for o in oracle.ListOracles(oracle_pb2.ListOraclesRequest()).oracles if o.name == "iou_car")
+    request = simulator_pb2.RunEpisodesRequest(
+        subject="urban",
+        model=common_pb2.ModelRef(name="segnet-urban"),
+        test_cases=[case],
+        trace=common_pb2.TraceSpec(signals=[*info.required_signals, "image", "realistic_image"]),
+        observation_translator=translator,
+    )
+    (reply,) = list(sim.RunEpisodes(request, timeout=120))
+    (verdict,) = oracle.Evaluate(oracle_pb2.EvaluateRequest(oracle="iou_car", episodes=[reply.result])).verdicts
+    return reply.result, verdict
+
+
+def test_same_pose_same_images_and_verdict_through_the_services(suite: LocalSuite) -> None:
+    first, v1 = _run_pose(suite, "")
+    second, v2 = _run_pose(suite, "")
+    assert not first.error
+    for name in SIGNALS:
+        assert first.signals[name] == second.signals[name], name
+    assert from_tensor(first.signals["realistic_image"]).shape == (64, 128, 3)
+    assert (v1.verdict, v1.margin, list(v1.descriptors), v1.reason) == (
+        v2.verdict,
+        v2.margin,
+        list(v2.descriptors),
+        v2.reason,
+    )
+    no_gan, verdict = _run_pose(suite, "none")
+    assert from_tensor(no_gan.signals["realistic_image"]).shape == (0,)
+    assert no_gan.signals["image"] == first.signals["image"]
+    assert verdict.margin == 2.0 or "simulator image" in verdict.reason
+
+
+@pytest.mark.parametrize("translator", ["", "none"])
+def test_random_campaign_on_the_urban_subject(suite: LocalSuite, translator: str) -> None:
+    config = CampaignConfig(
+        name=f"designate-random{translator}",
+        subject="urban",
+        model="segnet-urban",
+        strategy="random",
+        seed=3,
+        budget={"max_executions": 24},
+        batch_size=12,
+        parallelism=12,
+        observation_translator=translator,
+    )
+    status = run_campaign(suite, config)
+    assert status.state == generator_pb2.CAMPAIGN_STATE_COMPLETED, status.error
+    rows = executions(suite, status.campaign_id)
+    # the random strategy draws uniformly from the box: poses off the road are stored as invalid, never run
+    off_road = [r for r in rows if r.verdict == oracle_pb2.VERDICT_KIND_INVALID]
+    assert off_road and all("off the road" in r.reason for r in off_road)
+    rows = [r for r in rows if r.verdict != oracle_pb2.VERDICT_KIND_INVALID]
+    assert len(rows) == 24
+    judged_on = "realistic image" if translator == "" else "simulator image"
+    for row in rows:
+        assert row.verdict in (oracle_pb2.VERDICT_KIND_PASS, oracle_pb2.VERDICT_KIND_FAIL)
+        if row.reason.startswith("irrelevant:"):
+            assert row.margin == 2.0 and row.verdict == oracle_pb2.VERDICT_KIND_PASS
+        else:
+            assert 0.0 <= row.margin <= 1.0 and judged_on in row.reason
+        assert len(row.descriptors) > 7  # the 7 scalars, then the encoder's feature vector
+    gen = _stub(suite, "generator", generator_pb2_grpc.GeneratorServiceStub)
+    assert (
+        gen.GetCampaign(
+            generator_pb2.GetCampaignRequest(campaign_id=status.campaign_id)
+        ).status.spec.observation_translator
+        == translator
+    )
