@@ -59,12 +59,6 @@ class EnvPool:
             taken = [free.pop() for _ in range(min(n, len(free)))]
         return taken + [make_env(subject) for _ in range(n - len(taken))]
 
-    def peek(self, subject: Subject) -> gym.Env:
-        """One environment of the subject, left in the pool (to ask what kind it is)."""
-        env = self.take(subject, 1)
-        self.give(subject, env)
-        return env[0]
-
     def give(self, subject: Subject, envs: list[gym.Env]) -> None:
         with self._lock:
             self._free[subject.name].extend(envs)
@@ -134,10 +128,14 @@ class SimulatorServicer(simulator_pb2_grpc.SimulatorServiceServicer):
             return translator_pb2_grpc.TranslatorServiceStub(self._channels[endpoint])
 
     def _image_stage(
-        self, subject: Subject, request: simulator_pb2.RunEpisodesRequest, agent: agent_pb2_grpc.AgentServiceStub
+        self,
+        subject: Subject,
+        envs: list[gym.Env],
+        request: simulator_pb2.RunEpisodesRequest,
+        agent: agent_pb2_grpc.AgentServiceStub,
     ) -> ImageStage | None:
         """The translator/encoder stage of an image subject's episodes (simulator_service/image_stage.py)."""
-        if not is_image_env(self.pool.peek(subject)):
+        if not envs or not is_image_env(envs[0]):  # asks the envs this call took: a remote backend may lease hosts
             return None
         name = request.observation_translator or subject.observation_translator
         name = "" if name == NO_TRANSLATOR else name
@@ -235,7 +233,11 @@ class SimulatorServicer(simulator_pb2_grpc.SimulatorServiceServicer):
         ]
         QUEUE.inc(len(jobs))
         envs = self.pool.take(subject, min(parallelism, len(jobs)))
-        stage = self._image_stage(subject, request, stub)
+        try:
+            stage = self._image_stage(subject, envs, request, stub)
+        except ServiceError:  # e.g. no translator endpoint: the envs go back unused
+            self.pool.give(subject, envs)
+            raise
         agent = AgentStream(stub, request.model.name)
         ACTIVE.inc()
 
