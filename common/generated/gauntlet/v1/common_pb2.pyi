@@ -465,22 +465,83 @@ class TestCase(_message.Message):
 
     ID_FIELD_NUMBER: _builtins.int
     VALUES_FIELD_NUMBER: _builtins.int
+    ACTION_TRACE_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     @_builtins.property
     def values(self) -> _containers.MessageMap[_builtins.str, Global___Value]: ...
+    @_builtins.property
+    def action_trace(self) -> Global___ActionTrace:
+        """Optional: an action trace to replay open loop after the reset that `values` describe, before the agent
+        acts (search-based testing of RL). Unset: the agent acts from the first step, as before.
+        """
+
     def __init__(
         self,
         *,
         id: _builtins.str = ...,
         values: _abc.Mapping[_builtins.str, Global___Value] | None = ...,
+        action_trace: Global___ActionTrace | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["action_trace", b"action_trace"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["id", b"id", "values", b"values"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["action_trace", b"action_trace", "id", b"id", "values", b"values"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___TestCase: _TypeAlias = TestCase  # noqa: Y015
+
+@_typing.final
+class ActionTrace(_message.Message):
+    """A test input of search-based testing ("Search-Based Testing of Reinforcement Learning", IJCAI-ECAI 2022,
+    Sections 4-5): the episode starts from the reset `TestCase.values` describe, replays `actions` open loop
+    (the agent is not asked), then lets the agent act for `agent_steps` steps; the episode is truncated after
+    len(actions) + agent_steps steps. An episode that ends during the replay reports the standard signal
+    `prefix_terminal` = 1 (the oracle `trace_safety` calls such a run invalid).
+
+    Version 1 of this message. Actions are indices of a discrete action space. A prefix taken from a stored
+    search artifact (a reference trace) is resolved by the generator into explicit `actions`; `artifact` and
+    `prefix_length` only record where they came from.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ACTIONS_FIELD_NUMBER: _builtins.int
+    AGENT_STEPS_FIELD_NUMBER: _builtins.int
+    RESET_SEED_FIELD_NUMBER: _builtins.int
+    ARTIFACT_FIELD_NUMBER: _builtins.int
+    PREFIX_LENGTH_FIELD_NUMBER: _builtins.int
+    agent_steps: _builtins.int
+    """Steps the agent acts for after the replay; 0 = none (a fuzz trace executed on its own)."""
+    reset_seed: _builtins.int
+    """When set, every repetition resets with this seed (the initial state the trace was found from);
+    unset: the request's per-repetition seed.
+    """
+    artifact: _builtins.str
+    """Provenance only: the stored artifact the prefix came from ("" = an explicit list) ..."""
+    prefix_length: _builtins.int
+    """... and how many of its reference actions the prefix holds (the rest of `actions` was appended)."""
+    @_builtins.property
+    def actions(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """Indices into the subject's discrete action space, replayed in order."""
+
+    def __init__(
+        self,
+        *,
+        actions: _abc.Iterable[_builtins.int] | None = ...,
+        agent_steps: _builtins.int = ...,
+        reset_seed: _builtins.int | None = ...,
+        artifact: _builtins.str = ...,
+        prefix_length: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_reset_seed", b"_reset_seed", "reset_seed", b"reset_seed"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_reset_seed", b"_reset_seed", "actions", b"actions", "agent_steps", b"agent_steps", "artifact", b"artifact", "prefix_length", b"prefix_length", "reset_seed", b"reset_seed"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__reset_seed: _TypeAlias = _typing.Literal["reset_seed"]  # noqa: Y015
+    _WhichOneofArgType__reset_seed: _TypeAlias = _typing.Literal["_reset_seed", b"_reset_seed"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__reset_seed) -> _WhichOneofReturnType__reset_seed | None: ...
+
+Global___ActionTrace: _TypeAlias = ActionTrace  # noqa: Y015
 
 @_typing.final
 class TraceSpec(_message.Message):

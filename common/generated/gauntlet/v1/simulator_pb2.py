@@ -26,13 +26,17 @@ from common.generated.gauntlet.v1 import common_pb2 as gauntlet_dot_v1_dot_commo
 from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bgauntlet/v1/simulator.proto\x12\x0bgauntlet.v1\x1a\x18gauntlet/v1/common.proto\x1a\x1cgoogle/protobuf/struct.proto\"\x19\n\x17ListEnvironmentsRequest\"[\n\x12\x45nvironmentSummary\x12\x0f\n\x07subject\x18\x01 \x01(\t\x12\x0f\n\x07\x62\x61\x63kend\x18\x02 \x01(\t\x12\x0e\n\x06\x65nv_id\x18\x03 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x04 \x01(\t\"Q\n\x18ListEnvironmentsResponse\x12\x35\n\x0c\x65nvironments\x18\x01 \x03(\x0b\x32\x1f.gauntlet.v1.EnvironmentSummary\"-\n\x1a\x44\x65scribeEnvironmentRequest\x12\x0f\n\x07subject\x18\x01 \x01(\t\"D\n\nSignalInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12\x13\n\x0bgranularity\x18\x03 \x01(\t\"\xbc\x03\n\x1b\x44\x65scribeEnvironmentResponse\x12\x30\n\x07summary\x18\x01 \x01(\x0b\x32\x1f.gauntlet.v1.EnvironmentSummary\x12\x34\n\x0fparameter_space\x18\x02 \x01(\x0b\x32\x1b.gauntlet.v1.ParameterSpace\x12\x31\n\x11observation_space\x18\x03 \x01(\x0b\x32\x16.gauntlet.v1.SpaceSpec\x12,\n\x0c\x61\x63tion_space\x18\x04 \x01(\x0b\x32\x16.gauntlet.v1.SpaceSpec\x12\x16\n\x0e\x64\x65\x66\x61ult_oracle\x18\x05 \x01(\t\x12\x11\n\tmax_steps\x18\x06 \x01(\r\x12(\n\x07signals\x18\x07 \x03(\x0b\x32\x17.gauntlet.v1.SignalInfo\x12\x15\n\rdeterministic\x18\x08 \x01(\x08\x12\x31\n\x0evalidity_rules\x18\t \x03(\x0b\x32\x19.gauntlet.v1.ValidityRule\x12\x35\n\x10search_operators\x18\n \x03(\x0b\x32\x1b.gauntlet.v1.SearchOperator\"T\n\x0cValidityRule\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\x12(\n\x07options\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\"[\n\x0eSearchOperator\x12\x11\n\tparameter\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12(\n\x07options\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\"T\n\x16ValidateConfigsRequest\x12\x0f\n\x07subject\x18\x01 \x01(\t\x12)\n\ntest_cases\x18\x02 \x03(\x0b\x32\x15.gauntlet.v1.TestCase\"I\n\x0e\x43onfigValidity\x12\x14\n\x0ctest_case_id\x18\x01 \x01(\t\x12\r\n\x05valid\x18\x02 \x01(\x08\x12\x12\n\nviolations\x18\x03 \x03(\t\"G\n\x17ValidateConfigsResponse\x12,\n\x07results\x18\x01 \x03(\x0b\x32\x1b.gauntlet.v1.ConfigValidity\"\xd1\x02\n\x12RunEpisodesRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x0f\n\x07subject\x18\x02 \x01(\t\x12$\n\x05model\x18\x03 \x01(\x0b\x32\x15.gauntlet.v1.ModelRef\x12)\n\ntest_cases\x18\x04 \x03(\x0b\x32\x15.gauntlet.v1.TestCase\x12\x0c\n\x04seed\x18\x05 \x01(\x04\x12\x13\n\x0brepetitions\x18\x06 \x01(\r\x12%\n\x05trace\x18\x07 \x01(\x0b\x32\x16.gauntlet.v1.TraceSpec\x12\x13\n\x0bparallelism\x18\x08 \x01(\r\x12\x16\n\x0e\x61gent_endpoint\x18\t \x01(\t\x12\x11\n\tmax_steps\x18\n \x01(\r\x12\x1e\n\x16observation_translator\x18\x0b \x01(\t\x12\x1b\n\x13translator_endpoint\x18\x0c \x01(\t\"A\n\x13RunEpisodesResponse\x12*\n\x06result\x18\x01 \x01(\x0b\x32\x1a.gauntlet.v1.EpisodeResult\"V\n\x0bSessionOpen\x12\x0f\n\x07subject\x18\x01 \x01(\t\x12(\n\ttest_case\x18\x02 \x01(\x0b\x32\x15.gauntlet.v1.TestCase\x12\x0c\n\x04seed\x18\x03 \x01(\x04\"2\n\x0bSessionStep\x12#\n\x06\x61\x63tion\x18\x01 \x01(\x0b\x32\x13.gauntlet.v1.Tensor\"\x11\n\x0fSessionSnapshot\"%\n\x0eSessionRestore\x12\x13\n\x0bsnapshot_id\x18\x01 \x01(\t\"\xd5\x01\n\x12OpenSessionRequest\x12(\n\x04open\x18\x01 \x01(\x0b\x32\x18.gauntlet.v1.SessionOpenH\x00\x12(\n\x04step\x18\x02 \x01(\x0b\x32\x18.gauntlet.v1.SessionStepH\x00\x12\x30\n\x08snapshot\x18\x03 \x01(\x0b\x32\x1c.gauntlet.v1.SessionSnapshotH\x00\x12.\n\x07restore\x18\x04 \x01(\x0b\x32\x1b.gauntlet.v1.SessionRestoreH\x00\x42\t\n\x07\x63ommand\"\x99\x01\n\x13OpenSessionResponse\x12(\n\x0bobservation\x18\x01 \x01(\x0b\x32\x13.gauntlet.v1.Tensor\x12\x0e\n\x06reward\x18\x02 \x01(\x01\x12\x12\n\nterminated\x18\x03 \x01(\x08\x12\x11\n\ttruncated\x18\x04 \x01(\x08\x12\x0c\n\x04step\x18\x05 \x01(\r\x12\x13\n\x0bsnapshot_id\x18\x06 \x01(\t\"g\n\rRenderRequest\x12\x0f\n\x07subject\x18\x01 \x01(\t\x12(\n\ttest_case\x18\x02 \x01(\x0b\x32\x15.gauntlet.v1.TestCase\x12\x0c\n\x04seed\x18\x03 \x01(\x04\x12\r\n\x05steps\x18\x04 \x01(\r\"4\n\x0eRenderResponse\x12\"\n\x05image\x18\x01 \x01(\x0b\x32\x13.gauntlet.v1.Tensor2\xa8\x04\n\x10SimulatorService\x12_\n\x10ListEnvironments\x12$.gauntlet.v1.ListEnvironmentsRequest\x1a%.gauntlet.v1.ListEnvironmentsResponse\x12h\n\x13\x44\x65scribeEnvironment\x12\'.gauntlet.v1.DescribeEnvironmentRequest\x1a(.gauntlet.v1.DescribeEnvironmentResponse\x12\\\n\x0fValidateConfigs\x12#.gauntlet.v1.ValidateConfigsRequest\x1a$.gauntlet.v1.ValidateConfigsResponse\x12R\n\x0bRunEpisodes\x12\x1f.gauntlet.v1.RunEpisodesRequest\x1a .gauntlet.v1.RunEpisodesResponse0\x01\x12T\n\x0bOpenSession\x12\x1f.gauntlet.v1.OpenSessionRequest\x1a .gauntlet.v1.OpenSessionResponse(\x01\x30\x01\x12\x41\n\x06Render\x12\x1a.gauntlet.v1.RenderRequest\x1a\x1b.gauntlet.v1.RenderResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bgauntlet/v1/simulator.proto\x12\x0bgauntlet.v1\x1a\x18gauntlet/v1/common.proto\x1a\x1cgoogle/protobuf/struct.proto\"\x19\n\x17ListEnvironmentsRequest\"[\n\x12\x45nvironmentSummary\x12\x0f\n\x07subject\x18\x01 \x01(\t\x12\x0f\n\x07\x62\x61\x63kend\x18\x02 \x01(\t\x12\x0e\n\x06\x65nv_id\x18\x03 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x04 \x01(\t\"Q\n\x18ListEnvironmentsResponse\x12\x35\n\x0c\x65nvironments\x18\x01 \x03(\x0b\x32\x1f.gauntlet.v1.EnvironmentSummary\"-\n\x1a\x44\x65scribeEnvironmentRequest\x12\x0f\n\x07subject\x18\x01 \x01(\t\"D\n\nSignalInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12\x13\n\x0bgranularity\x18\x03 \x01(\t\"\xec\x03\n\x1b\x44\x65scribeEnvironmentResponse\x12\x30\n\x07summary\x18\x01 \x01(\x0b\x32\x1f.gauntlet.v1.EnvironmentSummary\x12\x34\n\x0fparameter_space\x18\x02 \x01(\x0b\x32\x1b.gauntlet.v1.ParameterSpace\x12\x31\n\x11observation_space\x18\x03 \x01(\x0b\x32\x16.gauntlet.v1.SpaceSpec\x12,\n\x0c\x61\x63tion_space\x18\x04 \x01(\x0b\x32\x16.gauntlet.v1.SpaceSpec\x12\x16\n\x0e\x64\x65\x66\x61ult_oracle\x18\x05 \x01(\t\x12\x11\n\tmax_steps\x18\x06 \x01(\r\x12(\n\x07signals\x18\x07 \x03(\x0b\x32\x17.gauntlet.v1.SignalInfo\x12\x15\n\rdeterministic\x18\x08 \x01(\x08\x12\x31\n\x0evalidity_rules\x18\t \x03(\x0b\x32\x19.gauntlet.v1.ValidityRule\x12\x35\n\x10search_operators\x18\n \x03(\x0b\x32\x1b.gauntlet.v1.SearchOperator\x12.\n\x06search\x18\x0b \x01(\x0b\x32\x1e.gauntlet.v1.SearchDeclaration\"\x87\x02\n\x11SearchDeclaration\x12\x0f\n\x07\x61\x63tions\x18\x01 \x03(\x03\x12\x15\n\ragent_actions\x18\x02 \x01(\r\x12\x10\n\x08snapshot\x18\x03 \x01(\x08\x12<\n\x07initial\x18\x04 \x03(\x0b\x32+.gauntlet.v1.SearchDeclaration.InitialEntry\x12\x0c\n\x04seed\x18\x05 \x01(\x04\x12\x13\n\x0brepetitions\x18\x06 \x01(\r\x12\x13\n\x0b\x61\x62straction\x18\x07 \x01(\t\x1a\x42\n\x0cInitialEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12!\n\x05value\x18\x02 \x01(\x0b\x32\x12.gauntlet.v1.Value:\x02\x38\x01\"T\n\x0cValidityRule\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\x12(\n\x07options\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\"[\n\x0eSearchOperator\x12\x11\n\tparameter\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12(\n\x07options\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\"T\n\x16ValidateConfigsRequest\x12\x0f\n\x07subject\x18\x01 \x01(\t\x12)\n\ntest_cases\x18\x02 \x03(\x0b\x32\x15.gauntlet.v1.TestCase\"I\n\x0e\x43onfigValidity\x12\x14\n\x0ctest_case_id\x18\x01 \x01(\t\x12\r\n\x05valid\x18\x02 \x01(\x08\x12\x12\n\nviolations\x18\x03 \x03(\t\"G\n\x17ValidateConfigsResponse\x12,\n\x07results\x18\x01 \x03(\x0b\x32\x1b.gauntlet.v1.ConfigValidity\"\xd1\x02\n\x12RunEpisodesRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x0f\n\x07subject\x18\x02 \x01(\t\x12$\n\x05model\x18\x03 \x01(\x0b\x32\x15.gauntlet.v1.ModelRef\x12)\n\ntest_cases\x18\x04 \x03(\x0b\x32\x15.gauntlet.v1.TestCase\x12\x0c\n\x04seed\x18\x05 \x01(\x04\x12\x13\n\x0brepetitions\x18\x06 \x01(\r\x12%\n\x05trace\x18\x07 \x01(\x0b\x32\x16.gauntlet.v1.TraceSpec\x12\x13\n\x0bparallelism\x18\x08 \x01(\r\x12\x16\n\x0e\x61gent_endpoint\x18\t \x01(\t\x12\x11\n\tmax_steps\x18\n \x01(\r\x12\x1e\n\x16observation_translator\x18\x0b \x01(\t\x12\x1b\n\x13translator_endpoint\x18\x0c \x01(\t\"A\n\x13RunEpisodesResponse\x12*\n\x06result\x18\x01 \x01(\x0b\x32\x1a.gauntlet.v1.EpisodeResult\"f\n\x0bSessionOpen\x12\x0f\n\x07subject\x18\x01 \x01(\t\x12(\n\ttest_case\x18\x02 \x01(\x0b\x32\x15.gauntlet.v1.TestCase\x12\x0c\n\x04seed\x18\x03 \x01(\x04\x12\x0e\n\x06replay\x18\x04 \x03(\x03\"2\n\x0bSessionStep\x12#\n\x06\x61\x63tion\x18\x01 \x01(\x0b\x32\x13.gauntlet.v1.Tensor\"\x11\n\x0fSessionSnapshot\"%\n\x0eSessionRestore\x12\x13\n\x0bsnapshot_id\x18\x01 \x01(\t\"\xd5\x01\n\x12OpenSessionRequest\x12(\n\x04open\x18\x01 \x01(\x0b\x32\x18.gauntlet.v1.SessionOpenH\x00\x12(\n\x04step\x18\x02 \x01(\x0b\x32\x18.gauntlet.v1.SessionStepH\x00\x12\x30\n\x08snapshot\x18\x03 \x01(\x0b\x32\x1c.gauntlet.v1.SessionSnapshotH\x00\x12.\n\x07restore\x18\x04 \x01(\x0b\x32\x1b.gauntlet.v1.SessionRestoreH\x00\x42\t\n\x07\x63ommand\"\xf2\x01\n\x13OpenSessionResponse\x12(\n\x0bobservation\x18\x01 \x01(\x0b\x32\x13.gauntlet.v1.Tensor\x12\x0e\n\x06reward\x18\x02 \x01(\x01\x12\x12\n\nterminated\x18\x03 \x01(\x08\x12\x11\n\ttruncated\x18\x04 \x01(\x08\x12\x0c\n\x04step\x18\x05 \x01(\r\x12\x13\n\x0bsnapshot_id\x18\x06 \x01(\t\x12+\n\x0e\x61\x62stract_state\x18\x07 \x01(\x0b\x32\x13.gauntlet.v1.Tensor\x12*\n\nstate_kind\x18\x08 \x01(\x0e\x32\x16.gauntlet.v1.StateKind\"g\n\rRenderRequest\x12\x0f\n\x07subject\x18\x01 \x01(\t\x12(\n\ttest_case\x18\x02 \x01(\x0b\x32\x15.gauntlet.v1.TestCase\x12\x0c\n\x04seed\x18\x03 \x01(\x04\x12\r\n\x05steps\x18\x04 \x01(\r\"4\n\x0eRenderResponse\x12\"\n\x05image\x18\x01 \x01(\x0b\x32\x13.gauntlet.v1.Tensor*\x81\x01\n\tStateKind\x12\x1a\n\x16STATE_KIND_UNSPECIFIED\x10\x00\x12\x16\n\x12STATE_KIND_ONGOING\x10\x01\x12\x13\n\x0fSTATE_KIND_GOAL\x10\x02\x12\x15\n\x11STATE_KIND_UNSAFE\x10\x03\x12\x14\n\x10STATE_KIND_ENDED\x10\x04\x32\xa8\x04\n\x10SimulatorService\x12_\n\x10ListEnvironments\x12$.gauntlet.v1.ListEnvironmentsRequest\x1a%.gauntlet.v1.ListEnvironmentsResponse\x12h\n\x13\x44\x65scribeEnvironment\x12\'.gauntlet.v1.DescribeEnvironmentRequest\x1a(.gauntlet.v1.DescribeEnvironmentResponse\x12\\\n\x0fValidateConfigs\x12#.gauntlet.v1.ValidateConfigsRequest\x1a$.gauntlet.v1.ValidateConfigsResponse\x12R\n\x0bRunEpisodes\x12\x1f.gauntlet.v1.RunEpisodesRequest\x1a .gauntlet.v1.RunEpisodesResponse0\x01\x12T\n\x0bOpenSession\x12\x1f.gauntlet.v1.OpenSessionRequest\x1a .gauntlet.v1.OpenSessionResponse(\x01\x30\x01\x12\x41\n\x06Render\x12\x1a.gauntlet.v1.RenderRequest\x1a\x1b.gauntlet.v1.RenderResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'gauntlet.v1.simulator_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
+  _globals['_SEARCHDECLARATION_INITIALENTRY']._loaded_options = None
+  _globals['_SEARCHDECLARATION_INITIALENTRY']._serialized_options = b'8\001'
+  _globals['_STATEKIND']._serialized_start=2836
+  _globals['_STATEKIND']._serialized_end=2965
   _globals['_LISTENVIRONMENTSREQUEST']._serialized_start=100
   _globals['_LISTENVIRONMENTSREQUEST']._serialized_end=125
   _globals['_ENVIRONMENTSUMMARY']._serialized_start=127
@@ -44,37 +48,41 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_SIGNALINFO']._serialized_start=350
   _globals['_SIGNALINFO']._serialized_end=418
   _globals['_DESCRIBEENVIRONMENTRESPONSE']._serialized_start=421
-  _globals['_DESCRIBEENVIRONMENTRESPONSE']._serialized_end=865
-  _globals['_VALIDITYRULE']._serialized_start=867
-  _globals['_VALIDITYRULE']._serialized_end=951
-  _globals['_SEARCHOPERATOR']._serialized_start=953
-  _globals['_SEARCHOPERATOR']._serialized_end=1044
-  _globals['_VALIDATECONFIGSREQUEST']._serialized_start=1046
-  _globals['_VALIDATECONFIGSREQUEST']._serialized_end=1130
-  _globals['_CONFIGVALIDITY']._serialized_start=1132
-  _globals['_CONFIGVALIDITY']._serialized_end=1205
-  _globals['_VALIDATECONFIGSRESPONSE']._serialized_start=1207
-  _globals['_VALIDATECONFIGSRESPONSE']._serialized_end=1278
-  _globals['_RUNEPISODESREQUEST']._serialized_start=1281
-  _globals['_RUNEPISODESREQUEST']._serialized_end=1618
-  _globals['_RUNEPISODESRESPONSE']._serialized_start=1620
-  _globals['_RUNEPISODESRESPONSE']._serialized_end=1685
-  _globals['_SESSIONOPEN']._serialized_start=1687
-  _globals['_SESSIONOPEN']._serialized_end=1773
-  _globals['_SESSIONSTEP']._serialized_start=1775
-  _globals['_SESSIONSTEP']._serialized_end=1825
-  _globals['_SESSIONSNAPSHOT']._serialized_start=1827
-  _globals['_SESSIONSNAPSHOT']._serialized_end=1844
-  _globals['_SESSIONRESTORE']._serialized_start=1846
-  _globals['_SESSIONRESTORE']._serialized_end=1883
-  _globals['_OPENSESSIONREQUEST']._serialized_start=1886
-  _globals['_OPENSESSIONREQUEST']._serialized_end=2099
-  _globals['_OPENSESSIONRESPONSE']._serialized_start=2102
-  _globals['_OPENSESSIONRESPONSE']._serialized_end=2255
-  _globals['_RENDERREQUEST']._serialized_start=2257
-  _globals['_RENDERREQUEST']._serialized_end=2360
-  _globals['_RENDERRESPONSE']._serialized_start=2362
-  _globals['_RENDERRESPONSE']._serialized_end=2414
-  _globals['_SIMULATORSERVICE']._serialized_start=2417
-  _globals['_SIMULATORSERVICE']._serialized_end=2969
+  _globals['_DESCRIBEENVIRONMENTRESPONSE']._serialized_end=913
+  _globals['_SEARCHDECLARATION']._serialized_start=916
+  _globals['_SEARCHDECLARATION']._serialized_end=1179
+  _globals['_SEARCHDECLARATION_INITIALENTRY']._serialized_start=1113
+  _globals['_SEARCHDECLARATION_INITIALENTRY']._serialized_end=1179
+  _globals['_VALIDITYRULE']._serialized_start=1181
+  _globals['_VALIDITYRULE']._serialized_end=1265
+  _globals['_SEARCHOPERATOR']._serialized_start=1267
+  _globals['_SEARCHOPERATOR']._serialized_end=1358
+  _globals['_VALIDATECONFIGSREQUEST']._serialized_start=1360
+  _globals['_VALIDATECONFIGSREQUEST']._serialized_end=1444
+  _globals['_CONFIGVALIDITY']._serialized_start=1446
+  _globals['_CONFIGVALIDITY']._serialized_end=1519
+  _globals['_VALIDATECONFIGSRESPONSE']._serialized_start=1521
+  _globals['_VALIDATECONFIGSRESPONSE']._serialized_end=1592
+  _globals['_RUNEPISODESREQUEST']._serialized_start=1595
+  _globals['_RUNEPISODESREQUEST']._serialized_end=1932
+  _globals['_RUNEPISODESRESPONSE']._serialized_start=1934
+  _globals['_RUNEPISODESRESPONSE']._serialized_end=1999
+  _globals['_SESSIONOPEN']._serialized_start=2001
+  _globals['_SESSIONOPEN']._serialized_end=2103
+  _globals['_SESSIONSTEP']._serialized_start=2105
+  _globals['_SESSIONSTEP']._serialized_end=2155
+  _globals['_SESSIONSNAPSHOT']._serialized_start=2157
+  _globals['_SESSIONSNAPSHOT']._serialized_end=2174
+  _globals['_SESSIONRESTORE']._serialized_start=2176
+  _globals['_SESSIONRESTORE']._serialized_end=2213
+  _globals['_OPENSESSIONREQUEST']._serialized_start=2216
+  _globals['_OPENSESSIONREQUEST']._serialized_end=2429
+  _globals['_OPENSESSIONRESPONSE']._serialized_start=2432
+  _globals['_OPENSESSIONRESPONSE']._serialized_end=2674
+  _globals['_RENDERREQUEST']._serialized_start=2676
+  _globals['_RENDERREQUEST']._serialized_end=2779
+  _globals['_RENDERRESPONSE']._serialized_start=2781
+  _globals['_RENDERRESPONSE']._serialized_end=2833
+  _globals['_SIMULATORSERVICE']._serialized_start=2968
+  _globals['_SIMULATORSERVICE']._serialized_end=3520
 # @@protoc_insertion_point(module_scope)

@@ -9,6 +9,7 @@ from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 import builtins as _builtins
 import sys
 import typing as _typing
@@ -19,6 +20,36 @@ else:
     from typing_extensions import TypeAlias as _TypeAlias, Never as _Never
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class _StateKind:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _StateKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_StateKind.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    STATE_KIND_UNSPECIFIED: _StateKind.ValueType  # 0
+    STATE_KIND_ONGOING: _StateKind.ValueType  # 1
+    """Not terminal."""
+    STATE_KIND_GOAL: _StateKind.ValueType  # 2
+    """A goal state (S_G): the task is solved."""
+    STATE_KIND_UNSAFE: _StateKind.ValueType  # 3
+    """An unsafe state (S_U): a safety violation."""
+    STATE_KIND_ENDED: _StateKind.ValueType  # 4
+    """The episode ended otherwise (a time limit, or a terminal state that is neither goal nor unsafe)."""
+
+class StateKind(_StateKind, metaclass=_StateKindEnumTypeWrapper):
+    """How a session's state counts for the search (the subject's `search` goal/unsafe declaration)."""
+
+STATE_KIND_UNSPECIFIED: StateKind.ValueType  # 0
+STATE_KIND_ONGOING: StateKind.ValueType  # 1
+"""Not terminal."""
+STATE_KIND_GOAL: StateKind.ValueType  # 2
+"""A goal state (S_G): the task is solved."""
+STATE_KIND_UNSAFE: StateKind.ValueType  # 3
+"""An unsafe state (S_U): a safety violation."""
+STATE_KIND_ENDED: StateKind.ValueType  # 4
+"""The episode ended otherwise (a time limit, or a terminal state that is neither goal nor unsafe)."""
+Global___StateKind: _TypeAlias = StateKind  # noqa: Y015
 
 @_typing.final
 class ListEnvironmentsRequest(_message.Message):
@@ -142,6 +173,7 @@ class DescribeEnvironmentResponse(_message.Message):
     DETERMINISTIC_FIELD_NUMBER: _builtins.int
     VALIDITY_RULES_FIELD_NUMBER: _builtins.int
     SEARCH_OPERATORS_FIELD_NUMBER: _builtins.int
+    SEARCH_FIELD_NUMBER: _builtins.int
     default_oracle: _builtins.str
     max_steps: _builtins.int
     deterministic: _builtins.bool
@@ -173,6 +205,12 @@ class DescribeEnvironmentResponse(_message.Message):
         empty when none. At most one operator per parameter.
         """
 
+    @_builtins.property
+    def search(self) -> Global___SearchDeclaration:
+        """Search-based testing of RL (action-trace test inputs): how this subject is searched; unset when the
+        subject declares no `search` section.
+        """
+
     def __init__(
         self,
         *,
@@ -186,14 +224,92 @@ class DescribeEnvironmentResponse(_message.Message):
         deterministic: _builtins.bool = ...,
         validity_rules: _abc.Iterable[Global___ValidityRule] | None = ...,
         search_operators: _abc.Iterable[Global___SearchOperator] | None = ...,
+        search: Global___SearchDeclaration | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["action_space", b"action_space", "observation_space", b"observation_space", "parameter_space", b"parameter_space", "summary", b"summary"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["action_space", b"action_space", "observation_space", b"observation_space", "parameter_space", b"parameter_space", "search", b"search", "summary", b"summary"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["action_space", b"action_space", "default_oracle", b"default_oracle", "deterministic", b"deterministic", "max_steps", b"max_steps", "observation_space", b"observation_space", "parameter_space", b"parameter_space", "search_operators", b"search_operators", "signals", b"signals", "summary", b"summary", "validity_rules", b"validity_rules"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["action_space", b"action_space", "default_oracle", b"default_oracle", "deterministic", b"deterministic", "max_steps", b"max_steps", "observation_space", b"observation_space", "parameter_space", b"parameter_space", "search", b"search", "search_operators", b"search_operators", "signals", b"signals", "summary", b"summary", "validity_rules", b"validity_rules"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___DescribeEnvironmentResponse: _TypeAlias = DescribeEnvironmentResponse  # noqa: Y015
+
+@_typing.final
+class SearchDeclaration(_message.Message):
+    """A subject's declaration for search-based testing ("Search-Based Testing of Reinforcement Learning",
+    IJCAI-ECAI 2022): what the DFS for a reference trace and boundary states (Algorithm 1) may do, and from
+    where. Version 1; discrete action spaces only.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class InitialEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        @_builtins.property
+        def value(self) -> _common_pb2.Value: ...
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _common_pb2.Value | None = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _typing.Literal["value", b"value"]  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    ACTIONS_FIELD_NUMBER: _builtins.int
+    AGENT_ACTIONS_FIELD_NUMBER: _builtins.int
+    SNAPSHOT_FIELD_NUMBER: _builtins.int
+    INITIAL_FIELD_NUMBER: _builtins.int
+    SEED_FIELD_NUMBER: _builtins.int
+    REPETITIONS_FIELD_NUMBER: _builtins.int
+    ABSTRACTION_FIELD_NUMBER: _builtins.int
+    agent_actions: _builtins.int
+    """The agent's full action set size (AC(k) and the trace mutations draw from 0..agent_actions-1)."""
+    snapshot: _builtins.bool
+    """True when a session can snapshot and restore (deepcopy or the backend's own); false: the search resets
+    and replays the action prefix to come back to a state (exact only for deterministic subjects).
+    """
+    seed: _builtins.int
+    repetitions: _builtins.int
+    """Samples of each action in each state (rep(c, p) of the paper's Section 3; 1 for deterministic subjects)."""
+    abstraction: _builtins.str
+    """The state abstraction for visited-state detection, in one line (e.g. "observation[0:4] rounded to 2
+    decimals"); sessions return each state's abstraction in OpenSessionResponse.abstract_state.
+    """
+    @_builtins.property
+    def actions(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """The search action set, in the order the DFS tries the actions (indices of the discrete action space)."""
+
+    @_builtins.property
+    def initial(self) -> _containers.MessageMap[_builtins.str, _common_pb2.Value]:
+        """The initial test case (the reset every trace starts from) and its seed."""
+
+    def __init__(
+        self,
+        *,
+        actions: _abc.Iterable[_builtins.int] | None = ...,
+        agent_actions: _builtins.int = ...,
+        snapshot: _builtins.bool = ...,
+        initial: _abc.Mapping[_builtins.str, _common_pb2.Value] | None = ...,
+        seed: _builtins.int = ...,
+        repetitions: _builtins.int = ...,
+        abstraction: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["abstraction", b"abstraction", "actions", b"actions", "agent_actions", b"agent_actions", "initial", b"initial", "repetitions", b"repetitions", "seed", b"seed", "snapshot", b"snapshot"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SearchDeclaration: _TypeAlias = SearchDeclaration  # noqa: Y015
 
 @_typing.final
 class ValidityRule(_message.Message):
@@ -446,20 +562,28 @@ class SessionOpen(_message.Message):
     SUBJECT_FIELD_NUMBER: _builtins.int
     TEST_CASE_FIELD_NUMBER: _builtins.int
     SEED_FIELD_NUMBER: _builtins.int
+    REPLAY_FIELD_NUMBER: _builtins.int
     subject: _builtins.str
     seed: _builtins.int
     @_builtins.property
     def test_case(self) -> _common_pb2.TestCase: ...
+    @_builtins.property
+    def replay(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """Actions replayed right after the reset (reset + replay: how a search returns to a state of a subject
+        that cannot snapshot). The answer is the state after the last of them.
+        """
+
     def __init__(
         self,
         *,
         subject: _builtins.str = ...,
         test_case: _common_pb2.TestCase | None = ...,
         seed: _builtins.int = ...,
+        replay: _abc.Iterable[_builtins.int] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["test_case", b"test_case"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["seed", b"seed", "subject", b"subject", "test_case", b"test_case"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["replay", b"replay", "seed", b"seed", "subject", b"subject", "test_case", b"test_case"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -565,14 +689,21 @@ class OpenSessionResponse(_message.Message):
     TRUNCATED_FIELD_NUMBER: _builtins.int
     STEP_FIELD_NUMBER: _builtins.int
     SNAPSHOT_ID_FIELD_NUMBER: _builtins.int
+    ABSTRACT_STATE_FIELD_NUMBER: _builtins.int
+    STATE_KIND_FIELD_NUMBER: _builtins.int
     reward: _builtins.float
     terminated: _builtins.bool
     truncated: _builtins.bool
     step: _builtins.int
     snapshot_id: _builtins.str
     """Set in answer to a snapshot command."""
+    state_kind: Global___StateKind.ValueType
     @_builtins.property
     def observation(self) -> _common_pb2.Tensor: ...
+    @_builtins.property
+    def abstract_state(self) -> _common_pb2.Tensor:
+        """Subjects with a `search` declaration: the state's abstraction (visited-state detection) and its kind."""
+
     def __init__(
         self,
         *,
@@ -582,10 +713,12 @@ class OpenSessionResponse(_message.Message):
         truncated: _builtins.bool = ...,
         step: _builtins.int = ...,
         snapshot_id: _builtins.str = ...,
+        abstract_state: _common_pb2.Tensor | None = ...,
+        state_kind: Global___StateKind.ValueType = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["observation", b"observation"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["abstract_state", b"abstract_state", "observation", b"observation"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["observation", b"observation", "reward", b"reward", "snapshot_id", b"snapshot_id", "step", b"step", "terminated", b"terminated", "truncated", b"truncated"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["abstract_state", b"abstract_state", "observation", b"observation", "reward", b"reward", "snapshot_id", b"snapshot_id", "state_kind", b"state_kind", "step", b"step", "terminated", b"terminated", "truncated", b"truncated"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
