@@ -20,6 +20,14 @@ def main() -> None:
         default="",
         help="host:port of the translator service that image subjects' observation_translator runs on",
     )
+    parser.add_argument(
+        "--allow-endpoint",
+        action="append",
+        default=[],
+        metavar="HOST:PORT",
+        help="an agent or translator service that RunEpisodes requests may name (agent_endpoint, "
+        "translator_endpoint) besides the two above; repeatable; any other is refused PERMISSION_DENIED",
+    )
     parser.add_argument("--parallelism", type=int, default=64, help="default environments in lock-step (default 64)")
     parser.add_argument(
         "--pipeline",
@@ -51,6 +59,7 @@ def main() -> None:
             args.pipeline,
             credentials=credentials,
             translator_endpoint=args.translator_endpoint,
+            allowed_endpoints=args.allow_endpoint,
         ),
     )
 

@@ -7,7 +7,7 @@ import threading
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 import grpc
 import gymnasium as gym
@@ -15,7 +15,7 @@ import numpy as np
 from prometheus_client import Counter, Gauge, Histogram
 
 from common.credentials import ClientCredentials
-from common.errors import FailedPrecondition, InvalidArgument, NotFound, ServiceError, grpc_method
+from common.errors import FailedPrecondition, InvalidArgument, NotFound, PermissionDenied, ServiceError, grpc_method
 from common.generated.gauntlet.v1 import (
     agent_pb2_grpc,
     common_pb2,
@@ -73,8 +73,12 @@ class SimulatorServicer(simulator_pb2_grpc.SimulatorServiceServicer):
         pipeline: int = 2,
         credentials: ClientCredentials | None = None,
         translator_endpoint: str = "",
+        allowed_endpoints: Iterable[str] = (),
     ) -> None:
         self.subjects = subjects
+        # A request may name another agent/translator service, but only one the operator configured: a client must
+        # never make this service open connections of its choosing (server-side request forgery).
+        self.allowed_endpoints = frozenset(e for e in (agent_endpoint, translator_endpoint, *allowed_endpoints) if e)
         self.translator_endpoint = translator_endpoint  # image subjects' default translator service
         self.credentials = credentials  # presented to every agent this simulator calls
         self.pipeline = max(1, pipeline)
@@ -106,10 +110,22 @@ class SimulatorServicer(simulator_pb2_grpc.SimulatorServiceServicer):
             self.pool.give(subject, env)
         return self._spaces[subject.name]
 
+    def _endpoint(self, field: str, requested: str, default: str) -> str:
+        """The service a request's `field` names if the simulator was configured with it, else its own default."""
+        if not requested:
+            return default
+        if requested not in self.allowed_endpoints:
+            raise PermissionDenied(
+                f"RunEpisodesRequest.{field} {shown(requested)} is not an endpoint this simulator may connect to: "
+                "leave it empty for the simulator's own service, or have its operator allow it with --allow-endpoint"
+            )
+        return requested
+
     def _agent_stub(self, endpoint: str) -> agent_pb2_grpc.AgentServiceStub:
         if not endpoint:
             raise FailedPrecondition(
-                "no agent endpoint: start the simulator with --agent-endpoint or set RunEpisodesRequest.agent_endpoint"
+                "no agent endpoint: start the simulator with --agent-endpoint (or allow one with --allow-endpoint and "
+                "name it in RunEpisodesRequest.agent_endpoint)"
             )
         with self._lock:
             if endpoint not in self._channels:
@@ -119,8 +135,9 @@ class SimulatorServicer(simulator_pb2_grpc.SimulatorServiceServicer):
     def _translator_stub(self, endpoint: str) -> translator_pb2_grpc.TranslatorServiceStub:
         if not endpoint:
             raise FailedPrecondition(
-                "no translator endpoint: start the simulator with --translator-endpoint, set "
-                "RunEpisodesRequest.translator_endpoint, or run without a translator (observation_translator: none)"
+                "no translator endpoint: start the simulator with --translator-endpoint (or allow one with "
+                "--allow-endpoint and name it in RunEpisodesRequest.translator_endpoint), or run without a translator "
+                "(observation_translator: none)"
             )
         with self._lock:
             if endpoint not in self._channels:
@@ -139,7 +156,8 @@ class SimulatorServicer(simulator_pb2_grpc.SimulatorServiceServicer):
             return None
         name = request.observation_translator or subject.observation_translator
         name = "" if name == NO_TRANSLATOR else name
-        stub = self._translator_stub(request.translator_endpoint or self.translator_endpoint) if name else None
+        endpoint = self._endpoint("translator_endpoint", request.translator_endpoint, self.translator_endpoint)
+        stub = self._translator_stub(endpoint) if name else None
         return ImageStage(stub, name, agent, request.model.name, "features" in request.trace.signals)
 
     def _summary(self, s: Subject) -> simulator_pb2.EnvironmentSummary:
@@ -219,8 +237,10 @@ class SimulatorServicer(simulator_pb2_grpc.SimulatorServiceServicer):
             TraceRecorder(subject, list(request.trace.signals))  # an unknown signal fails before any episode runs
         except KeyError as exc:
             raise InvalidArgument(str(exc.args[0])) from None
-        stub = self._agent_stub(request.agent_endpoint or self.agent_endpoint)
-        key = (request.agent_endpoint or self.agent_endpoint, request.model.name, subject.name)
+        agent_endpoint = self._endpoint("agent_endpoint", request.agent_endpoint, self.agent_endpoint)
+        self._endpoint("translator_endpoint", request.translator_endpoint, self.translator_endpoint)  # before any env
+        stub = self._agent_stub(agent_endpoint)
+        key = (agent_endpoint, request.model.name, subject.name)
         if key not in self._fits:
             check_model_fits(stub, request.model.name, subject.name, *self._spaces_of(subject))
             self._fits.add(key)
@@ -390,9 +410,13 @@ def register(
     pipeline: int = 2,
     credentials: ClientCredentials | None = None,
     translator_endpoint: str = "",
+    allowed_endpoints: Iterable[str] = (),
 ) -> list[str]:
     simulator_pb2_grpc.add_SimulatorServiceServicer_to_server(
-        SimulatorServicer(subjects, agent_endpoint, parallelism, pipeline, credentials, translator_endpoint), server
+        SimulatorServicer(
+            subjects, agent_endpoint, parallelism, pipeline, credentials, translator_endpoint, allowed_endpoints
+        ),
+        server,
     )
     return [simulator_pb2.DESCRIPTOR.services_by_name["SimulatorService"].full_name]
 

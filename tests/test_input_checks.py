@@ -11,6 +11,7 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -267,6 +268,66 @@ def test_nan_observations_are_summarised_not_dumped(suite: LocalSuite) -> None:
         agent_pb2.ActRequest(model=common_pb2.ModelRef(name="cartpole-ppo"), observations=to_tensor(observations)),
     )
     assert details == "observations contain 3 non-finite values (first at [0, 2])"
+
+
+# -- clients chose the simulator's outgoing connections (issue 19 follow-up) ----------------------------------------
+def episodes_request(**endpoints: str) -> simulator_pb2.RunEpisodesRequest:
+    case = common_pb2.TestCase(
+        id="t1", values={k: common_pb2.Value(real=0.0) for k in ("x", "x_dot", "theta", "theta_dot")}
+    )
+    return simulator_pb2.RunEpisodesRequest(
+        subject="cartpole", model=common_pb2.ModelRef(name="cartpole-ppo"), test_cases=[case], **endpoints
+    )
+
+
+def test_the_simulator_connects_only_to_endpoints_it_was_configured_with(suite: LocalSuite, tmp_path: Path) -> None:
+    """RunEpisodesRequest.agent_endpoint/translator_endpoint named any host:port and the simulator dialled it (a
+    server-side request forgery): now only --agent-endpoint, --translator-endpoint and --allow-endpoint are dialled."""
+    trap = socket.socket()
+    trap.bind(("127.0.0.1", 0))
+    trap.listen(1)
+    trap.settimeout(1.0)
+    elsewhere = f"127.0.0.1:{trap.getsockname()[1]}"
+    sim = simulator_pb2_grpc.SimulatorServiceStub(client_channel(suite.endpoint("simulator")))
+    try:
+        for field in ("agent_endpoint", "translator_endpoint"):
+            details = refused(
+                sim.RunEpisodes, episodes_request(**{field: elsewhere}), grpc.StatusCode.PERMISSION_DENIED, stream=True
+            )
+            assert (
+                f"RunEpisodesRequest.{field} '{elsewhere}' is not an endpoint" in details
+                and "--allow-endpoint" in details
+            )
+        with pytest.raises(TimeoutError):
+            trap.accept()  # nobody came
+        # the endpoints the suite configured stay usable by name, as before
+        named = episodes_request(
+            agent_endpoint=suite.endpoint("agent"), translator_endpoint=suite.endpoint("translator")
+        )
+        (reply,) = list(sim.RunEpisodes(named, timeout=60))
+        assert not reply.result.error and reply.result.steps > 0
+        # a simulator without a default agent reaches one the operator allowed, and nothing else
+        other = LocalSuite(store_url=f"sqlite:///{tmp_path / 'unused.db'}", log_dir=tmp_path)
+        try:
+            allowed = other.start_service("simulator", "simulator_service", "--allow-endpoint", suite.endpoint("agent"))
+            sim = simulator_pb2_grpc.SimulatorServiceStub(client_channel(allowed.endpoint))
+            (reply,) = list(sim.RunEpisodes(episodes_request(agent_endpoint=suite.endpoint("agent")), timeout=60))
+            assert not reply.result.error and reply.result.steps > 0
+            refused(
+                sim.RunEpisodes,
+                episodes_request(agent_endpoint=elsewhere),
+                grpc.StatusCode.PERMISSION_DENIED,
+                stream=True,
+            )
+            assert "--agent-endpoint" in refused(
+                sim.RunEpisodes, episodes_request(), grpc.StatusCode.FAILED_PRECONDITION, stream=True
+            )
+        finally:
+            other.stop()
+        with pytest.raises(TimeoutError):
+            trap.accept()
+    finally:
+        trap.close()
 
 
 # -- the shared checks themselves -----------------------------------------------------------------------------------
