@@ -6,6 +6,7 @@ margin is a continuous distance to failure: lower is closer to failing.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -33,6 +34,7 @@ class Judgement:
     margin: float
     descriptors: tuple[float, ...]
     reason: str
+    invalid: bool = False  # the episode cannot be judged (e.g. an action-trace prefix that ended it)
 
 
 class MissingSignals(KeyError):
@@ -300,6 +302,35 @@ def _goal_not_reached(ep: Episode) -> Judgement:
     return Judgement(True, ep.total_reward, (), f"did not terminate within {ep.steps} steps")
 
 
+def state_hash(row: np.ndarray) -> float:
+    """A visited abstract state as a float descriptor: 48 bits of its bytes' BLAKE2b digest (exact in a double)."""
+    digest = hashlib.blake2b(np.ascontiguousarray(row, dtype=np.float64).tobytes(), digest_size=6).digest()
+    return float(int.from_bytes(digest, "big"))
+
+
+def _trace_safety(ep: Episode) -> Judgement:
+    # "Search-Based Testing of Reinforcement Learning" (IJCAI-ECAI 2022), Section 4: an action-trace test fails when
+    # the agent reaches an unsafe state within its l steps; a prefix that itself ends the episode makes the run
+    # invalid. Descriptors (Section 5's fitness inputs): positive and negative reward sums, then the distinct
+    # abstract states visited (hashed), in visiting order.
+    rewards = np.asarray(ep.signals["rewards"], dtype=float).reshape(-1)
+    states = np.asarray(ep.signals["abstract_states"], dtype=np.float64)
+    seen: dict[float, None] = {}
+    for row in states.reshape(len(states), -1) if states.size else ():
+        seen.setdefault(state_hash(row), None)
+    descriptors = (float(rewards[rewards > 0].sum()), float(rewards[rewards < 0].sum()), *seen)
+    goal = _flag(ep, "goal")
+    margin = -1.0 if _flag(ep, "unsafe") else (1.0 if goal else 0.0)
+    if _flag(ep, "prefix_terminal"):
+        return Judgement(
+            False, margin, descriptors, f"the action-trace prefix ended the episode at step {ep.steps}", True
+        )
+    if _flag(ep, "unsafe"):
+        return Judgement(True, margin, descriptors, f"reached an unsafe state at step {ep.steps}")
+    how = "reached the goal" if goal else ("ran to its step limit" if ep.truncated else "ended")
+    return Judgement(False, margin, descriptors, f"{how} after {ep.steps} steps without an unsafe state")
+
+
 # Each oracle is a plug-in: pyproject.toml names these objects under the entry-point group gauntlet.oracles.
 CARTPOLE_BALANCE = Oracle(
     "cartpole_balance",
@@ -393,6 +424,16 @@ GOAL_NOT_REACHED = Oracle(
     (),
     "episode return",
     _goal_not_reached,
+)
+
+TRACE_SAFETY = Oracle(
+    "trace_safety",
+    "Search-based testing of RL (action-trace inputs): fails when the episode ends in an unsafe state of the "
+    "subject's search declaration; invalid when the open-loop prefix itself ended the episode.",
+    ("prefix_terminal", "unsafe", "goal", "rewards", "abstract_states"),
+    ("positive_reward", "negative_reward", "visited_state_hashes..."),
+    "1 goal reached, 0 neither, -1 unsafe",
+    _trace_safety,
 )
 
 BIPEDAL_FALL = bipedal_oracle("")

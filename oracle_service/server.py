@@ -12,6 +12,11 @@ from common.validation import shown
 from oracle_service.oracles import Episode, MissingSignals, get_oracle, oracles
 
 VERDICTS = Counter("gauntlet_oracle_verdicts_total", "Verdicts given", ["oracle", "verdict"])
+VERDICT_LABELS = {
+    oracle_pb2.VERDICT_KIND_PASS: "pass",
+    oracle_pb2.VERDICT_KIND_FAIL: "fail",
+    oracle_pb2.VERDICT_KIND_INVALID: "invalid",
+}
 
 
 class OracleServicer(oracle_pb2_grpc.OracleServiceServicer):
@@ -56,7 +61,9 @@ class OracleServicer(oracle_pb2_grpc.OracleServiceServicer):
             except (MissingSignals, TensorError) as exc:
                 raise InvalidArgument(f"episode {shown(ep.test_case_id)}: {exc.args[0] if exc.args else exc}") from None
             kind = oracle_pb2.VERDICT_KIND_FAIL if judgement.failed else oracle_pb2.VERDICT_KIND_PASS
-            VERDICTS.labels(oracle.name, "fail" if judgement.failed else "pass").inc()
+            if getattr(judgement, "invalid", False):  # a third-party Judgement may lack the field
+                kind = oracle_pb2.VERDICT_KIND_INVALID
+            VERDICTS.labels(oracle.name, VERDICT_LABELS[kind]).inc()
             verdicts.append(
                 oracle_pb2.Verdict(
                     test_case_id=ep.test_case_id,

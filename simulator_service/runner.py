@@ -23,11 +23,21 @@ ActFn = Callable[[np.ndarray], np.ndarray]
 
 
 @dataclass(frozen=True)
+class TracePrefix:
+    """An action-trace test input (gauntlet.v1 ActionTrace): `actions` replayed open loop after the reset, then
+    `agent_steps` agent steps; the episode is truncated after both."""
+
+    actions: tuple[int, ...]
+    agent_steps: int
+
+
+@dataclass(frozen=True)
 class Job:
     test_case_id: str
     values: Mapping[str, ParamValue]
     seed: int
     repetition: int = 0
+    trace: TracePrefix | None = None
 
 
 @dataclass
@@ -40,6 +50,7 @@ class Outcome:
     signals: dict[str, np.ndarray] = field(default_factory=dict)
     wall_seconds: float = 0.0
     error: str = ""
+    prefix_terminal: bool = False  # the episode ended during its action-trace prefix
 
 
 class AgentError(RuntimeError):
@@ -118,7 +129,8 @@ def run_lockstep(
     in_flight: deque[list[int]] = deque()
 
     def fill(i: int) -> Outcome | None:
-        """Starts the next job in slot i; returns an error outcome if the reset itself failed."""
+        """Starts the next job in slot i (resetting, then replaying its action-trace prefix if it has one); returns
+        an outcome when the job is already over: the reset or replay failed, or the trace needs no agent step."""
         slot = slots[i]
         slot.job = next(pending, None)
         if slot.job is None:
@@ -128,9 +140,40 @@ def run_lockstep(
         recorders[i].start()
         try:
             slot.obs, _ = slot.env.reset(seed=slot.job.seed, options={"values": dict(slot.job.values)})
+            if slot.job.trace is not None:
+                return replay(i, slot.job.trace)
         except Exception as exc:  # noqa: BLE001 - a broken env must not take the batch down
             return _fail(i, exc)
         return None
+
+    def replay(i: int, trace: TracePrefix) -> Outcome | None:
+        """Steps slot i through the trace's actions without the agent (open loop); returns the outcome when the
+        episode is over after them (it ended during the prefix, or the agent has no steps), else None."""
+        slot, out = slots[i], slots[i].outcome
+        assert out is not None and slot.obs is not None
+        terminated = truncated = False
+        for a in trace.actions:
+            obs, reward, terminated, truncated, _ = slot.env.step(a)
+            recorders[i].step(slot.env, slot.obs, np.asarray(a), float(reward))
+            out.steps += 1
+            out.total_reward += float(reward)
+            slot.obs = obs
+            if terminated or truncated:
+                out.prefix_terminal = True
+                break
+        if not out.prefix_terminal and trace.agent_steps > 0:
+            return None
+        truncated = truncated or not terminated  # no agent steps: the trace's end cuts the episode
+        return finish(i, bool(terminated), bool(truncated))
+
+    def finish(i: int, terminated: bool, truncated: bool) -> Outcome:
+        slot, out = slots[i], slots[i].outcome
+        assert out is not None and slot.obs is not None
+        out.terminated, out.truncated = terminated, truncated
+        out.signals = recorders[i].finish(slot.env, slot.obs, terminated, truncated, out.prefix_terminal)
+        out.wall_seconds = time.perf_counter() - slot.started
+        slot.job = None
+        return out
 
     def _fail(i: int, exc: Exception) -> Outcome:
         slot = slots[i]
@@ -185,11 +228,11 @@ def run_lockstep(
             slot.obs = obs
             if max_steps and out.steps >= max_steps and not terminated:
                 truncated = True
+            trace = out.job.trace
+            if trace is not None and out.steps >= len(trace.actions) + trace.agent_steps and not terminated:
+                truncated = True
             if terminated or truncated:
-                out.terminated, out.truncated = bool(terminated), bool(truncated)
-                out.signals = recorders[i].finish(slot.env, obs)
-                out.wall_seconds = time.perf_counter() - slot.started
-                yield out
+                yield finish(i, bool(terminated), bool(truncated))
                 while (err := fill(i)) is not None:
                     yield err
         launch(active[0] % groups)  # slot i belongs to group i % groups

@@ -32,7 +32,8 @@ from common.validation import check_id, shown
 from simulator_service.agent_client import AgentStream, check_model_fits
 from simulator_service.backends import check_first_observation, make_env
 from simulator_service.image_stage import ImageStage, is_image_env
-from simulator_service.runner import AgentError, Job, run_lockstep
+from simulator_service.runner import AgentError, Job, TracePrefix, run_lockstep
+from simulator_service.search_spec import to_proto as search_to_proto
 from simulator_service.subject import NO_TRANSLATOR, STANDARD_SIGNALS, Subject, SubjectError
 from simulator_service.trace import TraceRecorder
 
@@ -44,6 +45,7 @@ LOCKSTEP = Histogram("gauntlet_simulator_act_wait_seconds", "Time waiting for th
 MAX_PARALLELISM = 512
 MAX_REPETITIONS = 100  # runs per test case, as a campaign allows
 MAX_TEST_CASES = 100_000  # per request: a campaign batch is at most 4096
+MAX_TRACE_ACTIONS = 100_000  # actions of one action trace (or session replay), and its agent steps
 
 
 class EnvPool:
@@ -177,6 +179,62 @@ class SimulatorServicer(simulator_pb2_grpc.SimulatorServiceServicer):
             for c in cases
         ]
 
+    def _trace(self, subject: Subject, case: common_pb2.TestCase) -> TracePrefix:
+        """A test case's action trace, checked against the subject's discrete action space."""
+        _, act_space = self._spaces_of(subject)
+        n = getattr(act_space, "n", None)
+        if not isinstance(act_space, gym.spaces.Discrete) or n is None:
+            raise InvalidArgument(
+                f"test case {shown(case.id)}: action_trace needs a discrete action space; subject {subject.name} "
+                f"has {act_space}"
+            )
+        trace = case.action_trace
+        if len(trace.actions) > MAX_TRACE_ACTIONS or trace.agent_steps > MAX_TRACE_ACTIONS:
+            raise InvalidArgument(
+                f"test case {shown(case.id)}: action_trace.actions and agent_steps must each be at most "
+                f"{MAX_TRACE_ACTIONS:,}"
+            )
+        start = int(act_space.start)
+        for i, a in enumerate(trace.actions):
+            if not start <= a < start + int(n):
+                raise InvalidArgument(
+                    f"test case {shown(case.id)}: action_trace.actions[{i}]={a} is outside the action space "
+                    f"{{{start}, ..., {start + int(n) - 1}}}"
+                )
+        return TracePrefix(tuple(int(a) for a in trace.actions), int(trace.agent_steps))
+
+    @staticmethod
+    def _reset_seed(seed: int, case: common_pb2.TestCase, repetition: int) -> int:
+        """The episode's reset seed: an action trace's own seed when it pins one (every repetition starts from the
+        state its trace was found from), else the one derived from (seed, test case id, repetition)."""
+        if case.HasField("action_trace") and case.action_trace.HasField("reset_seed"):
+            return int(case.action_trace.reset_seed)
+        return episode_seed(seed, case.id, repetition)
+
+    def _session_reply(
+        self,
+        subject: Subject,
+        env: gym.Env,
+        obs: object,
+        step: int,
+        ended: tuple[bool, bool],
+        reward: float = 0.0,
+        snapshot_id: str = "",
+    ) -> simulator_pb2.OpenSessionResponse:
+        """A session answer; a subject with a `search` declaration adds the state's abstraction and kind."""
+        reply = simulator_pb2.OpenSessionResponse(
+            observation=to_tensor(pack_observation(obs)),
+            step=step,
+            reward=reward,
+            terminated=ended[0],
+            truncated=ended[1],
+            snapshot_id=snapshot_id,
+        )
+        if subject.search is not None:
+            reply.abstract_state.CopyFrom(to_tensor(subject.search.abstract(env, obs)))
+            reply.state_kind = subject.search.kind(env, obs, reply.terminated, reply.truncated)
+        return reply
+
     # -- RPCs ----------------------------------------------------------------------------------
     @grpc_method
     def ListEnvironments(
@@ -209,6 +267,7 @@ class SimulatorServicer(simulator_pb2_grpc.SimulatorServiceServicer):
             signals=signals,
             deterministic=s.deterministic,
             **s.rules.to_proto_fields(),  # the rules travel declared, so a remote generator builds the same ones
+            search=search_to_proto(s.search, s.space, int(getattr(act_space, "n", 0))) if s.search else None,
         )
 
     @grpc_method
@@ -246,8 +305,9 @@ class SimulatorServicer(simulator_pb2_grpc.SimulatorServiceServicer):
             self._fits.add(key)
 
         repetitions = max(request.repetitions, 1)
+        traces = {c.id: self._trace(subject, c) for c in request.test_cases if c.HasField("action_trace")}
         jobs = [
-            Job(c.id, case_values(c), episode_seed(request.seed, c.id, r), r)
+            Job(c.id, case_values(c), self._reset_seed(request.seed, c, r), r, traces.get(c.id))
             for c in request.test_cases
             for r in range(repetitions)
         ]
@@ -323,8 +383,11 @@ class SimulatorServicer(simulator_pb2_grpc.SimulatorServiceServicer):
         self, requests: Iterator[simulator_pb2.OpenSessionRequest], context: grpc.ServicerContext
     ) -> Iterator[simulator_pb2.OpenSessionResponse]:
         env: gym.Env | None = None
-        snapshots: dict[str, tuple[gym.Env, int]] = {}
+        subject: Subject | None = None
+        snapshots: dict[str, tuple[gym.Env, int, object, bool, bool]] = {}
         step = 0
+        obs: object = None
+        ended = (False, False)  # (terminated, truncated) of the current state
         try:
             for request in requests:
                 which = request.WhichOneof("command")
@@ -334,12 +397,25 @@ class SimulatorServicer(simulator_pb2_grpc.SimulatorServiceServicer):
                     problems = subject.violations(values)
                     if problems:
                         raise InvalidArgument("; ".join(problems))
+                    if len(request.open.replay) > MAX_TRACE_ACTIONS:
+                        raise InvalidArgument(f"open.replay must hold at most {MAX_TRACE_ACTIONS:,} actions")
+                    if env is not None:
+                        env.close()
                     env = make_env(subject)
                     obs, _ = env.reset(seed=request.open.seed, options={"values": values})
-                    step = 0
-                    yield simulator_pb2.OpenSessionResponse(observation=to_tensor(pack_observation(obs)), step=step)
+                    step, ended, replay_reward = 0, (False, False), 0.0
+                    for i, a in enumerate(request.open.replay):  # reset + replay: a search's way back to a state
+                        if not env.action_space.contains(_as_space_dtype(env.action_space, int(a))):
+                            raise InvalidArgument(
+                                f"open.replay[{i}]={a} is outside the action space {env.action_space}"
+                            )
+                        if any(ended):
+                            raise InvalidArgument(f"open.replay[{i}]: the episode already ended at step {step}")
+                        obs, r, terminated, truncated, _ = env.step(int(a))
+                        step, ended, replay_reward = step + 1, (bool(terminated), bool(truncated)), float(r)
+                    yield self._session_reply(subject, env, obs, step, ended, replay_reward)
                     continue
-                if env is None:
+                if env is None or subject is None:
                     raise FailedPrecondition("the first command of a session must be 'open'")
                 if which == "step":
                     try:
@@ -353,17 +429,12 @@ class SimulatorServicer(simulator_pb2_grpc.SimulatorServiceServicer):
                         )
                     obs, reward, terminated, truncated, _ = env.step(action_value)
                     step += 1
-                    yield simulator_pb2.OpenSessionResponse(
-                        observation=to_tensor(pack_observation(obs)),
-                        reward=float(reward),
-                        terminated=terminated,
-                        truncated=truncated,
-                        step=step,
-                    )
+                    ended = (bool(terminated), bool(truncated))
+                    yield self._session_reply(subject, env, obs, step, ended, float(reward))
                 elif which == "snapshot":
                     snapshot_id = uuid.uuid4().hex
                     try:
-                        snapshots[snapshot_id] = (copy.deepcopy(env), step)
+                        snapshots[snapshot_id] = (copy.deepcopy(env), step, copy.deepcopy(obs), *ended)
                     except Exception as exc:  # noqa: BLE001 - e.g. Box2D worlds cannot be copied
                         raise FailedPrecondition(
                             f"this environment cannot be snapshotted ({type(exc).__name__})"
@@ -372,9 +443,11 @@ class SimulatorServicer(simulator_pb2_grpc.SimulatorServiceServicer):
                 elif which == "restore":
                     if request.restore.snapshot_id not in snapshots:
                         raise NotFound(f"unknown snapshot {request.restore.snapshot_id!r}")
-                    saved, step = snapshots[request.restore.snapshot_id]
+                    saved, step, obs, *flags = snapshots[request.restore.snapshot_id]
+                    ended = (bool(flags[0]), bool(flags[1]))
+                    env.close()
                     env = copy.deepcopy(saved)
-                    yield simulator_pb2.OpenSessionResponse(step=step, snapshot_id=request.restore.snapshot_id)
+                    yield self._session_reply(subject, env, obs, step, ended, snapshot_id=request.restore.snapshot_id)
                 else:
                     raise InvalidArgument("OpenSessionRequest has no command")
         finally:

@@ -16,6 +16,7 @@ from common.domain.rules import SubjectRules
 from common.domain.validators import Validator, make_validator
 from common.plugins import PluginError
 from common.space import ParameterSpace, ParamValue, SpaceError
+from simulator_service.search_spec import SEARCH_SIGNALS, SearchSpec, parse_search
 
 BUILTIN_SUBJECTS = Path(__file__).parent / "subjects"
 # Extra folders of subject YAML files, separated by os.pathsep (lets users add subjects without code).
@@ -62,9 +63,12 @@ class Subject:
     # image subjects: the translator applied to each observation before the model sees it (DESIGNATE's GAN
     # stage; simulator_service/image_stage.py); "" = none, the model sees the simulator's image
     observation_translator: str = ""
+    # search-based testing of RL (action-trace inputs, DFS sessions): simulator_service/search_spec.py
+    search: SearchSpec | None = None
 
     def signal_names(self) -> list[str]:
-        return list(STANDARD_SIGNALS) + [s.name for s in self.signals]
+        extra = list(SEARCH_SIGNALS) if self.search is not None else []
+        return list(STANDARD_SIGNALS) + extra + [s.name for s in self.signals]
 
     @property
     def rules(self) -> SubjectRules:
@@ -140,6 +144,14 @@ def load_subject_file(path: Path) -> Subject:
         if s.get("granularity", "episode") not in ("episode", "step"):
             raise SubjectError(f"{path}: signal {s['name']!r}: granularity must be 'episode' or 'step'")
         signals.append(SignalDecl(s["name"], s["attribute"], s.get("granularity", "episode"), s.get("description", "")))
+    search = None
+    if "search" in data:
+        try:
+            search = parse_search(data["search"], space.names)
+        except ValueError as exc:
+            raise SubjectError(f"{path}: {exc}") from None
+        if problems := space.violations(search.initial):
+            raise SubjectError(f"{path}: search.initial: {'; '.join(problems)}")
     return Subject(
         name=str(data["subject"]),
         description=str(data.get("description", "")),
@@ -156,6 +168,7 @@ def load_subject_file(path: Path) -> Subject:
         validators=tuple(validators),
         operators=operators,
         observation_translator=_translator_name(path, data.get("observation_translator")),
+        search=search,
     )
 
 
