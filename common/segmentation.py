@@ -115,6 +115,28 @@ def pixel_distance(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.count_nonzero(differ)) / differ.size if differ.size else 0.0
 
 
+def pixel_digest(image: np.ndarray, block: int = 4, levels: int = 16) -> np.ndarray:
+    """A compact stand-in for an RGB image in DESIGNATE_pix's pixel distance: the mean colour of each block x block
+    cell, quantised to ``levels`` per channel and packed into one integer code per cell (as float64, exact).
+    A 64 x 128 image gives 512 codes, small enough to travel as oracle descriptors and be stored per execution;
+    the share of codes that differ between two digests is then the pixel distance at the digest's resolution."""
+    img = np.asarray(image)
+    if img.ndim != 3 or img.shape[2] != 3:
+        raise ValueError(f"a pixel digest needs an RGB image (H, W, 3), got shape {img.shape}")
+    h, w = img.shape[0] // block * block, img.shape[1] // block * block
+    cells = img[:h, :w].astype(np.float64).reshape(h // block, block, w // block, block, 3).mean(axis=(1, 3))
+    q = np.clip(np.floor(cells * levels / 256.0), 0, levels - 1)
+    return ((q[..., 0] * levels + q[..., 1]) * levels + q[..., 2]).reshape(-1)
+
+
+def digest_distance(a: np.ndarray, b: np.ndarray) -> float:
+    """The share of digest cells whose codes differ, in [0, 1]."""
+    a, b = np.asarray(a), np.asarray(b)
+    if a.shape != b.shape:
+        raise ValueError(f"digests of shapes {a.shape} and {b.shape} cannot be compared")
+    return float(np.mean(a != b)) if a.size else 0.0
+
+
 def pairwise_feature_distances(features: np.ndarray) -> np.ndarray:
     """All pairwise Euclidean distances (i < j) of the rows of `features`, flattened."""
     x = np.asarray(features, dtype=np.float64)

@@ -14,6 +14,10 @@ filter.
 Descriptors, in order: iou_judged, iou_simulated, iou_realistic, delta_iou, class_share (car or sky), on_road,
 relevant (1/0), then the judged image's feature vector (the `features` signal, D values). An IoU that is
 undefined (the class in neither map) is reported as 0.0; delta_IoU is 0.0 without a realistic image.
+
+The *_pix oracles (iou_car_pix, miou_pix: DESIGNATE_pix) judge alike but, after the 7 scalars, give a pixel
+digest of the judged image (common/segmentation.py pixel_digest: 512 colour codes for 64 x 128) instead of the
+features, so that the search can compare images pixel by pixel without the store keeping images.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from common.segmentation import (
     f_accuracy,
     mars_relevance,
     mean_iou,
+    pixel_digest,
     urban_relevance,
 )
 from oracle_service.oracles import Episode, Judgement, Oracle
@@ -44,6 +49,7 @@ SIGNALS = (
     "t_relevance",
     "iou_threshold",
 )
+PIX_SIGNALS = (*(s for s in SIGNALS if s != "features"), "image", "realistic_image")  # no Embed call needed
 DESCRIPTORS = (
     "iou_judged",
     "iou_simulated",
@@ -54,6 +60,7 @@ DESCRIPTORS = (
     "relevant",
     "features...",
 )
+PIX_DESCRIPTORS = (*DESCRIPTORS[:-1], "pixel_digest...")
 
 
 def _finite(value: float) -> float:
@@ -66,6 +73,7 @@ def _judge(
     relevance: Callable[[float, bool, float | None, float], Relevance],
     share_of: int,
     metric: str,
+    pixels: bool = False,
 ) -> Judgement:
     truth = np.asarray(ep.signals["label_map"])
     simulated = np.asarray(ep.signals["prediction_simulated"])
@@ -80,7 +88,11 @@ def _judge(
     share = class_share(truth, share_of)
     rel = relevance(share, on_road, delta, float(np.asarray(ep.signals["t_relevance"]).item()))
     fitness = f_accuracy(rel, judged)
-    features = np.asarray(ep.signals["features"], dtype=np.float64).reshape(-1)
+    if pixels:  # the judged image's digest: the realistic image, or the simulator's without a translator
+        judged_image = np.asarray(ep.signals["realistic_image" if has_realistic else "image"])
+        features = pixel_digest(judged_image)
+    else:
+        features = np.asarray(ep.signals["features"], dtype=np.float64).reshape(-1)
     descriptors = (
         _finite(judged),
         _finite(iou_sim),
@@ -101,18 +113,18 @@ def _judge(
     )
 
 
-def _urban(ep: Episode) -> Judgement:
+def _urban(ep: Episode, pixels: bool = False) -> Judgement:
     def relevance(share: float, on_road: bool, delta: float | None, t: float) -> Relevance:
         return urban_relevance(share, on_road, delta, t)
 
-    return _judge(ep, lambda t, p: class_iou(t, p, URBAN_CAR), relevance, URBAN_CAR, "IoU_car")
+    return _judge(ep, lambda t, p: class_iou(t, p, URBAN_CAR), relevance, URBAN_CAR, "IoU_car", pixels)
 
 
-def _mars(ep: Episode) -> Judgement:
+def _mars(ep: Episode, pixels: bool = False) -> Judgement:
     def relevance(share: float, on_road: bool, delta: float | None, t: float) -> Relevance:
         return mars_relevance(share)  # no delta_IoU filter on Mars (Section IV)
 
-    return _judge(ep, lambda t, p: mean_iou(t, p, MARS_CLASSES), relevance, MARS_SKY, "mIoU")
+    return _judge(ep, lambda t, p: mean_iou(t, p, MARS_CLASSES), relevance, MARS_SKY, "mIoU", pixels)
 
 
 MARGIN = "F_accuracy: the accuracy on the judged image (lower is worse), 2.0 for an irrelevant image"
@@ -135,4 +147,24 @@ MIOU = Oracle(
     DESCRIPTORS,
     MARGIN,
     _mars,
+)
+
+IOU_CAR_PIX = Oracle(
+    "iou_car_pix",
+    "DESIGNATE_pix urban: iou_car's verdict, with a pixel digest of the judged image in place of its features "
+    "(for the designate strategy's variant pix).",
+    PIX_SIGNALS,
+    PIX_DESCRIPTORS,
+    MARGIN,
+    lambda ep: _urban(ep, pixels=True),
+)
+
+MIOU_PIX = Oracle(
+    "miou_pix",
+    "DESIGNATE_pix Mars: miou's verdict, with a pixel digest of the judged image in place of its features "
+    "(for the designate strategy's variant pix).",
+    PIX_SIGNALS,
+    PIX_DESCRIPTORS,
+    MARGIN,
+    lambda ep: _mars(ep, pixels=True),
 )

@@ -144,3 +144,38 @@ def test_random_campaign_on_the_urban_subject(suite: LocalSuite, translator: str
         ).status.spec.observation_translator
         == translator
     )
+
+
+@pytest.mark.parametrize("variant", ["designate", "pix"])
+def test_designate_campaign_on_the_urban_subject_keeps_a_replayable_archive(suite: LocalSuite, variant: str) -> None:
+    from cli.designate_archive import replay_archive
+    from common.space import ParameterSpace
+
+    config = CampaignConfig(
+        name=f"designate-{variant}",
+        subject="urban",
+        model="segnet-urban",
+        strategy="designate",
+        strategy_params={"variant": variant, "seed_populations": 2, "population_size": 6, "generations": 2},
+        oracle="iou_car_pix" if variant == "pix" else "",
+        seed=5,
+        budget={"max_executions": 1000},
+        batch_size=12,
+        parallelism=12,
+    )
+    status = run_campaign(suite, config)
+    assert status.state == generator_pb2.CAMPAIGN_STATE_COMPLETED, status.error
+    assert status.stop_reason == "strategy_exhausted"
+    rows = executions(suite, status.campaign_id)
+    assert len(rows) == 2 * 6 + 2 * 6  # seeding, then two generations of N; off-road poses stored invalid
+    run = [r for r in rows if r.verdict != oracle_pb2.VERDICT_KIND_INVALID]
+    assert run and all(len(r.descriptors) == 7 + (512 if variant == "pix" else 384) for r in run)
+    sim = _stub(suite, "simulator", simulator_pb2_grpc.SimulatorServiceStub)
+    space = ParameterSpace.from_proto(
+        sim.DescribeEnvironment(simulator_pb2.DescribeEnvironmentRequest(subject="urban")).parameter_space
+    )
+    strategy, archive = replay_archive(config, space, rows)
+    assert strategy.finished and strategy.generation == 2
+    for entry in archive:  # only relevant, judged images; each is a stored execution of the campaign
+        assert entry.f_accuracy < 2.0 and entry.execution.margin == entry.f_accuracy
+        assert entry.execution.verdict != oracle_pb2.VERDICT_KIND_INVALID

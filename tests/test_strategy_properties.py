@@ -32,6 +32,7 @@ PARAMS: dict[str, dict[str, Any]] = {
     "indago": {"setting": "ga_sal+fail", "time_budget_s": 0, "max_iterations": 5, "neighbourhood": 8, "population": 8},
     "indago_sampling": {"candidates": 50, "time_budget_s": 0},
     "train_fail_replay": {},
+    "designate": {"seed_populations": 2, "population_size": 6},
 }
 SURROGATE = {"indago", "indago_sampling", "train_fail_replay"}  # need an artifact trained for the subject's space
 

@@ -1,0 +1,96 @@
+"""DESIGNATE's archive (Algorithm 1) and its diversity fitness F_similarity (Eq. 8).
+
+"Search-based DNN Testing and Retraining with GAN-enhanced Simulations", Section III-C:
+
+* Algorithm 1: an individual with F_accuracy = 2 (irrelevant or invalid) is ignored; one farther than
+  T_diversity from its closest member is added; one within T_diversity replaces its closest member only when its
+  F_accuracy is strictly lower.
+* Eq. 8: F_similarity = 2 when the distance to the closest member is below T_diversity, 1 / (1 + d) otherwise.
+
+Where the paper is silent (our choices): an empty archive is infinitely far (the first relevant individual is
+added, F_similarity = 0); an individual's distance excludes itself when it is a member (else every member would
+get F_similarity = 2); the boundary follows the paper as printed (Eq. 8 uses d < T, Algorithm 1 adds on d > T
+and replaces on d <= T); an individual without a vector (an invalid input, never run) gets F_similarity = 2.
+
+Distances: ``features`` is the Euclidean distance between feature vectors (DESIGNATE); ``pixels`` is the share of
+entries that differ between two pixel digests (DESIGNATE_pix; common/segmentation.py pixel_digest). ``keep_all``
+is DESIGNATE_single's archive: every relevant image is kept, no diversity rule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+from common.segmentation import IRRELEVANT
+
+Distance = Literal["features", "pixels"]
+
+
+@dataclass
+class Member:
+    key: int  # the individual's identity in the search
+    values: dict[str, Any]
+    f_accuracy: float
+    vector: np.ndarray
+
+
+def distances(vectors: np.ndarray, vector: np.ndarray, kind: Distance) -> np.ndarray:
+    """Distance of ``vector`` to every row of ``vectors``."""
+    if kind == "features":
+        return np.sqrt(np.sum((vectors - vector[None, :]) ** 2, axis=1))
+    return np.mean(vectors != vector[None, :], axis=1) if vectors.shape[1] else np.zeros(len(vectors))
+
+
+def pairwise(vectors: Sequence[np.ndarray], kind: Distance) -> np.ndarray:
+    """All pairwise distances (i < j) of ``vectors``, flattened."""
+    rows = np.asarray(vectors, dtype=np.float64)
+    return np.concatenate([distances(rows[i + 1 :], rows[i], kind) for i in range(len(rows) - 1)] or [np.zeros(0)])
+
+
+class Archive:
+    def __init__(self, threshold: float, kind: Distance, keep_all: bool = False) -> None:
+        self.threshold = threshold
+        self.kind = kind
+        self.keep_all = keep_all
+        self.members: list[Member] = []
+
+    def __len__(self) -> int:
+        return len(self.members)
+
+    def distance_from_closest(self, vector: np.ndarray, exclude: int | None = None) -> tuple[float, int | None]:
+        """(distance, position) of the closest member other than ``exclude``; (inf, None) when there is none."""
+        others = [i for i, m in enumerate(self.members) if m.key != exclude]
+        if not others:
+            return float("inf"), None
+        d = distances(np.stack([self.members[i].vector for i in others]), vector, self.kind)
+        best = int(np.argmin(d))
+        return float(d[best]), others[best]
+
+    def f_similarity(self, key: int, vector: np.ndarray | None) -> float:
+        """Eq. 8 for one individual."""
+        if vector is None:
+            return IRRELEVANT
+        d, _ = self.distance_from_closest(vector, exclude=key)
+        return IRRELEVANT if d < self.threshold else 1.0 / (1.0 + d)
+
+    def update(self, key: int, values: dict[str, Any], f_accuracy: float, vector: np.ndarray | None) -> str:
+        """Algorithm 1; returns what happened: ignored, member, added, replaced or kept."""
+        if f_accuracy >= IRRELEVANT or vector is None:
+            return "ignored"
+        if any(m.key == key for m in self.members):
+            return "member"
+        if self.keep_all:
+            self.members.append(Member(key, dict(values), f_accuracy, vector))
+            return "added"
+        d, closest = self.distance_from_closest(vector)
+        if closest is None or d > self.threshold:
+            self.members.append(Member(key, dict(values), f_accuracy, vector))
+            return "added"
+        if self.members[closest].f_accuracy > f_accuracy:
+            self.members[closest] = Member(key, dict(values), f_accuracy, vector)
+            return "replaced"
+        return "kept"
