@@ -17,6 +17,7 @@ from typing import Any
 import grpc
 from prometheus_client import Counter
 
+from common.action_trace import to_test_case
 from common.domain.rules import SubjectRules
 from common.generated.gauntlet.v1 import common_pb2, oracle_pb2, oracle_pb2_grpc, simulator_pb2, simulator_pb2_grpc
 from common.remote import describe
@@ -165,6 +166,7 @@ class CampaignRunner:
             derive_seed(cfg.seed, "strategy"),
             cfg.strategy_params,
             subject_rules=SubjectRules.from_description(info),
+            search=info.search if info.HasField("search") else None,  # search-based testing's declaration
         )
         batches = self.store.asked_batches(self.id)
         self._positions = {cid: i for i, (cid, _) in enumerate((c for b in batches for c in b), 1)}
@@ -285,7 +287,7 @@ class CampaignRunner:
                 repetitions=reps,
                 trace=common_pb2.TraceSpec(signals=signals),
                 parallelism=cfg.parallelism,
-                test_cases=[space.test_case_to_proto(cid, v) for cid, v in pending],
+                test_cases=[to_test_case(space, cid, v) for cid, v in pending],
                 observation_translator=cfg.observation_translator,
             )
             request.model.name = cfg.model
@@ -332,7 +334,7 @@ class CampaignRunner:
             "simulator ValidateConfigs",
             lambda: self.simulator.ValidateConfigs(
                 simulator_pb2.ValidateConfigsRequest(
-                    subject=self.config.subject, test_cases=[space.test_case_to_proto(c, v) for c, v in pending]
+                    subject=self.config.subject, test_cases=[to_test_case(space, c, v) for c, v in pending]
                 ),
                 timeout=60,
             ),

@@ -210,7 +210,8 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
             )
         except grpc.RpcError as exc:
             raise local_error(exc, "simulator service") from None
-        check_strategy(config, SubjectRules.from_description(info), self.artifact_root)
+        search = info.search if info.HasField("search") else None
+        check_strategy(config, SubjectRules.from_description(info), self.artifact_root, search)
         request = simulator_pb2.RunEpisodesRequest(subject=config.subject, trace=common_pb2.TraceSpec())
         request.model.name = config.model
         try:
@@ -374,7 +375,9 @@ def resolve_artifact_paths(config: CampaignConfig, root: Path) -> CampaignConfig
     return config.model_copy(update={"strategy_params": params})
 
 
-def check_strategy(config: CampaignConfig, subject: SubjectRules, artifact_root: Path | None = None) -> None:
+def check_strategy(
+    config: CampaignConfig, subject: SubjectRules, artifact_root: Path | None = None, search: Any = None
+) -> None:
     """Builds the campaign's strategy once: NOT_FOUND for an unknown name, INVALID_ARGUMENT for bad parameters,
     FAILED_PRECONDITION for a subject rule or operator kind the strategy needs but this generator lacks.
     With `artifact_root`, a message names artifact paths relative to it, as the client gave them."""
@@ -382,7 +385,9 @@ def check_strategy(config: CampaignConfig, subject: SubjectRules, artifact_root:
     if config.strategy not in known:
         raise NotFound(f"unknown strategy {config.strategy!r}; installed strategies: {', '.join(sorted(known))}")
     try:
-        make_strategy(config.strategy, subject.space, config.seed, config.strategy_params, subject_rules=subject)
+        make_strategy(
+            config.strategy, subject.space, config.seed, config.strategy_params, subject_rules=subject, search=search
+        )
     except ValueError as exc:  # StrategyParamError, or a constructor's check of a parameter against the space
         message = str(exc)
         if artifact_root is not None:  # the server's own folders are none of the caller's business

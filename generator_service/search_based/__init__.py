@@ -1,0 +1,1 @@
+"""Search-based testing of RL ("Search-Based Testing of Reinforcement Learning", IJCAI-ECAI 2022)."""

@@ -1,0 +1,63 @@
+"""Search-based testing of RL ("Search-Based Testing of Reinforcement Learning", IJCAI-ECAI 2022): the DFS of
+Algorithm 1 on the paper's Figure 2 example, the safety suites' sizes and the trace-fuzzing operators."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from generator_service.search_based.dfs import ENDED, GOAL, ONGOING, UNSAFE, Visit, depth_first_search, repetitions_for
+
+A, B = 0, 1
+# A graph that reproduces the worked example of Figure 2 (Section 3): from s0 the DFS tries a before b; s4, s5 and
+# s9 are unsafe, s10 is the goal; s2's a leads back to s0 and s8's a back to s7 (visited: not explored again).
+FIGURE_2 = {
+    "s0": {A: "s1"},
+    "s1": {A: "s2", B: "s6"},
+    "s2": {A: "s0", B: "s3"},
+    "s3": {A: "s4", B: "s5"},
+    "s6": {A: "s7"},
+    "s7": {A: "s8", B: "s10"},
+    "s8": {A: "s7", B: "s9"},
+}
+KINDS = {"s4": UNSAFE, "s5": UNSAFE, "s9": UNSAFE, "s10": GOAL}
+
+
+class GraphEnvironment:
+    """A deterministic graph as a SearchEnvironment; a missing edge is a self-loop (visited, so skipped)."""
+
+    def __init__(self, edges: dict[str, dict[int, str]], kinds: dict[str, str]) -> None:
+        self.edges, self.kinds, self.samples = edges, kinds, 0
+
+    def root(self) -> Visit:
+        return Visit("s0", ONGOING, 0.0, "s0")
+
+    def sample(self, state: Visit, action: int) -> Visit:
+        self.samples += 1
+        nxt = self.edges.get(state.handle, {}).get(action, state.handle)
+        return Visit(nxt, self.kinds.get(nxt, ONGOING), float(nxt[1:]), nxt)
+
+
+def test_algorithm_1_reproduces_figure_2() -> None:
+    result = depth_first_search(GraphEnvironment(FIGURE_2, KINDS), [A, B])
+    assert result.success and result.stats.stopped == "goal"
+    assert result.states == ["s0", "s1", "s6", "s7", "s10"]  # τ_ref = ⟨s0,a,s1,b,s6,a,s7,b,s10⟩
+    assert result.actions == [A, B, A, B]
+    assert [b.key for b in result.boundary] == ["s1", "s7"]
+    assert [b.depth for b in result.boundary] == [1, 3]  # DB
+    assert result.rewards == [1.0, 6.0, 7.0, 10.0]  # recorded when sampled
+    assert result.stats.explored == 6  # {s2, s3, s4, s5, s8, s9}
+
+
+def test_search_stops_at_its_budget_and_when_no_goal_is_reachable() -> None:
+    stopped = depth_first_search(GraphEnvironment(FIGURE_2, KINDS), [A, B], max_samples=3)
+    assert not stopped.success and stopped.stats.stopped == "budget" and stopped.stats.samples == 3
+    no_goal = depth_first_search(GraphEnvironment(FIGURE_2, {**KINDS, "s10": ENDED}), [A, B])
+    assert not no_goal.success and no_goal.stats.stopped == "exhausted"
+
+
+def test_repetitions_follow_rep_c_p() -> None:
+    assert repetitions_for(0.9, 0.1) == 22  # the paper's worked example
+    assert repetitions_for(0.9, 1.0) == 1
+    with pytest.raises(ValueError, match="confidence"):
+        repetitions_for(1.0, 0.5)
