@@ -22,18 +22,30 @@ from common.space import ParameterSpace
 ACTION_TRACE_KEY = "action_trace"
 
 
+FIELDS = ("actions", "agent_steps", "reset_seed", "artifact", "prefix_length")
+
+
 def to_test_case(space: ParameterSpace, case_id: str, values: Mapping[str, Any]) -> common_pb2.TestCase:
     """The TestCase of a strategy's input: its parameter values, and its action trace when it carries one."""
     msg = space.test_case_to_proto(case_id, values)
-    trace = values.get(ACTION_TRACE_KEY)
-    if isinstance(trace, Mapping):
-        msg.action_trace.actions.extend(int(a) for a in trace.get("actions", ()))
-        msg.action_trace.agent_steps = int(trace.get("agent_steps", 0))
-        if trace.get("reset_seed") is not None:
-            msg.action_trace.reset_seed = int(trace["reset_seed"])
-        msg.action_trace.artifact = str(trace.get("artifact", ""))
-        msg.action_trace.prefix_length = int(trace.get("prefix_length", 0))
+    attach_trace(msg, values)
     return msg
+
+
+def attach_trace(msg: common_pb2.TestCase, values: Mapping[str, Any]) -> None:
+    """Sets msg.action_trace from the input's ACTION_TRACE_KEY entry, if it has one (other keys become labels)."""
+    trace = values.get(ACTION_TRACE_KEY)
+    if not isinstance(trace, Mapping):
+        return
+    msg.action_trace.actions.extend(int(a) for a in trace.get("actions", ()))
+    msg.action_trace.agent_steps = int(trace.get("agent_steps", 0))
+    if trace.get("reset_seed") is not None:
+        msg.action_trace.reset_seed = int(trace["reset_seed"])
+    msg.action_trace.artifact = str(trace.get("artifact", ""))
+    msg.action_trace.prefix_length = int(trace.get("prefix_length", 0))
+    for key, value in trace.items():
+        if key not in FIELDS:
+            msg.action_trace.labels[str(key)] = str(value)
 
 
 def trace_input(

@@ -18,6 +18,7 @@ from google.protobuf import struct_pb2
 from prometheus_client import Gauge
 from pydantic import ValidationError
 
+from common.action_trace import ACTION_TRACE_KEY, attach_trace
 from common.credentials import ClientCredentials
 from common.domain.rules import SubjectRules
 from common.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound, grpc_method
@@ -293,7 +294,9 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
         for e in self.store.executions(request.campaign_id):
             case = common_pb2.TestCase(id=e.test_case_id)
             for name, value in e.values.items():
-                case.values[name].CopyFrom(_value(value))
+                if name != ACTION_TRACE_KEY:  # an action trace is no parameter: it has its own field
+                    case.values[name].CopyFrom(_value(value))
+            attach_trace(case, e.values)
             yield generator_pb2.ListExecutionsResponse(
                 execution=generator_pb2.Execution(
                     index=e.index,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -434,6 +434,16 @@ TRACE_SAFETY = Oracle(
     ("positive_reward", "negative_reward", "visited_state_hashes..."),
     "1 goal reached, 0 neither, -1 unsafe",
     _trace_safety,
+)
+
+TRACE_OUTCOME = Oracle(
+    "trace_outcome",
+    "Search-based testing of RL (traces executed alone, e.g. trace fuzzing): fails when the episode ends in an "
+    "unsafe state of the subject's search declaration; a trace that ends the episode is judged, not invalid.",
+    ("prefix_terminal", "unsafe", "goal", "rewards", "abstract_states"),
+    ("positive_reward", "negative_reward", "visited_state_hashes..."),
+    "1 goal reached, 0 neither, -1 unsafe",
+    lambda ep: replace(_trace_safety(ep), invalid=False),
 )
 
 BIPEDAL_FALL = bipedal_oracle("")

@@ -61,3 +61,47 @@ def test_repetitions_follow_rep_c_p() -> None:
     assert repetitions_for(0.9, 1.0) == 1
     with pytest.raises(ValueError, match="confidence"):
         repetitions_for(1.0, 0.5)
+
+
+REFERENCE = {
+    "format": "gauntlet.search_reference.v1",
+    "success": True,
+    "initial": {"x": 0.0},
+    "seed": 0,
+    "agent_actions": 3,
+    "reference_actions": [0, 1, 2, 0, 1, 2, 0, 1],
+    "boundary": [{"depth": 1, "state": [1]}, {"depth": 5, "state": [5]}],
+}
+
+
+@pytest.mark.parametrize("k", [1, 2])
+def test_suite_sizes(k: int) -> None:
+    from generator_service.search_based.suites import suite_cases
+
+    depths = len(REFERENCE["boundary"])
+    assert len(suite_cases(REFERENCE, "ST")) == depths
+    assert len(suite_cases(REFERENCE, "AC", k=k)) == 3**k * depths  # |AC(k)| = |A|^k·|DB|
+    it = suite_cases(REFERENCE, "IT", interval=2)
+    assert len(it) == 4 + 5  # depth 1: lengths 0..3 (offsets -2 and -1 both clip to 0); depth 5: lengths 3..7
+    assert [a for a, meta in suite_cases(REFERENCE, "ST")] == [[0], [0, 1, 2, 0, 1]]
+    ac = suite_cases(REFERENCE, "AC", k=k)
+    assert all(
+        len(a) == max(d - k, 0) + k for a, meta in ac for d in [REFERENCE["boundary"][meta["boundary"]]["depth"]]
+    )
+
+
+def test_trace_operators_keep_traces_well_formed() -> None:
+    from generator_service.search_based.trace_fuzzing import crossover, fitness, mutate
+
+    rng = np.random.default_rng(0)
+    traces = [[int(a) for a in rng.integers(4, size=int(n))] for n in rng.integers(1, 30, size=200)]
+    for first, second in zip(traces, traces[1:]):
+        child = mutate(first, 4, rng, effect_size=15, stop=0.2)
+        assert child and all(isinstance(a, int) and 0 <= a < 4 for a in child)
+        mixed = crossover(first, second, rng)
+        assert mixed and all(0 <= a < 4 for a in mixed)
+        if min(len(first), len(second)) >= 2:  # a cut i in 1..min-1: the first i actions of one, then the other's
+            assert any(mixed == first[:i] + second[i:] for i in range(1, min(len(first), len(second))))
+    assert mutate([1], 4, np.random.default_rng(1), effect_size=1, stop=1.0)  # never empties a trace
+    scores = fitness([10.0, 5.0, 0.0], [-4.0, -2.0, 0.0], [3, 0, 6], (2.0, 1.5, 1.0))
+    assert scores == [pytest.approx(2 * 0.5 + 1.5 + 0.0), pytest.approx(0 + 0.75 + 0.5), pytest.approx(2 + 0 + 1)]

@@ -505,11 +505,32 @@ class ActionTrace(_message.Message):
 
     DESCRIPTOR: _descriptor.Descriptor
 
+    @_typing.final
+    class LabelsEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.str
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.str = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
     ACTIONS_FIELD_NUMBER: _builtins.int
     AGENT_STEPS_FIELD_NUMBER: _builtins.int
     RESET_SEED_FIELD_NUMBER: _builtins.int
     ARTIFACT_FIELD_NUMBER: _builtins.int
     PREFIX_LENGTH_FIELD_NUMBER: _builtins.int
+    LABELS_FIELD_NUMBER: _builtins.int
     agent_steps: _builtins.int
     """Steps the agent acts for after the replay; 0 = none (a fuzz trace executed on its own)."""
     reset_seed: _builtins.int
@@ -524,6 +545,10 @@ class ActionTrace(_message.Message):
     def actions(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
         """Indices into the subject's discrete action space, replayed in order."""
 
+    @_builtins.property
+    def labels(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
+        """Provenance only: labels the strategy gave the trace, e.g. {"suite": "AC(2)", "boundary": "3"}."""
+
     def __init__(
         self,
         *,
@@ -532,10 +557,11 @@ class ActionTrace(_message.Message):
         reset_seed: _builtins.int | None = ...,
         artifact: _builtins.str = ...,
         prefix_length: _builtins.int = ...,
+        labels: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_reset_seed", b"_reset_seed", "reset_seed", b"reset_seed"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_reset_seed", b"_reset_seed", "actions", b"actions", "agent_steps", b"agent_steps", "artifact", b"artifact", "prefix_length", b"prefix_length", "reset_seed", b"reset_seed"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_reset_seed", b"_reset_seed", "actions", b"actions", "agent_steps", b"agent_steps", "artifact", b"artifact", "labels", b"labels", "prefix_length", b"prefix_length", "reset_seed", b"reset_seed"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__reset_seed: _TypeAlias = _typing.Literal["reset_seed"]  # noqa: Y015
     _WhichOneofArgType__reset_seed: _TypeAlias = _typing.Literal["_reset_seed", b"_reset_seed"]  # noqa: Y015

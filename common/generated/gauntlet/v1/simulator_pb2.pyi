@@ -494,7 +494,9 @@ class RunEpisodesRequest(_message.Message):
     parallelism: _builtins.int
     """Environments kept in lock-step (0 = server default)."""
     agent_endpoint: _builtins.str
-    """Agent service to act with ("host:port"); empty = the simulator's default."""
+    """Agent service to act with ("host:port"); empty = the simulator's default. Only an endpoint the simulator
+    was started with (--agent-endpoint, --translator-endpoint, --allow-endpoint); any other: PERMISSION_DENIED.
+    """
     max_steps: _builtins.int
     """Overrides the subject's episode length limit when > 0."""
     observation_translator: _builtins.str
@@ -504,7 +506,9 @@ class RunEpisodesRequest(_message.Message):
     image (DESIGNATE_NoGAN). Ignored by subjects without images.
     """
     translator_endpoint: _builtins.str
-    """Translator service to translate with ("host:port"); empty = the simulator's default."""
+    """Translator service to translate with ("host:port"); empty = the simulator's default. Only an endpoint the
+    simulator was started with, as agent_endpoint.
+    """
     @_builtins.property
     def model(self) -> _common_pb2.ModelRef: ...
     @_builtins.property
