@@ -2,12 +2,18 @@
 
 An execution is written before it is acknowledged (told to the strategy, reported as
 progress). (campaign_id, test_case_id) is unique, so a retried batch never double-counts.
+
+Numbers are stored finite. An execution whose margin, total reward or a descriptor is NaN or infinite (an
+environment or oracle that produced one) is stored as an error execution: verdict "invalid", those numbers 0 (no
+descriptors), and a reason naming the number and keeping the oracle's verdict and reason. It is counted and shown,
+never dropped, and like every invalid execution it does not count against the execution budget.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -229,24 +235,37 @@ class CampaignStore:
 
     # -- executions -------------------------------------------------------------------------------
     def add_execution(self, campaign_id: str, row: ExecutionRow) -> bool:
-        """Writes one execution; False when that test case was already stored (a retried batch)."""
+        """Writes one execution (non-finite numbers as an error: storable()); False when that test case was
+        already stored (a retried batch). Any other refusal raises: a write that failed is never taken as done."""
+        row = storable(row)
         try:
             with self.engine.begin() as conn:
                 conn.execute(executions.insert().values(**_execution_values(campaign_id, row)))
             return True
         except sa.exc.IntegrityError:
-            return False
+            if self._stored(campaign_id, row.test_case_id):
+                return False
+            raise
 
     def add_executions(self, campaign_id: str, rows: list[ExecutionRow]) -> list[ExecutionRow]:
-        """Writes several executions in one transaction; returns those stored (already stored ones are skipped)."""
+        """Writes several executions in one transaction; returns those stored, as stored (storable()), skipping
+        those an earlier attempt stored."""
+        rows = [storable(r) for r in rows]
         if not rows:
             return []
         try:
             with self.engine.begin() as conn:
                 conn.execute(executions.insert(), [_execution_values(campaign_id, r) for r in rows])
-            return list(rows)
+            return rows
         except sa.exc.IntegrityError:  # some were stored by an earlier attempt: fall back to one by one
             return [r for r in rows if self.add_execution(campaign_id, r)]
+
+    def _stored(self, campaign_id: str, test_case_id: str) -> bool:
+        query = sa.select(executions.c.idx).where(
+            executions.c.campaign_id == campaign_id, executions.c.test_case_id == test_case_id
+        )
+        with self.engine.connect() as conn:
+            return conn.execute(query).first() is not None
 
     def executions(self, campaign_id: str, batch: int | None = None) -> Iterator[ExecutionRow]:
         """Stored executions in execution order, optionally only those of one batch."""
@@ -297,6 +316,26 @@ class CampaignStore:
             first_failure_index=int(row[4] or 0),
             first_failure_seconds=float(row[5] or 0.0),
         )
+
+
+def storable(row: ExecutionRow) -> ExecutionRow:
+    """The row as the store keeps it: unchanged when its numbers are finite, else an error execution saying which
+    number was not finite and what the oracle had said (module docstring)."""
+    bad = [("margin", row.margin), ("total_reward", row.total_reward)]
+    bad += [(f"descriptors[{i}]", d) for i, d in enumerate(row.descriptors)]
+    bad = [(name, value) for name, value in bad if not math.isfinite(value)]
+    if not bad:
+        return row
+    numbers = ", ".join(f"{name}={value}" for name, value in bad[:3]) + (", ..." if len(bad) > 3 else "")
+    return dataclasses.replace(
+        row,
+        verdict="invalid",
+        margin=0.0,
+        total_reward=0.0,
+        descriptors=(),
+        reason=f"error: the episode gave non-finite numbers ({numbers}), so it was not judged; "
+        f"the oracle said {row.verdict}: {row.reason}",
+    )
 
 
 def _execution_values(campaign_id: str, row: ExecutionRow) -> dict[str, Any]:

@@ -193,3 +193,96 @@ def test_running_totals_match_the_store_across_a_resume(store: CampaignStore) ->
     assert resumed._stop_reason() == ""  # 5 run tests
     resumed._store([_row(7)])
     assert resumed._stop_reason() == "max_executions" and resumed.totals == store.count("c")
+
+
+def test_non_finite_numbers_are_stored_as_error_executions_never_dropped(store: CampaignStore) -> None:
+    """A NaN margin hit the NOT NULL float column, and the fallback took the refusal for 'already stored': the
+    execution vanished (and its batch was re-run forever). Now it is stored as an error execution."""
+    import dataclasses
+    import math
+
+    import sqlalchemy as sa
+
+    cid = f"nan-{id(store)}"
+    store.create_campaign(cid, "n", {})
+    store.add_test_cases(cid, 1, 1, [(f"t{i:07d}", {"x": i / 10}) for i in range(1, 6)])
+    rows = [
+        _row(1),
+        dataclasses.replace(_row(2, "fail"), margin=math.nan),
+        dataclasses.replace(_row(3), total_reward=math.inf),
+        dataclasses.replace(_row(4), descriptors=(1.0, -math.inf)),
+        _row(5, "fail"),
+    ]
+    stored = store.add_executions(cid, rows)
+    assert [r.test_case_id for r in stored] == [r.test_case_id for r in rows]
+    assert [r.verdict for r in stored] == ["pass", "invalid", "invalid", "invalid", "fail"]
+    read = list(store.executions(cid))
+    assert read == stored  # what the caller counts is what the store holds
+    assert read[1].reason == (
+        "error: the episode gave non-finite numbers (margin=nan), so it was not judged; the oracle said fail: ok"
+    )
+    assert "(total_reward=inf)" in read[2].reason and "(descriptors[1]=-inf)" in read[3].reason
+    assert all(math.isfinite(r.margin) and math.isfinite(r.total_reward) and r.descriptors == () for r in read[1:4])
+    assert store.totals(cid)["invalid"] == 3 and store.totals(cid)["failures"] == 1
+    assert store.add_executions(cid, rows) == [] and not store.add_execution(cid, rows[1])  # a retry: already there
+    # a write refused for another reason than "already stored" raises instead of being taken as done
+    with pytest.raises(sa.exc.IntegrityError):
+        store.add_execution(cid, dataclasses.replace(_row(9), index=1))  # another test case at a taken position
+
+
+NAN_ENV = '''
+import gymnasium as gym
+from gymnasium.envs.classic_control.cartpole import CartPoleEnv
+
+
+class NaNRewardCartPole(CartPoleEnv):
+    """CartPole whose reward is NaN on every step of an episode that starts with the cart at x > 0.45 (the test
+    input's x: the injector sets the state after reset, so the first step reads it)."""
+
+    def reset(self, **kwargs):
+        self.start_x = None
+        return super().reset(**kwargs)
+
+    def step(self, action):
+        if self.start_x is None:
+            self.start_x = float(self.state[0])
+        obs, reward, terminated, truncated, info = super().step(action)
+        return obs, float("nan") if self.start_x > 0.45 else reward, terminated, truncated, info
+
+
+gym.register("NaNRewardCartPole-v1", entry_point=NaNRewardCartPole)
+'''
+
+
+def test_a_campaign_whose_environment_gives_nan_rewards_completes_with_every_execution(tmp_path: Path) -> None:
+    import yaml
+
+    from common.generated.gauntlet.v1 import oracle_pb2
+    from simulator_service.subject import SUBJECT_PATH_ENV
+    from tests.test_services_e2e import executions, run_campaign
+
+    (tmp_path / "plugins").mkdir()
+    (tmp_path / "plugins" / "nan_cartpole.py").write_text(NAN_ENV)
+    subject = yaml.safe_load((Path(__file__).parent.parent / "simulator_service/subjects/cartpole.yaml").read_text())
+    subject.update(subject="nan_cartpole", env_id="nan_cartpole:NaNRewardCartPole-v1", deterministic=True)
+    (tmp_path / "subjects").mkdir()
+    (tmp_path / "subjects" / "nan_cartpole.yaml").write_text(yaml.safe_dump(subject))
+    suite = LocalSuite(store_url=f"sqlite:///{tmp_path / 'store.db'}", log_dir=tmp_path / "logs", model_root=MODEL_ROOT)
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv(SUBJECT_PATH_ENV, str(tmp_path / "subjects"))
+        env.setenv("PYTHONPATH", str(tmp_path / "plugins"))
+        suite.start()
+    try:
+        config = CampaignConfig(
+            subject="nan_cartpole", model="cartpole-ppo", seed=5, budget={"max_executions": 12}, batch_size=6
+        )
+        status = run_campaign(suite, config)
+        assert status.state == generator_pb2.CAMPAIGN_STATE_COMPLETED, status.error
+        rows = executions(suite, status.campaign_id)
+    finally:
+        suite.stop()
+    assert sorted(r.index for r in rows) == list(range(1, len(rows) + 1))  # none lost, none repeated
+    errors = [r for r in rows if r.verdict == oracle_pb2.VERDICT_KIND_INVALID]
+    assert errors and all("(total_reward=nan)" in r.reason for r in errors), [r.reason for r in rows]
+    assert all(r.test_case.values["x"].real > 0.45 for r in errors)
+    assert len(rows) - len(errors) == 12  # errors do not count against the budget: exactly 12 judged
