@@ -142,6 +142,19 @@ def test_no_secret_value_is_committed_or_put_on_a_command_line() -> None:
     assert env.index("POSTGRES_PASSWORD") < env.index("GAUNTLET_STORE_URL")  # $(...) expands from earlier variables
 
 
+def test_the_generator_s_artifact_root_is_a_mounted_persistent_volume() -> None:
+    """Indago's surrogates and train_fail_replay's logs resolve under $GAUNTLET_ARTIFACT_ROOT; on a read-only root
+    filesystem the default (runs, relative to the working directory) could hold none."""
+    pod = _workloads()["generator"]["spec"]["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    root = {e["name"]: e.get("value") for e in container["env"]}["GAUNTLET_ARTIFACT_ROOT"]
+    (mount,) = [m for m in container["volumeMounts"] if m["mountPath"] == root]
+    assert not mount.get("readOnly")  # artifacts are copied in (kubectl cp)
+    (volume,) = [v for v in pod["volumes"] if v["name"] == mount["name"]]
+    claim = volume["persistentVolumeClaim"]["claimName"]
+    assert claim in {d["metadata"]["name"] for d in _documents() if d["kind"] == "PersistentVolumeClaim"}
+
+
 def test_kubectl_renders_the_kustomization() -> None:
     kubectl = shutil.which("kubectl")
     if kubectl is None:
