@@ -659,3 +659,9 @@ def cmd_surrogate(args: argparse.Namespace) -> None:
     from cli.surrogate_commands import run_surrogate
 
     run_surrogate(args)
+
+
+def cmd_designate(args: argparse.Namespace) -> None:
+    from cli.designate_commands import run_designate
+
+    run_designate(args)

@@ -220,6 +220,10 @@ def main(argv: list[str] | None = None) -> None:
     s.add_argument("dir", type=Path, help="artifact folder (with surrogate.json)")
     s.add_argument("--json", action="store_true", help="print surrogate.json as is")
 
+    from cli.designate_commands import add_parser as add_designate_parser
+
+    add_designate_parser(sub)
+
     args = parser.parse_args(argv)
     from cli import commands
 

@@ -162,3 +162,22 @@ def test_seeding_calibrates_t_diversity_as_the_median_pairwise_distance() -> Non
         float(np.median(np.linalg.norm(vectors[i] - vectors[j], axis=1)))
     )
     assert strategy.ask(12) == [] and strategy.finished
+
+
+# -- calibration from a stored random campaign (cli/designate_archive.py) -------------------------------------
+def test_calibration_takes_a_percentile_of_delta_and_the_median_pairwise_distance() -> None:
+    from cli.designate_archive import calibrate_rows
+    from common.generated.gauntlet.v1 import generator_pb2, oracle_pb2
+
+    def row(delta: float, vector: list[float], verdict: int = oracle_pb2.VERDICT_KIND_PASS) -> generator_pb2.Execution:
+        return generator_pb2.Execution(verdict=verdict, margin=0.5, descriptors=[0.5, 0, 0, delta, 0.1, 1, 1, *vector])
+
+    rows = [row(0.0, [0.0, 0.0]), row(0.1, [3.0, 4.0]), row(0.2, [6.0, 8.0]),
+            row(9.0, [99.0, 0.0], oracle_pb2.VERDICT_KIND_INVALID)]  # fmt: skip
+    found = calibrate_rows(rows, 50.0, "iou_car")
+    assert found["t_relevance"] == pytest.approx(0.1) and found["calibration_images"] == 3
+    assert found["t_diversity_features"] == pytest.approx(5.0)  # distances 5, 10, 5
+    pix = calibrate_rows([row(0.0, [1, 2]), row(0.0, [1, 3]), row(0.0, [4, 3])], 50.0, "iou_car_pix")
+    assert pix["t_diversity_pixels"] == pytest.approx(0.5)  # shares 0.5, 1.0, 0.5
+    with pytest.raises(ValueError, match="at least 2 executed images"):
+        calibrate_rows(rows[:1], 50.0, "iou_car")
