@@ -54,7 +54,7 @@ from common.domain.road_lanes import Lane, inside_lanes, parse_lanes
 from common.errors import FailedPrecondition
 from common.space import ParamValue
 from simulator_service.backends.airsim_rpc import HostUnavailable, MalformedResponse, RpcConnection
-from simulator_service.backends.gymnasium import SubjectEnv
+from simulator_service.backends.gymnasium import RemoteSubjectEnv
 from simulator_service.backends.hosts import Endpoint, EndpointLeases, parse_endpoints
 from simulator_service.subject import Subject
 
@@ -584,13 +584,6 @@ def scene_injector(subject: Subject, options: Mapping[str, Any]) -> Callable[...
         return obs
 
     return inject
-
-
-class RemoteSubjectEnv(SubjectEnv):
-    """A SubjectEnv whose env runs on a remote host: describing the subject must not need the host, so it offers
-    no first-observation check (simulator_service/backends/__init__.py)."""
-
-    check_first_observation = None  # type: ignore[assignment]
 
 
 def make_env(subject: Subject, render_mode: str | None = None) -> gym.Env:

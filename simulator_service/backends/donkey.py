@@ -295,7 +295,7 @@ class DonkeyEnv(gym.Env):
 
 def make_env(subject: Subject, render_mode: str | None = None) -> gym.Env:
     """The subject's SubjectEnv over a DonkeyEnv; the endpoint(s) come from $GAUNTLET_DONKEY_ENDPOINT or env_kwargs."""
-    from simulator_service.backends.gymnasium import SubjectEnv
+    from simulator_service.backends.gymnasium import RemoteSubjectEnv
 
     kwargs = dict(subject.env_kwargs)
     endpoint = os.environ.get(ENDPOINT_ENV) or kwargs.pop("endpoint", None)
@@ -313,4 +313,4 @@ def make_env(subject: Subject, render_mode: str | None = None) -> gym.Env:
         )
     except TypeError as exc:
         raise ValueError(f"subject {subject.name}: env_kwargs do not fit the donkey backend ({exc})") from None
-    return SubjectEnv(env, subject)
+    return RemoteSubjectEnv(env, subject)

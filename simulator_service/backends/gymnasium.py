@@ -80,3 +80,11 @@ def make_env(subject: Subject, render_mode: str | None = None) -> SubjectEnv:
         subject.env_id, max_episode_steps=subject.max_steps, render_mode=render_mode, **dict(subject.env_kwargs)
     )
     return SubjectEnv(env, subject)
+
+
+class RemoteSubjectEnv(SubjectEnv):
+    """A SubjectEnv whose env runs on a remote simulator host (Donkey, AirSim): describing the subject must not need
+    the host, so its first-observation check does nothing (the host's own observations are checked per step)."""
+
+    def check_first_observation(self, seed: int = 0) -> None:
+        return None
