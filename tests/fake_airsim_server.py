@@ -35,6 +35,8 @@ import msgpack
 import numpy as np
 from PIL import Image
 
+from tests.fake_tcp_host import FakeTcpHost
+
 # AirSim's segmentation palette (its seg_rgbs.txt), ids 0..10: the colour the Segmentation image shows per id
 PALETTE = [
     (0, 0, 0),
@@ -61,7 +63,7 @@ MESHES = {
 
 
 @dataclass
-class FakeAirSimServer:
+class FakeAirSimServer(FakeTcpHost):
     width: int = 96
     height: int = 64
     road_half_width: float = 4.0
@@ -79,46 +81,17 @@ class FakeAirSimServer:
     calls: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self._server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self._server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._server.bind(("127.0.0.1", 0))
-        self._server.listen(8)
-        self._server.settimeout(0.1)
-        self.port = self._server.getsockname()[1]
-        self._stop = threading.Event()
+        self._listen(backlog=8)
         self._lock = threading.Lock()
         self.segmentation_ids: list[tuple[str, int]] = []
         self.weather: dict[int, float] = {}
         self.time_of_day = ""
         self._reset_car()
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-        self._thread.start()
-
-    @property
-    def endpoint(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
-        self._server.close()
-
-    def __enter__(self) -> FakeAirSimServer:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.stop()
+        self._start_serving()
 
     # -- serving ---------------------------------------------------------------------------------------------
-    def _serve(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, _ = self._server.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            threading.Thread(target=self._session, args=(conn,), daemon=True).start()
+    def _accepted(self, conn: socket.socket) -> None:  # a thread per client: several envs lease one host
+        threading.Thread(target=self._session, args=(conn,), daemon=True).start()
 
     def _session(self, conn: socket.socket) -> None:
         unpacker = msgpack.Unpacker(raw=False)

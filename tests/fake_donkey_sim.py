@@ -19,7 +19,6 @@ import io
 import json
 import math
 import socket
-import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,10 +27,11 @@ import numpy as np
 from PIL import Image
 
 from common.domain.donkey_track import UNIT_LENGTH, centre_line, parse_track_string
+from tests.fake_tcp_host import FakeTcpHost
 
 
 @dataclass
-class FakeDonkeySim:
+class FakeDonkeySim(FakeTcpHost):
     drop_after: int | None = None
     malformed_after: int | None = None
     echo_track: bool = True
@@ -45,44 +45,15 @@ class FakeDonkeySim:
     received: list[dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self._server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self._server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._server.bind(("127.0.0.1", 0))
-        self._server.listen(1)
-        self._server.settimeout(0.1)
-        self.port = self._server.getsockname()[1]
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-        self._thread.start()
-
-    @property
-    def endpoint(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
-        self._server.close()
-
-    def __enter__(self) -> FakeDonkeySim:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.stop()
+        self._listen(backlog=1)
+        self._start_serving()
 
     # -- serving -----------------------------------------------------------------------------------------
-    def _serve(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, _ = self._server.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            with conn:
-                conn.settimeout(0.1)
-                conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                self._session(conn)
+    def _accepted(self, conn: socket.socket) -> None:  # one client at a time, as the Unity sim
+        with conn:
+            conn.settimeout(0.1)
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self._session(conn)
 
     def _send(self, conn: socket.socket, message: dict[str, Any] | bytes) -> None:
         data = message if isinstance(message, bytes) else (json.dumps(message) + "\n").encode()
