@@ -41,8 +41,10 @@ protos: $(STAMP)
 .tools/node_modules/.bin/buf:
 	npm install --silent --prefix .tools @bufbuild/buf
 
+# buf lint, and buf breaking against the last released contracts (the committed image protos/baseline/*.binpb).
 lint-protos: .tools/node_modules/.bin/buf
 	cd protos && ../.tools/node_modules/.bin/buf lint
+	.tools/node_modules/.bin/buf breaking protos --against protos/baseline/contracts-v1.0.0.binpb
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

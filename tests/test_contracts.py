@@ -1,8 +1,11 @@
-"""The protobuf contracts: generated stubs are fresh, buf lint is clean, and tensors round-trip."""
+"""The protobuf contracts: generated stubs are fresh, buf lint is clean, nothing breaks the last released contracts
+(buf breaking against the committed baseline image), and tensors round-trip."""
 
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -23,14 +26,55 @@ def test_generated_stubs_are_fresh() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_buf_lint_is_clean() -> None:
+# The contracts of the last release, as a buf image (`buf build protos -o ...`) committed beside them: a fresh clone
+# always has it, while a git tag may be missing from a CI clone (shallow, or tags not fetched). The same state is
+# tagged contracts-v1.0.0 in git; see docs/contracts/clients.md for cutting the next baseline.
+BASELINE_TAG = "contracts-v1.0.0"
+BASELINE = ROOT / "protos" / "baseline" / f"{BASELINE_TAG}.binpb"
+
+
+def _buf() -> Path:
     buf = ROOT / ".tools/node_modules/.bin/buf"
     if not buf.exists():
         if os.environ.get("GAUNTLET_REQUIRE_BUF"):
             pytest.fail("buf is not installed (.ci/run installs @bufbuild/buf into .tools)")
         pytest.skip("buf not installed: make lint-protos installs it")
-    result = subprocess.run([str(buf), "lint"], cwd=ROOT / "protos", capture_output=True, text=True)
+    return buf
+
+
+def _breaking(buf: Path, protos: Path, against: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(buf), "breaking", str(protos), "--against", against], capture_output=True, text=True, timeout=120
+    )
+
+
+def test_buf_lint_is_clean() -> None:
+    result = subprocess.run([str(_buf()), "lint"], cwd=ROOT / "protos", capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_no_breaking_change_against_the_released_contracts() -> None:
+    buf = _buf()
+    result = _breaking(buf, ROOT / "protos", str(BASELINE))
+    assert result.returncode == 0, result.stdout + result.stderr
+    tagged = subprocess.run(["git", "rev-parse", "-q", "--verify", f"refs/tags/{BASELINE_TAG}"], cwd=ROOT)
+    if tagged.returncode == 0:  # where the clone has the tag, check against it too
+        result = _breaking(buf, ROOT / "protos", f"{ROOT}/.git#tag={BASELINE_TAG},subdir=protos")
+        assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_buf_breaking_rejects_a_renumbered_field(tmp_path: Path) -> None:
+    """The check above can fail: a copy of the contracts with one field renumbered breaks the baseline."""
+    buf = _buf()
+    copy = tmp_path / "protos"
+    shutil.copytree(ROOT / "protos", copy)
+    proto = copy / "gauntlet" / "v1" / "simulator.proto"
+    text, count = re.subn(r"uint32 max_steps = 6;", "uint32 max_steps = 60;", proto.read_text())
+    assert count == 1, "the field this test renumbers moved: pick another"
+    proto.write_text(text)
+    result = _breaking(buf, copy, str(BASELINE))
+    assert result.returncode != 0, result.stdout
+    assert 'field "6" with name "max_steps" on message "DescribeEnvironmentResponse"' in result.stdout, result.stdout
 
 
 @pytest.mark.parametrize(

@@ -25,13 +25,14 @@ _sym_db = _symbol_database.Default()
 from common.generated.gauntlet.v1 import common_pb2 as gauntlet_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1cgauntlet/v1/translator.proto\x12\x0bgauntlet.v1\x1a\x18gauntlet/v1/common.proto\"\x18\n\x16ListTranslatorsRequest\"J\n\x11TranslatorSummary\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12\x12\n\ninput_kind\x18\x03 \x01(\t\"N\n\x17ListTranslatorsResponse\x12\x33\n\x0btranslators\x18\x01 \x03(\x0b\x32\x1e.gauntlet.v1.TranslatorSummary\"K\n\x10TranslateRequest\x12\x12\n\ntranslator\x18\x01 \x01(\t\x12#\n\x06images\x18\x02 \x01(\x0b\x32\x13.gauntlet.v1.Tensor\"8\n\x11TranslateResponse\x12#\n\x06images\x18\x01 \x01(\x0b\x32\x13.gauntlet.v1.Tensor2\xbd\x01\n\x11TranslatorService\x12\\\n\x0fListTranslators\x12#.gauntlet.v1.ListTranslatorsRequest\x1a$.gauntlet.v1.ListTranslatorsResponse\x12J\n\tTranslate\x12\x1d.gauntlet.v1.TranslateRequest\x1a\x1e.gauntlet.v1.TranslateResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1cgauntlet/v1/translator.proto\x12\x0bgauntlet.v1\x1a\x18gauntlet/v1/common.proto\"\x18\n\x16ListTranslatorsRequest\"J\n\x11TranslatorSummary\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12\x12\n\ninput_kind\x18\x03 \x01(\t\"N\n\x17ListTranslatorsResponse\x12\x33\n\x0btranslators\x18\x01 \x03(\x0b\x32\x1e.gauntlet.v1.TranslatorSummary\"K\n\x10TranslateRequest\x12\x12\n\ntranslator\x18\x01 \x01(\t\x12#\n\x06images\x18\x02 \x01(\x0b\x32\x13.gauntlet.v1.Tensor\"8\n\x11TranslateResponse\x12#\n\x06images\x18\x01 \x01(\x0b\x32\x13.gauntlet.v1.Tensor2\xbd\x01\n\x11TranslatorService\x12\\\n\x0fListTranslators\x12#.gauntlet.v1.ListTranslatorsRequest\x1a$.gauntlet.v1.ListTranslatorsResponse\x12J\n\tTranslate\x12\x1d.gauntlet.v1.TranslateRequest\x1a\x1e.gauntlet.v1.TranslateResponseBI\n\x0f\x64\x65v.gauntlet.v1P\x01Z&gauntlet/gen/go/gauntlet/v1;gauntletv1\xaa\x02\x0bGauntlet.V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'gauntlet.v1.translator_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
-  DESCRIPTOR._loaded_options = None
+  _globals['DESCRIPTOR']._loaded_options = None
+  _globals['DESCRIPTOR']._serialized_options = b'\n\017dev.gauntlet.v1P\001Z&gauntlet/gen/go/gauntlet/v1;gauntletv1\252\002\013Gauntlet.V1'
   _globals['_LISTTRANSLATORSREQUEST']._serialized_start=71
   _globals['_LISTTRANSLATORSREQUEST']._serialized_end=95
   _globals['_TRANSLATORSUMMARY']._serialized_start=97
