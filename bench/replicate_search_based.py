@@ -1,11 +1,13 @@
-"""Search-based testing of RL on one subject, through the services: DFS -> safety suites -> trace fuzzing.
+"""Search-based testing of RL on one subject, through the services: DFS -> safety suites -> trace fuzzing ->
+performance testing.
 
 "Search-Based Testing of Reinforcement Learning" (IJCAI-ECAI 2022): Step 1 (Algorithm 1) runs over a simulator
 session and stores its reference artifact under the generator's artifact root; Step 2 runs ST, IT(is), AC(1) and
-AC(2) as campaigns of the strategy `search_safety` (oracle trace_safety, n repetitions, l agent steps); Step 3 runs
-the strategy `trace_fuzzing` (oracle trace_outcome). It prints what it measured and ends with one line per suite,
-`suite=<name> tests=<N> invalid=<N> mean_fail_frequency=<f>`. Step 4 (performance testing) and Super Mario Bros.
-are not here yet (docs/strategies/search-based.md).
+AC(2) per agent as campaigns of the strategy `search_safety` (oracle trace_safety, n repetitions, l agent steps), plus
+RS, the agent started from states on τ_ref drawn uniformly at random; Step 3 runs the strategy `trace_fuzzing`
+(oracle trace_outcome) once and rebuilds T_fit from its executions; Step 4 runs `trace_performance` simple and robust
+per agent. Writes results/search_based_<subject>.{md,json,png} with the paper's statements beside ours and ends with
+`boundary_vs_random_state_fail_rate=<mean ST fail frequency / mean RS fail frequency>`.
 
     python bench/replicate_search_based.py --subject taxi_large --model taxi-qlearning
 """
@@ -29,14 +31,27 @@ from common.space import value_from_proto
 from generator_service.config import CampaignConfig
 from generator_service.search_based.artifact import reference_document, write_reference
 from generator_service.search_based.dfs import depth_first_search
+from generator_service.search_based.performance import measure_performance, pearson, write_traces
 from generator_service.search_based.safety_metrics import measure_suite
 from generator_service.search_based.session import SessionEnvironment
+from generator_service.search_based.trace_fuzzing import fittest_traces
 
 SUITES = (("ST", {}), ("IT", {"interval": 2}), ("AC", {"k": 1}), ("AC", {"k": 2}))
+# The paper's statements (Section 7, on Super Mario Bros.), printed beside ours.
+PAPER = {
+    "ST": "2-moves agents safest (about 10 % of ST tests fail), right-complex the least safe (about 38 %)",
+    "boundary": "boundary states are where agents fail (the suites built around them find failures)",
+    "performance": "agents reach the fuzz traces' reward from s0 but fall below it from later states (robust)",
+    "correlation": "safety and performance correlate negatively across agents, Pearson r about -0.7",
+}
 
 
 def search_reference(
-    simulator: simulator_pb2_grpc.SimulatorServiceStub, subject: str, path: Path, max_samples: int
+    simulator: simulator_pb2_grpc.SimulatorServiceStub,
+    subject: str,
+    path: Path,
+    max_samples: int,
+    revisit_shorter: bool = True,
 ) -> dict[str, Any]:
     """Step 1: the DFS over a session of `subject`, stored at `path`; returns the stored document."""
     info = simulator.DescribeEnvironment(simulator_pb2.DescribeEnvironmentRequest(subject=subject), timeout=60)
@@ -45,7 +60,13 @@ def search_reference(
     declaration = info.search
     env = SessionEnvironment(simulator, subject, declaration)
     try:
-        result = depth_first_search(env, list(declaration.actions), declaration.repetitions, max_samples=max_samples)
+        result = depth_first_search(
+            env,
+            list(declaration.actions),
+            declaration.repetitions,
+            max_samples=max_samples,
+            revisit_shorter=revisit_shorter,
+        )
     finally:
         env.close()
     initial = {name: value_from_proto(v) for name, v in declaration.initial.items()}
@@ -57,84 +78,269 @@ def search_reference(
     return document
 
 
+def suite_name(suite: str, extra: dict[str, int]) -> str:
+    return suite + (f"({extra['interval']})" if "interval" in extra else f"({extra['k']})" if "k" in extra else "")
+
+
 def run_pipeline(
     local: LocalSuite,
     subject: str,
-    model: str,
+    models: list[str],
     max_samples: int = 20_000,
     repetitions: int = 10,
     agent_steps: int = 40,
     generations: int = 50,
     population: int = 50,
+    random_states: int = 100,
+    n_test: int = 10,
+    n_ep: int = 10,
+    width: int = 20,
+    revisit_shorter: bool = True,
 ) -> dict[str, Any]:
-    """DFS, the four suites and trace fuzzing on a running suite; what was measured, as JSON-like data."""
+    """DFS, the suites, trace fuzzing and performance testing on a running suite; what was measured."""
     simulator = simulator_pb2_grpc.SimulatorServiceStub(client_channel(local.endpoint("simulator")))
     gen = generator_pb2_grpc.GeneratorServiceStub(client_channel(local.endpoint("generator")))
     relative = Path("search") / f"{subject}.json"
-    document = search_reference(simulator, subject, local.artifact_root / relative, max_samples)
+    document = search_reference(simulator, subject, local.artifact_root / relative, max_samples, revisit_shorter)
     report: dict[str, Any] = {
         "subject": subject,
-        "model": model,
+        "models": models,
+        "parameters": {
+            "max_samples": max_samples,
+            "n": repetitions,
+            "l": agent_steps,
+            "g": generations,
+            "p": population,
+            "random_states": random_states,
+            "n_test": n_test,
+            "n_ep": n_ep,
+            "w": width,
+            "revisit_shorter": revisit_shorter,
+        },
         "search": {
             "success": document["success"],
             "reference_length": len(document["reference_actions"]),
             "boundary_depths": [b["depth"] for b in document["boundary"]],
             **document["stats"],
         },
-        "suites": {},
+        "agents": {},
+        "paper": PAPER,
     }
     if not document["success"]:
         return report
-    common = {"subject": subject, "model": model, "seed": 0, "batch_size": 64, "parallelism": 16}
-    for suite, extra in SUITES:
-        config = CampaignConfig(
-            name=f"search-{suite}",
-            strategy="search_safety",
-            strategy_params={"reference": str(relative), "suite": suite, "agent_steps": agent_steps, **extra},
-            oracle="trace_safety",
-            repetitions=repetitions,
-            budget={"max_executions": 100_000},
-            **common,
-        )
-        status = run_campaign(gen, config)
-        measured = measure_suite(campaign_executions(gen, status.campaign_id))
-        name = suite + (f"({extra['interval']})" if "interval" in extra else f"({extra['k']})" if "k" in extra else "")
-        report["suites"][name] = {
-            "tests": measured.tests,
-            "invalid": measured.invalid,
-            "mean_fail_frequency": measured.mean,
-            "per_boundary": measured.per_boundary,
-        }
+    common = {"subject": subject, "seed": 0, "batch_size": 64, "parallelism": 16}
+    for model in models:
+        suites: dict[str, Any] = {}
+        for suite, extra in (*SUITES, ("RS", {"count": random_states})):
+            config = CampaignConfig(
+                name=f"search-{suite}",
+                strategy="search_safety",
+                strategy_params={"reference": str(relative), "suite": suite, "agent_steps": agent_steps, **extra},
+                oracle="trace_safety",
+                repetitions=repetitions,
+                budget={"max_executions": 100_000},
+                model=model,
+                **common,
+            )
+            status = run_campaign(gen, config)
+            measured = measure_suite(campaign_executions(gen, status.campaign_id))
+            suites[suite_name(suite, extra) if suite != "RS" else "RS"] = {
+                "tests": measured.tests,
+                "invalid": measured.invalid,
+                "mean_fail_frequency": measured.mean,
+                "per_boundary": measured.per_boundary,
+                "wall_seconds": status.wall_seconds,
+            }
+        report["agents"][model] = {"suites": suites}
     fuzz = CampaignConfig(
         name="search-fuzzing",
         strategy="trace_fuzzing",
         strategy_params={"reference": str(relative), "generations": generations, "population": population},
         oracle="trace_outcome",
         budget={"max_executions": 1_000_000},
+        model=models[0],  # traces run open loop: the agent is never asked
         **{**common, "batch_size": population},
     )
     status = run_campaign(gen, fuzz)
     rows = campaign_executions(gen, status.campaign_id)
+    t_fit = fittest_traces(rows)
+    traces_relative = Path("search") / f"{subject}_t_fit.json"
+    write_traces(local.artifact_root / traces_relative, t_fit)
     report["fuzzing"] = {
         "executions": len(rows),
         "unsafe": sum(1 for e in rows if e.verdict == 2),
         "distinct_states": len({h for e in rows for h in e.descriptors[2:]}),
         "best_total_reward": max((e.total_reward for e in rows), default=0.0),
+        "t_fit_lengths": [len(t) for t in t_fit],
         "wall_seconds": status.wall_seconds,
     }
+    for model in models:
+        performance: dict[str, Any] = {}
+        for mode in ("simple", "robust"):
+            config = CampaignConfig(
+                name=f"search-performance-{mode}",
+                strategy="trace_performance",
+                strategy_params={
+                    "reference": str(relative),
+                    "traces": str(traces_relative),
+                    "mode": mode,
+                    "n_test": n_test,
+                    "width": width,
+                },
+                oracle="trace_outcome",
+                repetitions=n_ep,
+                budget={"max_executions": 1_000_000},
+                model=model,
+                **common,
+            )
+            status = run_campaign(gen, config)
+            measured = measure_performance(campaign_executions(gen, status.campaign_id))
+            performance[mode] = {"R_a": measured.agent, "R_t": measured.traces, "wall_seconds": status.wall_seconds}
+        report["agents"][model]["performance"] = performance
+    report["correlation"] = correlation(report)
     return report
+
+
+def correlation(report: dict[str, Any]) -> dict[str, Any]:
+    """Safety vs performance across agents and suites: Pearson r between each (agent, suite)'s mean fail frequency
+    and that agent's simple-performance gap R_a − R_t. NaN with fewer than 3 pairs or a constant side (one agent)."""
+    fails, gaps = [], []
+    for agent in report["agents"].values():
+        simple = agent.get("performance", {}).get("simple", {})
+        if 0 not in simple.get("R_a", {}) or 0 not in simple.get("R_t", {}):
+            continue
+        gap = simple["R_a"][0] - simple["R_t"][0]
+        for name, suite in agent["suites"].items():
+            if name != "RS":
+                fails.append(suite["mean_fail_frequency"])
+                gaps.append(gap)
+    return {"pairs": len(fails), "pearson_r": pearson(fails, gaps), "agents": len(report["agents"])}
+
+
+def boundary_vs_random(report: dict[str, Any]) -> float:
+    """Mean ST fail frequency over agents / mean RS fail frequency over agents (inf when RS never fails)."""
+    agents = report["agents"].values()
+    st = [a["suites"]["ST"]["mean_fail_frequency"] for a in agents if "ST" in a["suites"]]
+    rs = [a["suites"]["RS"]["mean_fail_frequency"] for a in agents if "RS" in a["suites"]]
+    if not st or not rs:
+        return float("nan")
+    mean_st, mean_rs = sum(st) / len(st), sum(rs) / len(rs)
+    return mean_st / mean_rs if mean_rs else float("inf") if mean_st else float("nan")
+
+
+def write_markdown(report: dict[str, Any], path: Path, command: str) -> None:
+    search = report["search"]
+    lines = [
+        f"# Search-based testing of RL on `{report['subject']}`",
+        "",
+        'Replication of "Search-Based Testing of Reinforcement Learning" (IJCAI-ECAI 2022) on a subject of ours, '
+        "through the services. Reproduce with:",
+        "",
+        f"    {command}",
+        "",
+        "## Step 1: DFS",
+        "",
+        f"success {search['success']}, |τ_ref| = {search['reference_length']}, "
+        f"|DB| = {len(search['boundary_depths'])}, "
+        f"{search['samples']} samples, {search['visited']} states visited, {search['seconds']:.1f} s.",
+        "",
+        "## Step 2: safety suites (mean fail frequency over valid tests)",
+        "",
+        "| agent | suite | tests | invalid | mean fail frequency |",
+        "|---|---|---|---|---|",
+    ]
+    for model, agent in report["agents"].items():
+        for name, suite in agent["suites"].items():
+            lines.append(
+                f"| {model} | {name} | {suite['tests']} | {suite['invalid']} | {suite['mean_fail_frequency']:.3f} |"
+            )
+    fuzz = report.get("fuzzing", {})
+    if fuzz:
+        lines += [
+            "",
+            "## Step 3: trace fuzzing",
+            "",
+            f"{fuzz['executions']} traces, {fuzz['unsafe']} unsafe, {fuzz['distinct_states']} distinct states, "
+            f"best reward {fuzz['best_total_reward']:.2f}, |T_fit| = {len(fuzz['t_fit_lengths'])}, "
+            f"{fuzz['wall_seconds']:.0f} s.",
+            "",
+            "## Step 4: performance",
+            "",
+            "| agent | R_a (s0) | R_t (s0) | robust: prefix lengths where R_a^pl ≥ R_t^pl |",
+            "|---|---|---|---|",
+        ]
+        for model, agent in report["agents"].items():
+            perf = agent.get("performance", {})
+            simple, robust = perf.get("simple", {}), perf.get("robust", {})
+            lengths = sorted(robust.get("R_a", {}))
+            above = sum(1 for pl in lengths if robust["R_a"][pl] >= robust["R_t"].get(pl, float("inf")))
+            lines.append(
+                f"| {model} | {simple.get('R_a', {}).get(0, float('nan')):.2f} | "
+                f"{simple.get('R_t', {}).get(0, float('nan')):.2f} | {above} of {len(lengths)} |"
+            )
+    corr = report.get("correlation", {})
+    ratio = boundary_vs_random(report)
+    lines += [
+        "",
+        "## Beside the paper",
+        "",
+        "| claim | paper (Super Mario Bros.) | ours |",
+        "|---|---|---|",
+        f"| safety per agent | {PAPER['ST']} | ST mean fail frequency: "
+        + ", ".join(f"{m} {a['suites']['ST']['mean_fail_frequency']:.3f}" for m, a in report["agents"].items())
+        + " |",
+        f"| boundary states | {PAPER['boundary']} | boundary_vs_random_state_fail_rate = {ratio:.2f} |",
+        f"| performance | {PAPER['performance']} | see Step 4 and the figure |",
+        f"| correlation | {PAPER['correlation']} | r = {corr.get('pearson_r', float('nan')):.2f} over "
+        f"{corr.get('pairs', 0)} (agent, suite) pairs of {corr.get('agents', 0)} agent(s) |",
+        "",
+    ]
+    path.write_text("\n".join(lines))
+
+
+def plot(report: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
+    for model, agent in report["agents"].items():
+        for name, suite in agent["suites"].items():
+            if name == "RS" or not suite["per_boundary"]:
+                continue
+            xs = sorted(suite["per_boundary"])
+            left.plot(xs, [suite["per_boundary"][x] for x in xs], marker=".", label=f"{model} {name}")
+        robust = agent.get("performance", {}).get("robust", {})
+        if robust.get("R_a"):
+            pls = sorted(robust["R_a"])
+            right.plot(pls, [robust["R_a"][p] for p in pls], marker="o", label=f"R_a^pl {model}")
+            right.plot(pls, [robust["R_t"].get(p, float("nan")) for p in pls], "--", marker="x", label="R_t^pl")
+    left.set(xlabel="boundary state i", ylabel="fail frequency", title="Safety per boundary state")
+    right.set(xlabel="prefix length pl", ylabel="mean episode reward", title="Robust performance")
+    left.legend(fontsize=7)
+    right.legend(fontsize=7)
+    fig.suptitle(f"Search-based testing of RL on {report['subject']}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--subject", required=True, help="a subject with a `search` section, e.g. taxi_large")
-    parser.add_argument("--model", required=True, help="the agent under test, e.g. taxi-qlearning")
+    parser.add_argument("--model", required=True, nargs="+", help="the agent(s) under test, e.g. taxi-qlearning")
     parser.add_argument("--max-samples", type=int, default=20_000, help="DFS budget in sampled transitions")
+    parser.add_argument("--printed-visited-rule", action="store_true", help="never re-explore a visited state")
     parser.add_argument("--repetitions", type=int, default=10, help="n: runs per safety test case")
     parser.add_argument("--agent-steps", type=int, default=40, help="l: agent steps after a prefix")
+    parser.add_argument("--random-states", type=int, default=100, help="RS: random states on τ_ref per agent")
     parser.add_argument("--generations", type=int, default=50, help="g: trace-fuzzing generations")
     parser.add_argument("--population", type=int, default=50, help="p: trace-fuzzing population")
-    parser.add_argument("--out", type=Path, default=None, help="write the measurements as JSON here")
+    parser.add_argument("--n-test", type=int, default=10, help="n_test: traces per prefix length (robust)")
+    parser.add_argument("--n-ep", type=int, default=10, help="n_ep: episodes per performance test")
+    parser.add_argument("--width", type=int, default=20, help="w: prefix-length step (robust)")
+    parser.add_argument("--out", type=Path, default=Path("results"), help="folder for search_based_<subject>.*")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -153,15 +359,30 @@ def main(argv: list[str] | None = None) -> int:
                 args.agent_steps,
                 args.generations,
                 args.population,
+                args.random_states,
+                args.n_test,
+                args.n_ep,
+                args.width,
+                not args.printed_visited_rule,
             )
-    print(json.dumps(report, indent=1))
-    if args.out:
-        args.out.write_text(json.dumps(report, indent=1))
-    for name, suite in report["suites"].items():
-        print(
-            f"suite={name} tests={suite['tests']} invalid={suite['invalid']} "
-            f"mean_fail_frequency={suite['mean_fail_frequency']:.3f}"
-        )
+    command = "python bench/replicate_search_based.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    args.out.mkdir(parents=True, exist_ok=True)
+    stem = args.out / f"search_based_{args.subject}"
+    stem.with_suffix(".json").write_text(json.dumps(report, indent=1))
+    write_markdown(report, stem.with_suffix(".md"), command)
+    if report["search"]["success"]:
+        plot(report, stem.with_suffix(".png"))
+    print(json.dumps(report["search"]))
+    for model, agent in report["agents"].items():
+        for name, suite in agent["suites"].items():
+            print(
+                f"agent={model} suite={name} tests={suite['tests']} invalid={suite['invalid']} "
+                f"mean_fail_frequency={suite['mean_fail_frequency']:.3f}"
+            )
+        simple = agent.get("performance", {}).get("simple", {})
+        print(f"agent={model} R_a={simple.get('R_a', {}).get(0)} R_t={simple.get('R_t', {}).get(0)}")
+    print(f"correlation={json.dumps(report.get('correlation', {}))}")
+    print(f"boundary_vs_random_state_fail_rate={boundary_vs_random(report):.3f}")
     return 0 if report["search"]["success"] else 1
 
 

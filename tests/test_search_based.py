@@ -56,6 +56,37 @@ def test_search_stops_at_its_budget_and_when_no_goal_is_reachable() -> None:
     assert not no_goal.success and no_goal.stats.stopped == "exhausted"
 
 
+class TimeLimitedGraph(GraphEnvironment):
+    """A graph whose episodes end (a time limit) after `limit` steps: the handle carries the depth."""
+
+    def __init__(self, edges: dict[str, dict[int, str]], kinds: dict[str, str], limit: int) -> None:
+        super().__init__(edges, kinds)
+        self.limit = limit
+
+    def root(self) -> Visit:
+        return Visit("s0", ONGOING, 0.0, ("s0", 0))
+
+    def sample(self, state: Visit, action: int) -> Visit:
+        self.samples += 1
+        node, depth = state.handle
+        nxt = self.edges.get(node, {}).get(action, node)
+        kind = self.kinds.get(nxt, ONGOING)
+        if kind == ONGOING and depth + 1 >= self.limit:
+            kind = ENDED
+        return Visit(nxt, kind, 0.0, (nxt, depth + 1))
+
+
+def test_a_state_first_reached_at_the_time_limit_is_explored_again_from_a_shorter_prefix() -> None:
+    # a's detour reaches m only at the limit (a dead end there); b reaches m at once, and m's a is the goal
+    edges = {"s0": {A: "p1", B: "m"}, "p1": {A: "p2"}, "p2": {A: "m"}, "m": {A: "g"}}
+    kinds = {"g": GOAL}
+    printed = depth_first_search(TimeLimitedGraph(edges, kinds, 3), [A, B], revisit_shorter=False)
+    assert not printed.success and printed.stats.stopped == "exhausted"  # the global rule never comes back to m
+    result = depth_first_search(TimeLimitedGraph(edges, kinds, 3), [A, B])
+    assert result.success and result.actions == [B, A] and result.states == ["s0", "m", "g"]
+    assert result.boundary == []  # s0's first successor p1 failed, but s0 is never a boundary state
+
+
 def test_repetitions_follow_rep_c_p() -> None:
     assert repetitions_for(0.9, 0.1) == 22  # the paper's worked example
     assert repetitions_for(0.9, 1.0) == 1
@@ -105,3 +136,62 @@ def test_trace_operators_keep_traces_well_formed() -> None:
     assert mutate([1], 4, np.random.default_rng(1), effect_size=1, stop=1.0)  # never empties a trace
     scores = fitness([10.0, 5.0, 0.0], [-4.0, -2.0, 0.0], [3, 0, 6], (2.0, 1.5, 1.0))
     assert scores == [pytest.approx(2 * 0.5 + 1.5 + 0.0), pytest.approx(0 + 0.75 + 0.5), pytest.approx(2 + 0 + 1)]
+
+
+def test_random_state_suite_draws_prefixes_of_states_on_the_reference_before_the_goal() -> None:
+    from generator_service.search_based.suites import suite_cases
+
+    cases = suite_cases(REFERENCE, "RS", count=200, rng=np.random.default_rng(3))
+    lengths = [meta["prefix_length"] for _, meta in cases]
+    assert len(cases) == 200 and set(lengths) == set(range(len(REFERENCE["reference_actions"])))  # 0..|τ_ref|−1
+    assert all(a == REFERENCE["reference_actions"][: meta["prefix_length"]] for a, meta in cases)
+    assert len(suite_cases(REFERENCE, "RS")) == len(REFERENCE["boundary"])  # count 0: as many as |DB|
+
+
+def test_performance_cases_follow_algorithms_2_and_3() -> None:
+    from generator_service.search_based.performance import performance_cases
+
+    traces = [[0] * 45, [1] * 25, [2] * 65, [0, 1] * 30]  # lengths 45, 25, 65, 60
+    simple = performance_cases(traces, "simple", 2, 20, np.random.default_rng(0))
+    assert [(p, agent) for p, agent, _ in simple] == [([], True)] + [(t, False) for t in traces]
+    robust = performance_cases(traces, "robust", 2, 20, np.random.default_rng(0))
+    # pl = 20 (4 traces long enough), 40 (3), 60 (2); at 80 none: too few, Algorithm 3 stops
+    assert sorted({meta["pl"] for _, _, meta in robust}) == [20, 40, 60]
+    for prefix, agent, meta in robust:
+        trace = traces[meta["trace"]]
+        assert len(trace) >= meta["pl"]
+        assert prefix == (trace[: meta["pl"]] if agent else trace)  # the agent takes over at s_pl; R_t: whole trace
+    assert sum(1 for _, agent, _ in robust if agent) == 3 * 2  # n_test agent tests per length
+
+
+def test_fittest_traces_and_performance_are_measured_from_stored_executions() -> None:
+    from common.generated.gauntlet.v1 import generator_pb2
+    from generator_service.search_based.performance import measure_performance, pearson
+    from generator_service.search_based.trace_fuzzing import fittest_traces
+
+    def execution(actions: list[int], labels: dict[str, str], descriptors: list[float], reward: float = 0.0):
+        e = generator_pb2.Execution(total_reward=reward)
+        e.test_case.action_trace.actions.extend(actions)
+        e.test_case.action_trace.labels.update(labels)
+        e.descriptors.extend(descriptors)
+        return e
+
+    fuzz = [
+        execution([0], {"generation": "0"}, [9.0, 0.0, 1.0, 2.0]),  # the seed: not part of T_fit
+        execution([1], {"generation": "1"}, [1.0, 0.0, 1.0, 2.0]),  # states seen in generation 0: fc 0
+        execution([2], {"generation": "1"}, [1.0, 0.0, 7.0]),  # a new state: the fittest
+        execution([3], {"generation": "2"}, [1.0, -5.0, 8.0]),
+        execution([4], {"generation": "2"}, [1.0, 0.0, 9.0]),  # same coverage and reward, no negative: fittest
+    ]
+    assert fittest_traces(fuzz) == [[2], [4]]
+    perf = [
+        execution([], {"role": "agent", "pl": "0"}, [], 3.0),
+        execution([1], {"role": "trace", "pl": "0"}, [], 2.0),
+        execution([2], {"role": "trace", "pl": "0"}, [], 4.0),
+        execution([1], {"role": "agent", "pl": "20"}, [], 1.0),
+        execution([1, 2], {"role": "trace", "pl": "20"}, [], 5.0),
+    ]
+    measured = measure_performance(perf)
+    assert measured.agent == {0: 3.0, 20: 1.0} and measured.traces == {0: 3.0, 20: 5.0}
+    assert pearson([0.1, 0.2, 0.3], [3.0, 2.0, 1.0]) == pytest.approx(-1.0)
+    assert np.isnan(pearson([0.1, 0.2, 0.3], [1.0, 1.0, 1.0]))  # one agent: a constant performance side

@@ -103,7 +103,7 @@ def cartpole_artifact(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 # Strategies whose inputs are action traces from a DFS reference artifact, not points of the parameter space:
 # their properties (suite sizes, well-formed traces, determinism) are tested in tests/test_search_based*.py.
-TRACE_STRATEGIES = {"search_safety", "trace_fuzzing"}
+TRACE_STRATEGIES = {"search_safety", "trace_fuzzing", "trace_performance"}
 
 
 def params_for(name: str, subject: str, request: pytest.FixtureRequest) -> dict[str, Any]:

@@ -69,32 +69,46 @@ class SearchResult:
     stats: SearchStats = field(default_factory=SearchStats)
 
 
+@dataclass
+class _Frame:
+    """A state on the current DFS path: how it was reached and how far its sampling got."""
+
+    visit: Visit
+    action: int  # the action that led into it (unused for s0)
+    next_pair: int = 0  # index of its next (action, repetition) pair
+    new_children: int = 0  # successors it logged (reached first or by a shorter prefix)
+
+
 def depth_first_search(
     env: SearchEnvironment,
     actions: Sequence[int],
     repetitions: int = 1,
     max_samples: int = 0,
     max_seconds: float = 0.0,
+    revisit_shorter: bool = True,
 ) -> SearchResult:
-    """Algorithm 1: τ_ref and the boundary states along it; `max_samples`/`max_seconds` bound it (0 = no bound)."""
+    """Algorithm 1: τ_ref and the boundary states along it; `max_samples`/`max_seconds` bound it (0 = no bound).
+
+    With `revisit_shorter` a visited state is explored again when a shorter prefix reaches it: on a subject with a
+    time limit, a state first reached deep in a long detour is a dead end there (the limit ends the episode), and
+    the printed global rule (`revisit_shorter=False`) would never explore it again from a prefix that leaves time
+    to reach the goal. τ_ref is the DFS path when the goal is sampled, which is what the printed post-processing
+    of the log computes when every state is logged once."""
     started = time.perf_counter()
     stats = SearchStats()
     root = env.root()
-    log_states: list[Hashable] = [root.key]  # V_S
-    log_actions: list[int] = []  # V_A; V_A[i] led to V_S[i+1]
-    log_rewards: list[float] = [0.0]  # reward of the transition into V_S[i], recorded when sampled
-    visited = {root.key}
+    depth_of: dict[Hashable, int] = {root.key: 0}  # V_S as a set, with the shortest prefix each state was reached by
     explored: set[Hashable] = set()
     success = root.kind == GOAL
+    goal: Visit | None = root if success else None
     if root.kind in (UNSAFE, ENDED):
         explored.add(root.key)
-    # each frame: the state, the index of its next (action, repetition) pair
-    stack: list[tuple[Visit, int]] = [] if success or root.key in explored else [(root, 0)]
+    stack: list[_Frame] = [] if success or root.key in explored else [_Frame(root, -1)]
     budget_hit = False
     while stack and not success:
-        state, next_pair = stack[-1]
-        if next_pair >= len(actions) * repetitions:  # backtracked from every successor: the state failed
-            explored.add(state.key)
+        frame = stack[-1]
+        if frame.next_pair >= len(actions) * repetitions:  # backtracked from every successor: the state failed
+            explored.add(frame.visit.key)
             stack.pop()
             continue
         if (max_samples and stats.samples >= max_samples) or (
@@ -102,48 +116,43 @@ def depth_first_search(
         ):
             budget_hit = True
             break
-        stack[-1] = (state, next_pair + 1)
-        child = env.sample(state, actions[next_pair // repetitions])
+        action = actions[frame.next_pair // repetitions]
+        frame.next_pair += 1
+        child = env.sample(frame.visit, action)
         stats.samples += 1
-        if child.key in visited:  # a cycle (or a state another branch reached): not explored twice
+        depth = len(stack)
+        known = depth_of.get(child.key)
+        if known is not None and (not revisit_shorter or known <= depth):  # a cycle, or no shorter way: skip
             continue
-        visited.add(child.key)
-        log_actions.append(actions[next_pair // repetitions])
-        log_states.append(child.key)
-        log_rewards.append(child.reward)
+        depth_of[child.key] = depth
+        explored.discard(child.key)
+        frame.new_children += 1
         if child.kind == GOAL:
-            success = True
+            success, goal = True, child
+            stack.append(_Frame(child, action))
         elif child.kind in (UNSAFE, ENDED):
             explored.add(child.key)
         else:
-            stack.append((child, 0))
-    stats.visited, stats.explored = len(visited), len(explored)
+            stack.append(_Frame(child, action))
+    stats.visited, stats.explored = len(depth_of), len(explored)
     stats.seconds = time.perf_counter() - started
     stats.stopped = "goal" if success else ("budget" if budget_hit else "exhausted")
-    if not success:
+    if not success or goal is None:
         return SearchResult(False, stats=stats)
-    return _reference(log_states, log_actions, log_rewards, explored, stats)
+    return _reference(stack or [_Frame(root, -1)], stats)
 
 
-def _reference(
-    log_states: list[Hashable],
-    log_actions: list[int],
-    log_rewards: list[float],
-    explored: set[Hashable],
-    stats: SearchStats,
-) -> SearchResult:
-    """Algorithm 1's post-processing: τ_ref is the unexplored part of the log; a kept state whose next log entry
-    was explored is a boundary state."""
-    result = SearchResult(True, states=[log_states[0]], stats=stats)
-    for i in range(1, len(log_actions) + 1):  # V_A[i-1] led to V_S[i] (0-based)
-        state = log_states[i]
-        if state in explored:
-            continue
-        result.actions.append(log_actions[i - 1])
-        result.rewards.append(log_rewards[i])
-        result.states.append(state)
-        if i + 1 < len(log_states) and log_states[i + 1] in explored:  # out of range: not explored
-            result.boundary.append(BoundaryState(len(result.actions), state))
+def _reference(path: list[_Frame], stats: SearchStats) -> SearchResult:
+    """τ_ref is the path s0 .. goal; a state on it whose first logged successor is not the next state on the path
+    (that successor's subtree failed: it is explored) is a boundary state, as the printed look-ahead V_S[i+2] says.
+    s0 is not one (the printed loop starts after it)."""
+    result = SearchResult(True, states=[path[0].visit.key], stats=stats)
+    for i, frame in enumerate(path[1:], start=1):
+        result.actions.append(frame.action)
+        result.rewards.append(frame.visit.reward)
+        result.states.append(frame.visit.key)
+        if i + 1 < len(path) and frame.new_children > 1:
+            result.boundary.append(BoundaryState(len(result.actions), frame.visit.key))
     return result
 
 

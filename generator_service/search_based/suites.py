@@ -8,7 +8,9 @@ l steps:
 * IT(is): the prefixes of length DB[i] + off for -is <= off <= is, clipped to [0, |τ_ref|] (duplicates of one
   boundary state dropped); |IT(is)| <= (2·is + 1)·|DB|;
 * AC(k): the prefix of length DB[i] − k (clipped at 0) followed by each of the |A|^k action combinations, A being
-  the agent's action set; |AC(k)| = |A|^k·|DB|.
+  the agent's action set; |AC(k)| = |A|^k·|DB|;
+* RS (ours, not the paper's): `count` prefixes whose lengths are drawn uniformly from 0..|τ_ref|−1 (the agent starts
+  from a random state on τ_ref) — the baseline that tells whether boundary states are where agents fail.
 
 Run with the oracle ``trace_safety`` and ``repetitions`` n (the paper: n = 10, l = 40): each execution's
 failed_repetitions / repetitions is the test case's fail frequency.
@@ -50,12 +52,20 @@ def reference_field() -> Any:
 
 
 def suite_cases(
-    reference: Mapping[str, Any], suite: str, interval: int = 1, k: int = 1
+    reference: Mapping[str, Any],
+    suite: str,
+    interval: int = 1,
+    k: int = 1,
+    count: int = 0,
+    rng: np.random.Generator | None = None,
 ) -> list[tuple[list[int], dict[str, Any]]]:
-    """The suite's test cases as (actions, provenance), in boundary-state order."""
+    """The suite's test cases as (actions, provenance), in boundary-state order (RS: in draw order)."""
     ref = [int(a) for a in reference["reference_actions"]]
     depths = [int(b["depth"]) for b in reference["boundary"]]
     cases: list[tuple[list[int], dict[str, Any]]] = []
+    if suite == "RS":  # the baseline of the boundary-state claim: states on τ_ref drawn uniformly at random
+        draws = (rng or np.random.default_rng(0)).integers(0, max(len(ref), 1), size=count or len(depths))
+        return [(ref[: int(n)], {"suite": "RS", "boundary": -1, "prefix_length": int(n)}) for n in draws]
     for i, depth in enumerate(depths):
         if suite == "ST":
             cases.append((ref[:depth], {"suite": "ST", "boundary": i, "prefix_length": depth}))
@@ -68,16 +78,19 @@ def suite_cases(
             for combo in itertools.product(range(int(reference["agent_actions"])), repeat=k):
                 cases.append((ref[:start] + list(combo), {"suite": f"AC({k})", "boundary": i, "prefix_length": start}))
         else:
-            raise ValueError(f"suite must be one of ST, IT, AC, got {suite!r}")
+            raise ValueError(f"suite must be one of ST, IT, AC, RS, got {suite!r}")
     return cases
 
 
 class SafetySuiteParams(StrategyParams):
     reference: ArtifactPath = reference_field()
-    suite: Literal["ST", "IT", "AC"] = Field("ST", description="simple, interval or k-wise action coverage suite")
+    suite: Literal["ST", "IT", "AC", "RS"] = Field(
+        "ST", description="simple, interval or k-wise action coverage suite, or RS: random states on τ_ref"
+    )
     interval: Integer = Field(1, ge=0, le=1000, description="IT(is): offsets -is..is around each boundary state")
     k: Integer = Field(1, ge=1, le=4, description="AC(k): actions combined at the k-th predecessor")
     agent_steps: Integer = Field(40, ge=1, le=100_000, description="l: steps the agent acts after the prefix")
+    count: Integer = Field(0, ge=0, le=100_000, description="RS: random states drawn (0: as many as |DB|)")
 
 
 class SafetySuite:
@@ -97,7 +110,7 @@ class SafetySuite:
         if not params.reference:
             raise ValueError("strategy parameter reference is required: the DFS's reference artifact")
         self.reference = read_reference(Path(params.reference))
-        cases = suite_cases(self.reference, params.suite, params.interval, params.k)
+        cases = suite_cases(self.reference, params.suite, params.interval, params.k, params.count, rng)
         artifact = Path(params.reference).name
         self._pending = [
             trace_input(

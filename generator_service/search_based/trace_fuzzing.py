@@ -25,7 +25,7 @@ import numpy as np
 from pydantic import Field
 
 from common.action_trace import ACTION_TRACE_KEY, trace_input
-from common.generated.gauntlet.v1 import simulator_pb2
+from common.generated.gauntlet.v1 import generator_pb2, simulator_pb2
 from common.space import ParameterSpace
 from generator_service.search_based.artifact import read_reference
 from generator_service.search_based.suites import SOURCE, ArtifactPath, reference_field
@@ -179,3 +179,30 @@ class TraceFuzzing:
                     mutate(parent, self.actions, self.rng, self.params.effect_size, self.params.mutation_stop)
                 )
         self.offspring, self.results, self.asked = children, [], 0
+
+
+def fittest_traces(
+    executions: Sequence[generator_pb2.Execution], weights: tuple[float, float, float] = (2.0, 1.5, 1.0)
+) -> list[Trace]:
+    """T_fit rebuilt from a fuzzing campaign's stored executions: generation by generation (the `generation` label),
+    the same fitness the strategy computed against the states earlier generations covered; generation 0 (the seed
+    τ_ref alone) is not part of it, as in the strategy."""
+    by_generation: dict[int, list[generator_pb2.Execution]] = {}
+    for e in executions:
+        by_generation.setdefault(int(e.test_case.action_trace.labels.get("generation", "0")), []).append(e)
+    covered: set[float] = set()
+    out: list[Trace] = []
+    for generation in sorted(by_generation):
+        rows = by_generation[generation]
+        visited = [set(r.descriptors[2:]) for r in rows]
+        scores = fitness(
+            [r.descriptors[0] if r.descriptors else 0.0 for r in rows],
+            [r.descriptors[1] if len(r.descriptors) > 1 else 0.0 for r in rows],
+            [len(v - covered) for v in visited],
+            weights,
+        )
+        for v in visited:
+            covered |= v
+        if generation > 0:
+            out.append([int(a) for a in rows[int(np.argmax(scores))].test_case.action_trace.actions])
+    return out

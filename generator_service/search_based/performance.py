@@ -1,0 +1,168 @@
+"""Step 4 of search-based testing of RL: simple and robust performance testing, as a campaign strategy.
+
+"Search-Based Testing of Reinforcement Learning" (IJCAI-ECAI 2022), Section 6. The benchmark is T_fit, the fittest
+trace of each trace-fuzzing generation (`fittest_traces` rebuilds it from the fuzzing campaign's executions):
+
+* simple (Algorithm 2): R_a = the agent's mean episode reward from s0; R_t = the mean reward of the T_fit traces
+  replayed from s0;
+* robust (Algorithm 3): for pl = w, 2w, … while at least n_test traces have |τ| ≥ pl, n_test traces drawn from
+  those; R_t^pl = mean reward of the whole traces (R⁻ of the first pl actions plus the suffix), R_a^pl = mean of R⁻
+  plus the agent's reward once it takes over at s_pl. Both include R⁻, so the curves compare point by point.
+
+Every test case is an action trace; the campaign's `repetitions` is n_ep and each execution's total_reward is the
+mean over its runs. The agent acts for `horizon` steps after a prefix (the subject's own step limit ends it first
+when it is shorter: the paper runs the agent "until a terminal state is reached").
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import Field
+
+from common.action_trace import trace_input
+from common.generated.gauntlet.v1 import generator_pb2, simulator_pb2
+from common.space import ParameterSpace
+from generator_service.search_based.artifact import read_reference
+from generator_service.search_based.suites import SOURCE, ArtifactPath, reference_field
+from generator_service.strategies.base import Result, TestInput
+from generator_service.strategies.params import ARTIFACT_PATH, Integer, StrategyParams
+
+TRACES_FORMAT = "gauntlet.fuzz_traces.v1"
+
+
+def write_traces(path: Path, traces: Sequence[Sequence[int]]) -> None:
+    """Stores T_fit for performance testing (`traces` strategy parameter)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"format": TRACES_FORMAT, "traces": [[int(a) for a in t] for t in traces]}))
+
+
+def read_traces(path: Path) -> list[list[int]]:
+    try:
+        document = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"traces file {path.name} cannot be read as JSON ({type(exc).__name__})") from None
+    if not isinstance(document, dict) or document.get("format") != TRACES_FORMAT:
+        raise ValueError(f"traces file {path.name} is not a {TRACES_FORMAT} document")
+    traces = document.get("traces")
+    if not isinstance(traces, list) or not traces or not all(isinstance(t, list) and t for t in traces):
+        raise ValueError(f"traces file {path.name}: traces must be a non-empty list of non-empty action lists")
+    return [[int(a) for a in t] for t in traces]
+
+
+def performance_cases(
+    traces: Sequence[Sequence[int]], mode: str, n_test: int, width: int, rng: np.random.Generator
+) -> list[tuple[list[int], bool, dict[str, Any]]]:
+    """(prefix, whether the agent takes over after it, provenance) for every test case of the mode."""
+    if mode == "simple":
+        cases: list[tuple[list[int], bool, dict[str, Any]]] = [([], True, {"role": "agent", "pl": 0})]
+        cases += [(list(t), False, {"role": "trace", "pl": 0, "trace": i}) for i, t in enumerate(traces)]
+        return cases
+    if mode != "robust":
+        raise ValueError(f"mode must be simple or robust, got {mode!r}")
+    cases = []
+    pl = width
+    while True:
+        long_enough = [i for i, t in enumerate(traces) if len(t) >= pl]
+        if len(long_enough) < n_test:  # Algorithm 3's stop: too few traces of length pl
+            return cases
+        for test in range(n_test):
+            i = int(rng.choice(long_enough))
+            labels = {"pl": pl, "test": test, "trace": i}
+            cases.append((list(traces[i][:pl]), True, {"role": "agent", **labels}))
+            cases.append((list(traces[i]), False, {"role": "trace", **labels}))
+        pl += width
+
+
+class PerformanceParams(StrategyParams):
+    reference: ArtifactPath = reference_field()
+    traces: ArtifactPath = Field(
+        "",
+        description=f"T_fit: the fuzzing's fittest traces (a {TRACES_FORMAT} JSON file)",
+        json_schema_extra={"allowed": "a file path", ARTIFACT_PATH: True},
+    )
+    mode: Literal["simple", "robust"] = Field("simple", description="Algorithm 2 (simple) or 3 (robust)")
+    n_test: Integer = Field(10, ge=1, le=10_000, description="n_test: traces drawn per prefix length (robust)")
+    width: Integer = Field(20, ge=1, le=100_000, description="w: prefix-length step (robust)")
+    horizon: Integer = Field(
+        1000, ge=1, le=1_000_000, description="agent steps after the prefix (the subject's limit may end it first)"
+    )
+
+
+class PerformanceTest:
+    """Performance testing of search-based testing of RL: the agent from s0 (simple) or from states along the
+    fuzz traces (robust) against the traces' own rewards."""
+
+    source = f"{SOURCE}, Section 6"
+    Params = PerformanceParams
+
+    def __init__(
+        self,
+        space: ParameterSpace,
+        rng: np.random.Generator,
+        params: PerformanceParams,
+        search: simulator_pb2.SearchDeclaration | None = None,
+    ) -> None:
+        if not params.reference or not params.traces:
+            raise ValueError("strategy parameters reference and traces are required (the DFS artifact and T_fit)")
+        reference = read_reference(Path(params.reference))
+        traces = read_traces(Path(params.traces))
+        cases = performance_cases(traces, params.mode, params.n_test, params.width, rng)
+        self._pending = [
+            trace_input(
+                reference["initial"],
+                prefix,
+                params.horizon if agent else 0,
+                int(reference["seed"]),
+                prefix_length=len(prefix),
+                mode=params.mode,
+                **labels,
+            )
+            for prefix, agent, labels in cases
+        ]
+
+    def ask(self, n: int) -> list[TestInput]:
+        batch, self._pending = self._pending[:n], self._pending[n:]
+        return batch
+
+    def tell(self, results: Sequence[Result]) -> None:
+        """The test cases are fixed in advance: it learns nothing."""
+
+
+@dataclass
+class PerformanceMeasurement:
+    agent: dict[int, float] = field(default_factory=dict)  # pl -> R_a^pl (pl 0: simple R_a)
+    traces: dict[int, float] = field(default_factory=dict)  # pl -> R_t^pl (pl 0: simple R_t)
+
+
+def measure_performance(executions: Iterable[generator_pb2.Execution]) -> PerformanceMeasurement:
+    """R_a and R_t per prefix length from a performance campaign's executions (each total_reward a mean over n_ep
+    runs; the robust means are over the n_test tests of a length)."""
+    rewards: dict[tuple[str, int], list[float]] = defaultdict(list)
+    for e in executions:
+        labels = e.test_case.action_trace.labels
+        rewards[(labels.get("role", ""), int(labels.get("pl", "0")))].append(float(e.total_reward))
+    out = PerformanceMeasurement()
+    for (role, pl), values in sorted(rewards.items(), key=lambda kv: kv[0][1]):
+        target = out.agent if role == "agent" else out.traces if role == "trace" else None
+        if target is not None:
+            target[pl] = sum(values) / len(values)
+    return out
+
+
+def pearson(xs: Sequence[float], ys: Sequence[float]) -> float:
+    """Pearson's r of paired values; NaN when either side is constant or there are fewer than 3 pairs."""
+    if len(xs) != len(ys):
+        raise ValueError("pearson needs paired values")
+    if len(xs) < 3:
+        return float("nan")
+    x, y = np.asarray(xs, dtype=float), np.asarray(ys, dtype=float)
+    if x.std() == 0 or y.std() == 0:
+        return float("nan")
+    return float(np.corrcoef(x, y)[0, 1])
