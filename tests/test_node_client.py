@@ -1,9 +1,11 @@
-"""A non-Python client: examples/node-client drives the running suite from the .proto files alone."""
+"""A non-Python client: examples/node-client drives the running suite through the generated TypeScript/JavaScript
+client (clients/typescript, buf + protoc-gen-es)."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -29,8 +31,9 @@ def node() -> str:
     found = shutil.which("node")
     if found is None:
         _unavailable("Node.js not installed: `node` is not on PATH")
-    if not (CLIENT_DIR / "node_modules").is_dir():
-        _unavailable(f"Node.js client dependencies not installed: run `npm ci` in {CLIENT_DIR.relative_to(REPO)}")
+    for folder in (CLIENT_DIR, REPO / "clients" / "typescript"):
+        if not (folder / "node_modules").is_dir():
+            _unavailable(f"Node.js dependencies not installed: run `npm ci` in {folder.relative_to(REPO)}")
     return found  # type: ignore[return-value]
 
 
@@ -60,3 +63,5 @@ def test_node_client_drives_suite(node: str, suite: LocalSuite) -> None:
     assert 0 <= summary["failures"] <= 20, output
     assert "cartpole" in done.stdout, output
     assert "NOT_FOUND" in done.stdout, output
+    # read through the generated types: a oneof domain (case/value) and camelCase fields
+    assert re.search(r"^  \w+: real \[-?[\d.e-]+, -?[\d.e-]+\]", done.stdout, re.M), output

@@ -1,10 +1,13 @@
 #!/usr/bin/env node
 'use strict';
 /**
- * A Gauntlet client written in Node.js, built from the .proto contracts alone
- * (no generated code, no Python): it lists and describes environments, runs a
+ * A Gauntlet client written in Node.js, built on the TypeScript/JavaScript
+ * client generated from the .proto contracts (clients/typescript, by buf with
+ * protoc-gen-es; no Python): it lists and describes environments, runs a
  * small campaign while watching its progress stream, and shows how a gRPC
- * error status (NOT_FOUND) reaches a non-Python client.
+ * error status (NOT_FOUND) reaches a non-Python client. Messages are built
+ * and read with the generated schemas (typed fields, enums, 64-bit integers as
+ * BigInt); @grpc/grpc-js carries them, serialized by @bufbuild/protobuf.
  *
  * Usage:
  *   node client.js --simulator HOST:PORT --generator HOST:PORT
@@ -17,43 +20,74 @@
 const path = require('node:path');
 const { parseArgs } = require('node:util');
 const grpc = require('@grpc/grpc-js');
-const protoLoader = require('@grpc/proto-loader');
 
-const PROTO_ROOT = path.resolve(__dirname, '..', '..', 'protos');
-const PROTO_FILES = ['gauntlet/v1/simulator.proto', 'gauntlet/v1/generator.proto'];
+/** The generated code (clients/typescript/gen), and the one @bufbuild/protobuf runtime it was built against. */
+const GEN = path.resolve(__dirname, '..', '..', 'clients', 'typescript', 'gen', 'gauntlet', 'v1');
+const { create, toBinary, fromBinary } = require(require.resolve('@bufbuild/protobuf', { paths: [GEN] }));
+const { SimulatorService } = require(path.join(GEN, 'simulator_pb.js'));
+const { GeneratorService, CampaignSpecSchema, CampaignState } = require(path.join(GEN, 'generator_pb.js'));
 
 /** Deadline for unary calls, in seconds. */
 const UNARY_DEADLINE_S = 30;
 /** Deadline for the whole WatchCampaign stream, in seconds. */
 const WATCH_DEADLINE_S = 110;
 
-/** Campaign the example runs (mirrors examples/cartpole_random.yaml, smaller). */
-const CAMPAIGN_SPEC = {
+/** Campaign the example runs (mirrors examples/cartpole_random.yaml, smaller): a typed CampaignSpec. */
+const CAMPAIGN_SPEC = create(CampaignSpecSchema, {
   name: 'node-client',
   subject: 'cartpole',
   model: { name: 'cartpole-ppo' },
   strategy: 'random',
-  seed: 1,
-  budget: { max_executions: 20 },
-  batch_size: 10,
+  seed: 1n,
+  budget: { maxExecutions: 20n },
+  batchSize: 10,
   parallelism: 10,
   repetitions: 1,
-};
+});
 
 /**
- * Loads the gauntlet.v1 package from the .proto files.
- * @returns {object} the `gauntlet.v1` namespace of service constructors.
+ * A @grpc/grpc-js client class for a generated service descriptor: each method
+ * is named as in the .proto and (de)serializes its generated message types.
+ * @param {object} service a generated GenService, e.g. SimulatorService
+ * @returns {typeof grpc.Client}
  */
-function loadGauntlet() {
-  const definition = protoLoader.loadSync(PROTO_FILES, {
-    includeDirs: [PROTO_ROOT],
-    keepCase: true,
-    longs: String,
-    enums: String,
-    defaults: true,
-    oneofs: true,
-  });
-  return grpc.loadPackageDefinition(definition).gauntlet.v1;
+function grpcClientClass(service) {
+  const definition = {};
+  for (const method of service.methods) {
+    const streamsIn = method.methodKind === 'client_streaming' || method.methodKind === 'bidi_streaming';
+    const streamsOut = method.methodKind === 'server_streaming' || method.methodKind === 'bidi_streaming';
+    definition[method.name] = {
+      path: `/${service.typeName}/${method.name}`,
+      requestStream: streamsIn,
+      responseStream: streamsOut,
+      requestSerialize: (message) => Buffer.from(toBinary(method.input, message)),
+      requestDeserialize: (bytes) => fromBinary(method.input, bytes),
+      responseSerialize: (message) => Buffer.from(toBinary(method.output, message)),
+      responseDeserialize: (bytes) => fromBinary(method.output, bytes),
+    };
+  }
+  return grpc.makeGenericClientConstructor(definition, service.name);
+}
+
+/**
+ * @param {object} service a generated GenService
+ * @param {string} method an RPC name, e.g. "ListEnvironments"
+ * @param {object} init the request's fields
+ * @returns {object} the typed request message
+ */
+function request(service, method, init) {
+  const found = service.methods.find((m) => m.name === method);
+  if (!found) throw new Error(`${service.typeName} has no method ${method}`);
+  return create(found.input, init);
+}
+
+/**
+ * @param {number} state a CampaignState value
+ * @returns {string} its name in the .proto, e.g. "CAMPAIGN_STATE_COMPLETED".
+ */
+function stateName(state) {
+  const name = CampaignState[state];
+  return name === undefined ? `CAMPAIGN_STATE_${state}` : `CAMPAIGN_STATE_${name}`;
 }
 
 /**
@@ -68,12 +102,12 @@ function deadline(seconds) {
  * Calls a unary method and returns a promise of its response.
  * @param {grpc.Client} client
  * @param {string} method
- * @param {object} request
+ * @param {object} message the request, a generated message
  * @returns {Promise<object>}
  */
-function unary(client, method, request) {
+function unary(client, method, message) {
   return new Promise((resolve, reject) => {
-    client[method](request, { deadline: deadline(UNARY_DEADLINE_S) }, (err, response) => {
+    client[method](message, { deadline: deadline(UNARY_DEADLINE_S) }, (err, response) => {
       if (err) reject(err);
       else resolve(response);
     });
@@ -131,18 +165,19 @@ function isGrpcError(err) {
  * @returns {string}
  */
 function describeDomain(p) {
-  switch (p.domain) {
+  const d = p.domain.value; // the oneof: {case, value}
+  switch (p.domain.case) {
     case 'real':
-      return `real [${p.real.low}, ${p.real.high}]`;
+      return `real [${d.low}, ${d.high}]`;
     case 'integer':
-      return `integer [${p.integer.low}, ${p.integer.high}]`;
+      return `integer [${d.low}, ${d.high}]`;
     case 'categorical':
-      return `one of {${p.categorical.choices.join(', ')}}`;
-    case 'integer_set':
-      return `integer in {${p.integer_set.values.join(', ')}}`;
+      return `one of {${d.choices.join(', ')}}`;
+    case 'integerSet':
+      return `integer in {${d.values.join(', ')}}`;
     case 'sequence': {
-      const fields = p.sequence.fields.map((f) => `${f.name}: ${describeDomain(f)}`).join('; ');
-      return `sequence of ${p.sequence.min_length}..${p.sequence.max_length} records {${fields}}`;
+      const fields = d.fields.map((f) => `${f.name}: ${describeDomain(f)}`).join('; ');
+      return `sequence of ${d.minLength}..${d.maxLength} records {${fields}}`;
     }
     default:
       return 'unconstrained';
@@ -174,23 +209,26 @@ function parseCommandLine(argv) {
  * @returns {Promise<object>} the final gauntlet.v1.CampaignStatus.
  */
 async function runCampaign(generator) {
-  const started = await unary(generator, 'StartCampaign', { spec: CAMPAIGN_SPEC });
-  const campaignId = started.status.campaign_id;
-  console.log(`campaign ${campaignId} started (${started.status.state})`);
+  const started = await unary(generator, 'StartCampaign',
+    request(GeneratorService, 'StartCampaign', { spec: CAMPAIGN_SPEC }));
+  const campaignId = started.status.campaignId;
+  console.log(`campaign ${campaignId} started (${stateName(started.status.state)})`);
 
   let last = started.status;
-  const call = generator.WatchCampaign({ campaign_id: campaignId }, { deadline: deadline(WATCH_DEADLINE_S) });
+  const call = generator.WatchCampaign(request(GeneratorService, 'WatchCampaign', { campaignId }),
+    { deadline: deadline(WATCH_DEADLINE_S) });
   await drain(call, (event) => {
     if (event.status) last = event.status;
-    const s = event.status || {};
     const note = event.message ? ` - ${event.message}` : '';
-    console.log(`  [${event.kind}] ${s.state} executions=${s.executions} failures=${s.failures}${note}`);
+    const s = event.status;
+    const progress = s ? `${stateName(s.state)} executions=${s.executions} failures=${s.failures}` : '';
+    console.log(`  [${event.kind}] ${progress}${note}`);
   });
 
   // The stream ends when the campaign does; if its last event raced the final
   // state change, ask once more for the stored status.
-  if (last.state === 'CAMPAIGN_STATE_RUNNING') {
-    last = (await unary(generator, 'GetCampaign', { campaign_id: campaignId })).status;
+  if (last.state === CampaignState.RUNNING) {
+    last = (await unary(generator, 'GetCampaign', request(GeneratorService, 'GetCampaign', { campaignId }))).status;
   }
   return last;
 }
@@ -201,7 +239,8 @@ async function runCampaign(generator) {
  */
 async function demonstrateNotFound(simulator) {
   try {
-    await unary(simulator, 'DescribeEnvironment', { subject: 'no-such-subject' });
+    await unary(simulator, 'DescribeEnvironment',
+      request(SimulatorService, 'DescribeEnvironment', { subject: 'no-such-subject' }));
     console.log('DescribeEnvironment(no-such-subject) unexpectedly succeeded');
   } catch (err) {
     if (!isGrpcError(err)) throw err;
@@ -215,20 +254,20 @@ async function demonstrateNotFound(simulator) {
  */
 async function main(argv) {
   const endpoints = parseCommandLine(argv);
-  const gauntlet = loadGauntlet();
   const credentials = grpc.credentials.createInsecure();
-  const simulator = new gauntlet.SimulatorService(endpoints.simulator, credentials);
-  const generator = new gauntlet.GeneratorService(endpoints.generator, credentials);
+  const simulator = new (grpcClientClass(SimulatorService))(endpoints.simulator, credentials);
+  const generator = new (grpcClientClass(GeneratorService))(endpoints.generator, credentials);
   try {
     // a. subjects
-    const envs = await unary(simulator, 'ListEnvironments', {});
+    const envs = await unary(simulator, 'ListEnvironments', request(SimulatorService, 'ListEnvironments', {}));
     console.log(`subjects: ${envs.environments.map((e) => e.subject).join(', ')}`);
 
     // b. parameter space of cartpole
-    const described = await unary(simulator, 'DescribeEnvironment', { subject: 'cartpole' });
-    console.log(`cartpole (${described.summary.env_id}, max_steps=${described.max_steps}, ` +
-                `oracle=${described.default_oracle}) parameters:`);
-    for (const p of described.parameter_space.parameters) {
+    const described = await unary(simulator, 'DescribeEnvironment',
+      request(SimulatorService, 'DescribeEnvironment', { subject: 'cartpole' }));
+    console.log(`cartpole (${described.summary.envId}, max_steps=${described.maxSteps}, ` +
+                `oracle=${described.defaultOracle}) parameters:`);
+    for (const p of described.parameterSpace.parameters) {
       const unit = p.unit ? ` ${p.unit}` : '';
       console.log(`  ${p.name}: ${describeDomain(p)}${unit}`);
     }
@@ -240,15 +279,15 @@ async function main(argv) {
     await demonstrateNotFound(simulator);
 
     const summary = {
-      campaign_id: status.campaign_id,
+      campaign_id: status.campaignId,
       executions: Number(status.executions),
       failures: Number(status.failures),
-      state: status.state,
+      state: stateName(status.state),
     };
     console.log(JSON.stringify(summary));
-    if (status.state !== 'CAMPAIGN_STATE_COMPLETED') {
-      const why = status.error || status.stop_reason || 'no reason given';
-      throw new Error(`campaign ${status.campaign_id} ended ${status.state}: ${why}`);
+    if (status.state !== CampaignState.COMPLETED) {
+      const why = status.error || status.stopReason || 'no reason given';
+      throw new Error(`campaign ${status.campaignId} ended ${summary.state}: ${why}`);
     }
     return 0;
   } finally {
@@ -270,4 +309,4 @@ if (require.main === module) {
   );
 }
 
-module.exports = { main, loadGauntlet, describeDomain, statusName };
+module.exports = { main, grpcClientClass, describeDomain, statusName, stateName };
