@@ -331,6 +331,15 @@ def _trace_safety(ep: Episode) -> Judgement:
     return Judgement(False, margin, descriptors, f"{how} after {ep.steps} steps without an unsafe state")
 
 
+def _trace_outcome(ep: Episode) -> Judgement:
+    # A trace executed alone (no agent step) ends the episode within its "prefix" whenever it ends it at all: that is
+    # an outcome to judge here, not an invalid test, and an unsafe end fails (the fuzzing counts its unsafe traces).
+    judged = _trace_safety(ep)
+    if _flag(ep, "unsafe"):
+        return replace(judged, failed=True, invalid=False, reason=f"reached an unsafe state at step {ep.steps}")
+    return replace(judged, invalid=False)
+
+
 # Each oracle is a plug-in: pyproject.toml names these objects under the entry-point group gauntlet.oracles.
 CARTPOLE_BALANCE = Oracle(
     "cartpole_balance",
@@ -443,7 +452,7 @@ TRACE_OUTCOME = Oracle(
     ("prefix_terminal", "unsafe", "goal", "rewards", "abstract_states"),
     ("positive_reward", "negative_reward", "visited_state_hashes..."),
     "1 goal reached, 0 neither, -1 unsafe",
-    lambda ep: replace(_trace_safety(ep), invalid=False),
+    _trace_outcome,
 )
 
 BIPEDAL_FALL = bipedal_oracle("")

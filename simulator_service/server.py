@@ -447,6 +447,8 @@ class SimulatorServicer(simulator_pb2_grpc.SimulatorServiceServicer):
                     ended = (bool(flags[0]), bool(flags[1]))
                     env.close()
                     env = copy.deepcopy(saved)
+                    if request.restore.HasField("reseed"):  # a real repetition: not the snapshot's copied generator
+                        env.unwrapped.np_random = np.random.default_rng(request.restore.reseed)
                     yield self._session_reply(subject, env, obs, step, ended, snapshot_id=request.restore.snapshot_id)
                 else:
                     raise InvalidArgument("OpenSessionRequest has no command")

@@ -3,7 +3,9 @@
 A subject that can snapshot is searched with one session: each ongoing state is snapshotted once, and sampling from
 a state restores its snapshot unless the session is already there. A subject that cannot (Box2D) is searched by
 reset + replay: each sample opens the session again with the state's action prefix plus the action (one round
-trip; the simulator replays). Both follow the subject's search declaration (DescribeEnvironment.search).
+trip; the simulator replays). With rep(c, p) > 1 every sample restores with a new seed (SessionRestore.reseed):
+a snapshot copies the environment's random generator, so without one the repetitions would all be the same.
+Both follow the subject's search declaration (DescribeEnvironment.search).
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ class SessionEnvironment:
         )
         self._at: Any = None  # handle of the state the session is in
         self.round_trips = 0
+        self._draws = 0  # restores with a new seed so far (stochastic subjects)
 
     def _call(self, request: simulator_pb2.OpenSessionRequest) -> simulator_pb2.OpenSessionResponse:
         self._outbox.put(request)
@@ -81,7 +84,11 @@ class SessionEnvironment:
         if not self.snapshot:
             prefix = (*state.handle, int(action))
             return self._visit(self._open(prefix), prefix)
-        if self._at != state.handle:
+        if self.declaration.repetitions > 1:  # rep(c, p) samples: restore with a new seed each time
+            self._draws += 1
+            restore = simulator_pb2.SessionRestore(snapshot_id=state.handle, reseed=self.declaration.seed + self._draws)
+            self._call(simulator_pb2.OpenSessionRequest(restore=restore))
+        elif self._at != state.handle:
             self._call(simulator_pb2.OpenSessionRequest(restore=simulator_pb2.SessionRestore(snapshot_id=state.handle)))
         step = simulator_pb2.SessionStep(action=to_tensor(np.asarray(int(action), dtype=np.int64)))
         reply = self._call(simulator_pb2.OpenSessionRequest(step=step))

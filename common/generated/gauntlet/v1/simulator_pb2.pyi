@@ -635,17 +635,26 @@ class SessionRestore(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     SNAPSHOT_ID_FIELD_NUMBER: _builtins.int
+    RESEED_FIELD_NUMBER: _builtins.int
     snapshot_id: _builtins.str
+    reseed: _builtins.int
+    """When set, the restored environment's random generator is seeded with it (the snapshot copies the generator, so
+    without a new seed every restore samples the same successor again). A search on a stochastic subject sends a
+    different seed per repetition so that rep(c, p) samples are real repetitions; any uint64 is allowed.
+    """
     def __init__(
         self,
         *,
         snapshot_id: _builtins.str = ...,
+        reseed: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_reseed", b"_reseed", "reseed", b"reseed"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["snapshot_id", b"snapshot_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_reseed", b"_reseed", "reseed", b"reseed", "snapshot_id", b"snapshot_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__reseed: _TypeAlias = _typing.Literal["reseed"]  # noqa: Y015
+    _WhichOneofArgType__reseed: _TypeAlias = _typing.Literal["_reseed", b"_reseed"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__reseed) -> _WhichOneofReturnType__reseed | None: ...
 
 Global___SessionRestore: _TypeAlias = SessionRestore  # noqa: Y015
 
