@@ -586,6 +586,15 @@ export declare type SessionRestore = Message<"gauntlet.v1.SessionRestore"> & {
    * @generated from field: string snapshot_id = 1;
    */
   snapshotId: string;
+
+  /**
+   * When set, the restored environment's random generator is seeded with it (the snapshot copies the generator, so
+   * without a new seed every restore samples the same successor again). A search on a stochastic subject sends a
+   * different seed per repetition so that rep(c, p) samples are real repetitions; any uint64 is allowed.
+   *
+   * @generated from field: optional uint64 reseed = 2;
+   */
+  reseed?: bigint | undefined;
 };
 
 /**
