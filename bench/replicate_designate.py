@@ -51,6 +51,7 @@ from common.segmentation import IRRELEVANT, pixel_distance
 from common.server import client_channel
 from common.space import ParameterSpace, case_values
 from generator_service.config import CampaignConfig
+from generator_service.strategies.designate import SCALARS
 from generator_service.strategies.designate_archive import pairwise
 
 VARIANTS = ("DESIGNATE", "DESIGNATE_single", "DESIGNATE_pix", "DESIGNATE_NoGAN", "Random")
@@ -159,14 +160,17 @@ def one_run(
     rows = campaign_executions(gen, status.campaign_id)
     t_rel = thresholds["t_relevance"]
     if variant == "Random":  # the paper's Random row: every relevant image (same calibrated delta_IoU filter)
-        members = [
-            (case_values(r.test_case), r.margin)
+        kept = [
+            r
             for r in rows
             if r.verdict != oracle_pb2.VERDICT_KIND_INVALID and r.margin < IRRELEVANT and r.descriptors[3] <= t_rel
         ]
+        members = [(case_values(r.test_case), r.margin) for r in kept]
+        scalars = [list(r.descriptors[:SCALARS]) for r in kept]
     else:
         _, archive = replay_archive(config, space, rows)
         members = [(e.values, e.f_accuracy) for e in archive]
+        scalars = [list(e.execution.descriptors[:SCALARS]) for e in archive]
     poses = [dict(v) for v, _ in members]
     rendered = renderer.render(poses, translated=variant != "DESIGNATE_NoGAN")
     images = list(rendered["images"])
@@ -177,6 +181,9 @@ def one_run(
         "executed": sum(1 for r in rows if r.verdict != oracle_pb2.VERDICT_KIND_INVALID),
         "seconds": round(seconds, 1),
         "accuracy": [round(float(f), 4) for _, f in members],
+        # the class share (car / sky) of each member's ground truth, and its IoU on the simulator image
+        "class_share": [round(float(d[4]), 5) for d in scalars],
+        "iou_simulated": [round(float(d[1]), 4) for d in scalars],
         "poses": poses,
         "feature_div": mean_pairwise(pairwise(list(rendered["features"]), "features")),
         "pixel_div": mean_pairwise(
@@ -202,7 +209,8 @@ def calibrate(gen: Any, subject: str, args: argparse.Namespace) -> dict[str, Any
             parallelism=12,
         )
         status = run_campaign(gen, config)
-        found = calibrate_rows(campaign_executions(gen, status.campaign_id), args.relevance_percentile, oracle)
+        rows = campaign_executions(gen, status.campaign_id)
+        found = calibrate_rows(rows, args.relevance_percentile, oracle, args.diversity_percentile)
         out.update({k: v for k, v in found.items() if k.startswith("t_diversity") or oracle == ORACLES[subject]})
     return out
 
@@ -246,6 +254,12 @@ def main() -> None:
     parser.add_argument("--random-budget", type=int, default=1200)
     parser.add_argument("--calibration", type=int, default=300, help="executed random images for calibration")
     parser.add_argument("--relevance-percentile", type=float, default=97.0)
+    parser.add_argument(
+        "--diversity-percentile",
+        type=float,
+        default=50.0,
+        help="T_diversity = this percentile of the random pairwise distances (50: the paper's median)",
+    )
     parser.add_argument("--retrain-epochs", type=int, default=1)
     parser.add_argument("--out", type=Path, default=ROOT / "results")
     args = parser.parse_args()
@@ -295,6 +309,7 @@ def summarise(
             **stats(pooled[v]),
             "images_per_run": float(np.mean([len(r["accuracy"]) for r in runs[v]])),
             "feature_div": float(np.nanmean([r["feature_div"] for r in runs[v]])),
+            "median_class_share": float(np.median([x for r in runs[v] for x in r["class_share"]] or [np.nan])),
             "pixel_div": float(np.nanmean([r["pixel_div"] for r in runs[v]])),
             "evaluations_per_run": float(np.mean([r["evaluations"] for r in runs[v]])),
             "seconds_per_run": float(np.mean([r["seconds"] for r in runs[v]])),
@@ -312,6 +327,7 @@ def summarise(
         "generations": args.generations,
         "random_budget": args.random_budget,
         "thresholds": thresholds,
+        "diversity_percentile": args.diversity_percentile,
         "rq1": rq1,
         "rq2": {k: stats(list(rq2[k])) for k in ("original", "original_data", "DESIGNATE", "Random")},
         "rq2_images": {k: rq2[f"{k}_images"] for k in ("DESIGNATE", "Random")},
@@ -327,11 +343,14 @@ def summarise(
 
 def render(subject: str, s: dict[str, Any], args: argparse.Namespace) -> str:
     metric = "IoU_car" if subject == "urban" else "mIoU"
+    share = "car" if subject == "urban" else "sky"
     p = s["paper"]
     lines = [
         f"# DESIGNATE replication on {subject} ({s['runs']} runs)",
         "",
-        f"Command: `python bench/replicate_designate.py --subject {subject} --runs {s['runs']}`"
+        f"Command: `python bench/replicate_designate.py --subject {subject} --runs {s['runs']}"
+        + ("" if s["diversity_percentile"] == 50 else f" --diversity-percentile {s['diversity_percentile']:g}")
+        + "`"
         f" (generations {s['generations']}, random budget {s['random_budget']}, retraining {s['retrain_epochs']} "
         "epoch(s)).",
         "",
@@ -351,8 +370,8 @@ def render(subject: str, s: dict[str, Any], args: argparse.Namespace) -> str:
         f"## RQ1: {metric} over the archives (lower = better testing), pooled over runs; diversity = mean pairwise",
         "",
         "| approach | images/run (paper) | median (paper) | avg (paper) | Q1 | min | feature div (paper median) | "
-        "pixel div (paper median) | A12 DESIGNATE vs it (p) | evaluations/run | s/run |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        f"pixel div (paper median) | A12 DESIGNATE vs it (p) | median {share} share | evaluations/run | s/run |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for v in VARIANTS:
         r, pv = s["rq1"][v], p[v]
@@ -361,7 +380,7 @@ def render(subject: str, s: dict[str, Any], args: argparse.Namespace) -> str:
             f"| {v} | {r['images_per_run']:.0f} ({pv['images']}) | {r['median']:.3f} ({pv['median']:.2f}) | "
             f"{r['avg']:.3f} ({pv['avg']:.2f}) | {r['q1']:.3f} | {r['min']:.3f} | {r['feature_div']:.2f} "
             f"({pv['feature_div']}) | {r['pixel_div']:.3f} ({pv['pixel_div']}) | {a12} | "
-            f"{r['evaluations_per_run']:.0f} | {r['seconds_per_run']:.0f} |"
+            f"{r['median_class_share']:.4f} | {r['evaluations_per_run']:.0f} | {r['seconds_per_run']:.0f} |"
         )
     pr = p["retraining"]
     lines += [

@@ -24,7 +24,7 @@ import numpy as np
 
 from common.generated.gauntlet.v1 import generator_pb2, oracle_pb2
 from common.seeding import derive_seed
-from common.segmentation import IRRELEVANT, diversity_threshold, relevance_threshold
+from common.segmentation import DIVERSITY_PERCENTILE, IRRELEVANT, diversity_threshold, relevance_threshold
 from common.space import ParameterSpace, case_values
 from generator_service.config import CampaignConfig
 from generator_service.strategies import Result, make_strategy
@@ -84,10 +84,16 @@ def replay_archive(
     return strategy, entries
 
 
-def calibrate_rows(rows: Sequence[generator_pb2.Execution], percentile: float, oracle: str) -> dict[str, Any]:
-    """T_relevance (the ``percentile`` of delta_IoU) and T_diversity (median pairwise distance) over the executed
-    inputs of a random campaign. Pixel thresholds need a campaign judged by a *_pix oracle (its descriptors carry
-    pixel digests); feature thresholds one judged by iou_car / miou."""
+def calibrate_rows(
+    rows: Sequence[generator_pb2.Execution],
+    percentile: float,
+    oracle: str,
+    diversity_percentile: float = DIVERSITY_PERCENTILE,
+) -> dict[str, Any]:
+    """T_relevance (the ``percentile`` of delta_IoU) and T_diversity (the ``diversity_percentile`` of the pairwise
+    distances; the paper's median by default) over the executed inputs of a random campaign. Pixel thresholds need
+    a campaign judged by a *_pix oracle (its descriptors carry pixel digests); feature thresholds one judged by
+    iou_car / miou."""
     run = [r for r in rows if r.verdict != oracle_pb2.VERDICT_KIND_INVALID and len(r.descriptors) > SCALARS]
     if len(run) < 2:
         raise ValueError(f"calibration needs at least 2 executed images, the campaign has {len(run)}")
@@ -96,8 +102,9 @@ def calibrate_rows(rows: Sequence[generator_pb2.Execution], percentile: float, o
     kind: Distance = "pixels" if oracle.endswith("_pix") else "features"
     return {
         "t_relevance": relevance_threshold(deltas, percentile),
-        f"t_diversity_{kind}": diversity_threshold(pairwise(vectors, kind)),
+        f"t_diversity_{kind}": diversity_threshold(pairwise(vectors, kind), diversity_percentile),
         "relevance_percentile": percentile,
+        "diversity_percentile": diversity_percentile,
         "calibration_images": len(run),
         "relevant_images": sum(1 for r in run if r.margin < IRRELEVANT),
     }

@@ -34,7 +34,7 @@ def run_designate(args: argparse.Namespace) -> None:
     try:
         if args.designate_command == "calibrate":
             oracle = config.oracle or {"urban": "iou_car", "mars": "miou"}.get(config.subject, "")
-            found = calibrate_rows(rows, args.percentile, oracle)
+            found = calibrate_rows(rows, args.percentile, oracle, args.diversity_percentile)
             found.update({"subject": config.subject, "campaign": args.campaign_id, "oracle": oracle})
             args.out.parent.mkdir(parents=True, exist_ok=True)
             args.out.write_text(json.dumps(found, indent=1) + "\n")
@@ -79,6 +79,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     c = actions.add_parser("calibrate", help="T_relevance and T_diversity from a stored random campaign")
     c.add_argument("campaign_id", help="a random campaign on an image subject (iou_car/miou, or *_pix for pixels)")
     c.add_argument("--percentile", type=float, default=97.0, help="percentile of delta_IoU for T_relevance")
+    c.add_argument(
+        "--diversity-percentile",
+        type=float,
+        default=50.0,
+        help="percentile of the pairwise distances for T_diversity (50 = the median, the paper's rule; lower "
+        "admits closer images: a larger archive)",
+    )
     c.add_argument("--out", type=Path, default=Path("runs/artifacts/designate_thresholds.json"))
     a = actions.add_parser("archive", help="a designate campaign's archive (replayed from its stored results)")
     a.add_argument("campaign_id")

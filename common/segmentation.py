@@ -153,12 +153,19 @@ def pairwise_pixel_distances(images: Sequence[np.ndarray]) -> np.ndarray:
     )
 
 
-def diversity_threshold(pairwise: np.ndarray) -> float:
-    """T_diversity, the paper's way: the median of the pairwise distances over a calibration set of random images."""
+DIVERSITY_PERCENTILE = 50.0  # the paper's T_diversity: the median pairwise distance of random images
+
+
+def diversity_threshold(pairwise: np.ndarray, percentile: float = DIVERSITY_PERCENTILE) -> float:
+    """T_diversity: a percentile of the pairwise distances over a calibration set of random images; the paper's
+    rule is the median (50). A lower percentile admits images closer to the archive's members (a larger archive):
+    with a low-dimensional input (a 3-parameter pose) few images lie farther than the median from every member."""
     values = np.asarray(pairwise, dtype=np.float64)
     if values.size == 0:
         raise ValueError("T_diversity needs at least two calibration images (one pairwise distance)")
-    return float(np.median(values))
+    if not 0.0 <= percentile <= 100.0:
+        raise ValueError(f"diversity percentile must lie in [0, 100], got {percentile}")
+    return float(np.percentile(values, percentile))
 
 
 def relevance_threshold(deltas: np.ndarray, percentile: float) -> float:
@@ -182,19 +189,26 @@ class Thresholds:
     t_diversity_pixels: float  # the same with pixel distances (DESIGNATE_pix)
     relevance_percentile: float
     calibration_images: int
+    diversity_percentile: float = DIVERSITY_PERCENTILE
 
 
 def calibrate(
-    deltas: np.ndarray, features: np.ndarray, images: Sequence[np.ndarray], relevance_percentile: float
+    deltas: np.ndarray,
+    features: np.ndarray,
+    images: Sequence[np.ndarray],
+    relevance_percentile: float,
+    diversity_percentile: float = DIVERSITY_PERCENTILE,
 ) -> Thresholds:
     """The paper's calibration over a set of random configurations: T_relevance from their delta_IoU values,
-    T_diversity as the median pairwise distance of their feature vectors (and of their realistic images)."""
+    T_diversity as the median (``diversity_percentile``) pairwise distance of their feature vectors (and of their
+    realistic images)."""
     if len(features) != len(images):
         raise ValueError(f"{len(features)} feature vectors for {len(images)} images: one per calibration image")
     return Thresholds(
         t_relevance=relevance_threshold(deltas, relevance_percentile),
-        t_diversity_features=diversity_threshold(pairwise_feature_distances(features)),
-        t_diversity_pixels=diversity_threshold(pairwise_pixel_distances(images)),
+        t_diversity_features=diversity_threshold(pairwise_feature_distances(features), diversity_percentile),
+        t_diversity_pixels=diversity_threshold(pairwise_pixel_distances(images), diversity_percentile),
         relevance_percentile=relevance_percentile,
         calibration_images=len(images),
+        diversity_percentile=diversity_percentile,
     )

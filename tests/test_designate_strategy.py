@@ -158,10 +158,14 @@ def test_seeding_calibrates_t_diversity_as_the_median_pairwise_distance() -> Non
     strategy.tell([evaluate(v) for v in seeds])
     vectors = np.array([evaluate(v).descriptors[7:] for v in seeds if not evaluate(v).invalid])
     i, j = np.triu_indices(len(vectors), 1)
-    assert strategy.archive.threshold == pytest.approx(
-        float(np.median(np.linalg.norm(vectors[i] - vectors[j], axis=1)))
-    )
+    distances = np.linalg.norm(vectors[i] - vectors[j], axis=1)
+    assert strategy.archive.threshold == pytest.approx(float(np.median(distances)))
     assert strategy.ask(12) == [] and strategy.finished
+    lower = make_strategy("designate", SPACE, 7, {"generations": 0, "diversity_percentile": 20})
+    assert isinstance(lower, Designate)
+    lower.tell([evaluate(v) for v in lower.ask(60)])
+    assert lower.archive.threshold == pytest.approx(float(np.percentile(distances, 20)))
+    assert lower.archive.threshold < strategy.archive.threshold
 
 
 # -- calibration from a stored random campaign (cli/designate_archive.py) -------------------------------------
@@ -177,6 +181,8 @@ def test_calibration_takes_a_percentile_of_delta_and_the_median_pairwise_distanc
     found = calibrate_rows(rows, 50.0, "iou_car")
     assert found["t_relevance"] == pytest.approx(0.1) and found["calibration_images"] == 3
     assert found["t_diversity_features"] == pytest.approx(5.0)  # distances 5, 10, 5
+    assert found["diversity_percentile"] == 50.0
+    assert calibrate_rows(rows, 50.0, "iou_car", diversity_percentile=100.0)["t_diversity_features"] == 10.0
     pix = calibrate_rows([row(0.0, [1, 2]), row(0.0, [1, 3]), row(0.0, [4, 3])], 50.0, "iou_car_pix")
     assert pix["t_diversity_pixels"] == pytest.approx(0.5)  # shares 0.5, 1.0, 0.5
     with pytest.raises(ValueError, match="at least 2 executed images"):

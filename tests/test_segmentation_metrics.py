@@ -98,6 +98,10 @@ def test_feature_distances_and_the_papers_thresholds() -> None:
     pairwise = pairwise_feature_distances(features)
     assert sorted(pairwise.round(9)) == [5.0, 5.0, 10.0]
     assert diversity_threshold(pairwise) == 5.0  # the median pairwise distance (T_diversity)
+    assert diversity_threshold(pairwise, 100.0) == 10.0 and diversity_threshold(pairwise, 0.0) == 5.0
+    assert diversity_threshold(np.array([1.0, 2.0, 3.0, 4.0, 5.0]), 25.0) == 2.0  # the exposed percentile
+    with pytest.raises(ValueError, match=r"diversity percentile must lie in \[0, 100\]"):
+        diversity_threshold(pairwise, 101.0)
     assert relevance_threshold(np.array([0.0, 0.1, 0.2, 0.3, np.nan]), 50) == pytest.approx(0.15)
     with pytest.raises(ValueError, match="at least two"):
         diversity_threshold(np.array([]))

@@ -26,8 +26,9 @@ DESIGNATE_NoGAN is the campaign's ``observation_translator: none``, not a parame
 Thresholds: ``t_diversity`` (the paper's T_diversity, Table I: 18 for ResNet50 features, 0.02 for pixels) comes
 from the parameter, else from a calibration file (``thresholds``, written by ``gauntlet designate calibrate``),
 else from the seeding itself: the median pairwise distance over the r x N random seed individuals, the paper's
-rule on a smaller sample. ``t_relevance`` (or the file's) tightens the oracle's delta_IoU relevance filter: an
-image with delta_IoU above it gets F_accuracy = 2 (it cannot loosen the subject's own threshold).
+rule on a smaller sample (``diversity_percentile`` picks another percentile than the median). ``t_relevance`` (or
+the file's) tightens the oracle's delta_IoU relevance filter: an image with delta_IoU above it gets F_accuracy = 2
+(it cannot loosen the subject's own threshold).
 
 Every random choice comes from the campaign's seeded generator, so a resumed campaign replays the same asks.
 """
@@ -45,7 +46,7 @@ from typing import Literal
 import numpy as np
 from pydantic import Field
 
-from common.segmentation import IRRELEVANT
+from common.segmentation import DIVERSITY_PERCENTILE, IRRELEVANT, diversity_threshold
 from common.space import ParameterSpace
 from generator_service.strategies.base import Result, TestInput
 from generator_service.strategies.designate_archive import Archive, Distance, pairwise
@@ -75,6 +76,13 @@ class DesignateParams(StrategyParams):
         ge=0.0,
         description="T_diversity; null: the thresholds file's, else the median pairwise distance "
         "over the seed populations",
+    )
+    diversity_percentile: Number = Field(
+        DIVERSITY_PERCENTILE,
+        ge=0.0,
+        le=100.0,
+        description="when t_diversity comes from the seed populations: this percentile of their pairwise "
+        "distances (50, the median: the paper's rule; lower gives a larger archive)",
     )
     t_relevance: Number | None = Field(
         None,
@@ -228,7 +236,10 @@ class Designate:
         seeds, size = self._batch, self.params.population_size
         if self._calibrate:  # the paper's rule (median pairwise distance of random images) on the seed images
             vectors = [ind.vector for ind in seeds if ind.vector is not None]
-            self.archive.threshold = float(np.median(pairwise(vectors, self.distance))) if len(vectors) > 1 else 0.0
+            distances = pairwise(vectors, self.distance)
+            self.archive.threshold = (
+                diversity_threshold(distances, self.params.diversity_percentile) if len(vectors) > 1 else 0.0
+            )
         best = min(range(len(seeds)), key=lambda i: seeds[i].f_accuracy)
         first = best // size * size
         population = seeds[first : first + size]
