@@ -9,8 +9,8 @@ IV, VIII, XII for Mars). Steps, all campaigns on a local suite (cli.launcher.Loc
 2. per run seed: the designate strategy (r = 5 x N = 12 seeding, ``--generations`` generations: 1,260 evaluations
    at the paper's 100) in variants designate, single, pix (with the *_pix oracle) and designate with
    ``observation_translator: none`` (NoGAN); random with ``--random-budget`` executed images (the paper's 1,200).
-   A DESIGNATE campaign's archive is rebuilt by replaying its stored batches; random's "archive" is its relevant
-   images (the paper's Random row);
+   A DESIGNATE campaign's archive comes from the generator's ListArchive (which replays its stored batches);
+   random's "archive" is its relevant images (the paper's Random row);
 3. RQ1: IoU_car (mIoU on Mars) over the archives pooled over runs, the number of archive images per run, feature
    and pixel diversity (mean pairwise distance inside each archive, from re-rendered images: the same pose always
    gives the same images) and Mann-Whitney U / Vargha-Delaney A12 of DESIGNATE against each other approach;
@@ -44,12 +44,16 @@ import yaml
 
 from analysis_service.statistics import compare
 from bench.common import campaign_executions, run_campaign
-from cli.designate_archive import calibrate_rows, replay_archive
+from cli.designate_archive import calibrate_rows
 from cli.launcher import LocalSuite
-from common.generated.gauntlet.v1 import generator_pb2_grpc, oracle_pb2, simulator_pb2, simulator_pb2_grpc
+from common.generated.gauntlet.v1 import (
+    generator_pb2,
+    generator_pb2_grpc,
+    oracle_pb2,
+)
 from common.segmentation import IRRELEVANT, pixel_distance
 from common.server import client_channel
-from common.space import ParameterSpace, case_values
+from common.space import case_values
 from generator_service.config import CampaignConfig
 from generator_service.strategies.designate import SCALARS
 from generator_service.strategies.designate_archive import pairwise
@@ -114,7 +118,6 @@ def mean_pairwise(values: np.ndarray) -> float:
 
 def one_run(
     gen: Any,
-    space: ParameterSpace,
     subject: str,
     variant: str,
     seed: int,
@@ -168,9 +171,10 @@ def one_run(
         members = [(case_values(r.test_case), r.margin) for r in kept]
         scalars = [list(r.descriptors[:SCALARS]) for r in kept]
     else:
-        _, archive = replay_archive(config, space, rows)
-        members = [(e.values, e.f_accuracy) for e in archive]
-        scalars = [list(e.execution.descriptors[:SCALARS]) for e in archive]
+        listed = gen.ListArchive(generator_pb2.ListArchiveRequest(campaign_id=status.campaign_id), timeout=600)
+        archive = [r.member for r in listed if r.WhichOneof("item") == "member"]
+        members = [(case_values(m.execution.test_case), m.f_accuracy) for m in archive]
+        scalars = [list(m.execution.descriptors[:SCALARS]) for m in archive]
     poses = [dict(v) for v, _ in members]
     rendered = renderer.render(poses, translated=variant != "DESIGNATE_NoGAN")
     images = list(rendered["images"])
@@ -270,15 +274,11 @@ def main() -> None:
     with TemporaryDirectory() as tmp:
         with LocalSuite(store_url=f"sqlite:///{tmp}/designate.db", log_dir=Path(tmp) / "logs") as local:
             gen = generator_pb2_grpc.GeneratorServiceStub(client_channel(local.endpoint("generator")))
-            sim = simulator_pb2_grpc.SimulatorServiceStub(client_channel(local.endpoint("simulator")))
-            space = ParameterSpace.from_proto(
-                sim.DescribeEnvironment(simulator_pb2.DescribeEnvironmentRequest(subject=subject)).parameter_space
-            )
             thresholds = calibrate(gen, subject, args)
             print("calibration:", json.dumps(thresholds), flush=True)
             for seed in range(args.runs):
                 for variant in VARIANTS:
-                    run = one_run(gen, space, subject, variant, seed, args, thresholds, renderer)
+                    run = one_run(gen, subject, variant, seed, args, thresholds, renderer)
                     runs[variant].append(run)
                     print(
                         f"{variant} seed {seed}: {len(run['accuracy'])} archive images, median "

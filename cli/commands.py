@@ -385,6 +385,7 @@ def cmd_up(args: argparse.Namespace) -> None:
         model_root=args.model_root,
         security=secure_credentials(args.secure),
         restart_policy=RestartPolicy(),
+        simulators=args.simulators,
     )
     try:
         local.start()

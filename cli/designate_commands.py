@@ -1,5 +1,5 @@
-"""`gauntlet designate calibrate|archive`: DESIGNATE's thresholds from a stored random campaign, and a stored
-DESIGNATE campaign's archive (cli/designate_archive.py explains both)."""
+"""`gauntlet designate calibrate|archive|retrain`: DESIGNATE's thresholds from a stored random campaign
+(cli/designate_archive.py), a stored DESIGNATE campaign's archive (the generator's ListArchive RPC)."""
 
 from __future__ import annotations
 
@@ -9,19 +9,22 @@ from pathlib import Path
 
 import grpc
 
-from common.generated.gauntlet.v1 import generator_pb2, generator_pb2_grpc, simulator_pb2
-from common.space import ParameterSpace
+from common.generated.gauntlet.v1 import generator_pb2, generator_pb2_grpc
 
 
 def run_designate(args: argparse.Namespace) -> None:
     from cli.commands import UserError
-    from cli.designate_archive import calibrate_rows, replay_archive
     from common.credentials import client_credentials
     from common.remote import describe
     from common.server import client_channel
-    from generator_service.config import CampaignConfig
 
     gen = generator_pb2_grpc.GeneratorServiceStub(client_channel(args.generator, client_credentials(args)))
+    if args.designate_command == "archive":
+        _print_archive(gen, args)
+        return
+    from cli.designate_archive import calibrate_rows
+    from generator_service.config import CampaignConfig
+
     try:
         status = gen.GetCampaign(generator_pb2.GetCampaignRequest(campaign_id=args.campaign_id), timeout=30).status
         rows = [
@@ -31,44 +34,45 @@ def run_designate(args: argparse.Namespace) -> None:
     except grpc.RpcError as exc:
         raise UserError(f"generator {args.generator}: {describe(exc)}") from None
     config = CampaignConfig.from_proto(status.spec)
+    oracle = config.oracle or {"urban": "iou_car", "mars": "miou"}.get(config.subject, "")
     try:
-        if args.designate_command == "calibrate":
-            oracle = config.oracle or {"urban": "iou_car", "mars": "miou"}.get(config.subject, "")
-            found = calibrate_rows(rows, args.percentile, oracle, args.diversity_percentile)
-            found.update({"subject": config.subject, "campaign": args.campaign_id, "oracle": oracle})
-            args.out.parent.mkdir(parents=True, exist_ok=True)
-            args.out.write_text(json.dumps(found, indent=1) + "\n")
-            print(json.dumps(found))
-            print(
-                f"thresholds written to {args.out}: name it in a designate campaign as strategy_params.thresholds "
-                "(a path relative to the generator's --artifact-root)"
-            )
-            return
-        space = _space(args, config.subject)
-        _, archive = replay_archive(config, space, rows, args.artifact_root)
+        found = calibrate_rows(rows, args.percentile, oracle, args.diversity_percentile)
     except ValueError as exc:
         raise UserError(str(exc)) from None
-    for entry in archive:
-        print(
-            json.dumps(
-                {"test_case": entry.execution.test_case.id, "values": entry.values, "f_accuracy": entry.f_accuracy}
-            )
-        )
+    found.update({"subject": config.subject, "campaign": args.campaign_id, "oracle": oracle})
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(found, indent=1) + "\n")
+    print(json.dumps(found))
+    print(
+        f"thresholds written to {args.out}: name it in a designate campaign as strategy_params.thresholds "
+        "(a path relative to the generator's --artifact-root)"
+    )
 
 
-def _space(args: argparse.Namespace, subject: str) -> ParameterSpace:
+def _print_archive(gen: generator_pb2_grpc.GeneratorServiceStub, args: argparse.Namespace) -> None:
+    """The summary, then one JSON line per member, as the generator's ListArchive gives them."""
+    from google.protobuf import json_format
+
     from cli.commands import UserError
-    from common.credentials import client_credentials
-    from common.generated.gauntlet.v1 import simulator_pb2_grpc
     from common.remote import describe
-    from common.server import client_channel
+    from common.space import case_values
 
-    sim = simulator_pb2_grpc.SimulatorServiceStub(client_channel(args.simulator, client_credentials(args)))
+    request = generator_pb2.ListArchiveRequest(campaign_id=args.campaign_id)
     try:
-        info = sim.DescribeEnvironment(simulator_pb2.DescribeEnvironmentRequest(subject=subject), timeout=60)
+        for reply in gen.ListArchive(request, timeout=600):
+            if reply.WhichOneof("item") == "summary":
+                print(json.dumps(json_format.MessageToDict(reply.summary, preserving_proto_field_name=True)))
+                continue
+            execution = reply.member.execution
+            entry = {
+                "test_case": execution.test_case.id,
+                "index": execution.index,
+                "values": case_values(execution.test_case),
+                "f_accuracy": reply.member.f_accuracy,
+            }
+            print(json.dumps(entry))
     except grpc.RpcError as exc:
-        raise UserError(f"simulator {args.simulator}: {describe(exc)}") from None
-    return ParameterSpace.from_proto(info.parameter_space)
+        raise UserError(f"generator {args.generator}: {describe(exc)}") from None
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -87,10 +91,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "admits closer images: a larger archive)",
     )
     c.add_argument("--out", type=Path, default=Path("runs/artifacts/designate_thresholds.json"))
-    a = actions.add_parser("archive", help="a designate campaign's archive (replayed from its stored results)")
+    a = actions.add_parser("archive", help="a designate campaign's archive (the generator's ListArchive)")
     a.add_argument("campaign_id")
-    a.add_argument("--simulator", required=True, help="host:port of the simulator service (for the space)")
-    a.add_argument("--artifact-root", type=Path, help="the generator's --artifact-root (for a thresholds file)")
     for q in (c, a):
         q.add_argument("--generator", required=True, help="host:port of the generator service holding the campaign")
         add_client_arguments(q, "credentials for the services")

@@ -69,6 +69,8 @@ class LocalSuite:
     artifact_root: Path = Path("runs")  # what campaigns' surrogate/log parameters are relative to
     generator_retry_seconds: float = 60.0
     simulator_pipeline: int = 2
+    # simulator processes ("simulator", "simulator-2", ...): the generator spreads each batch over all of them
+    simulators: int = 1
     security: SuiteCredentials | None = None  # mTLS and a token on every link (`--secure`)
     services: dict[str, Service] = field(default_factory=dict)
     # None: a service that dies stays dead; a policy: it is restarted on its ports (cli/supervisor.py)
@@ -122,9 +124,7 @@ class LocalSuite:
             agent_args = ["--model-root", str(self.model_root)] if self.model_root else []
             agent = self.start_service("agent", "agent_service", *agent_args)
             translator = self.start_service("translator", "translator_service")  # image subjects' GAN stage
-            simulator = self.start_service(
-                "simulator",
-                "simulator_service",
+            simulator_args = (
                 "--agent-endpoint",
                 agent.endpoint,
                 "--translator-endpoint",
@@ -132,11 +132,15 @@ class LocalSuite:
                 "--pipeline",
                 str(self.simulator_pipeline),
             )
+            simulators = [
+                self.start_service(simulator_name(i), "simulator_service", *simulator_args)
+                for i in range(self.simulators)
+            ]
             generator = self.start_service(
                 "generator",
                 "generator_service",
                 "--simulator-endpoint",
-                simulator.endpoint,
+                ",".join(s.endpoint for s in simulators),
                 "--oracle-endpoint",
                 oracle.endpoint,
                 "--retry-seconds",
@@ -213,6 +217,11 @@ class LocalSuite:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def simulator_name(index: int) -> str:
+    """The suite's name of its index-th simulator process (its log is <name>.log)."""
+    return "simulator" if index == 0 else f"simulator-{index + 1}"
 
 
 def _die_with_parent() -> None:

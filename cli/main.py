@@ -124,6 +124,15 @@ def main(argv: list[str] | None = None) -> None:
     )
     p.add_argument("--model-root", type=Path, help="models folder for the agent service (default: the bundled zoo)")
     p.add_argument(
+        "--simulators",
+        type=int,
+        choices=range(1, 17),
+        default=1,
+        metavar="N",
+        help="simulator processes to start (1..16, default 1); the generator spreads each campaign's batches "
+        "over all of them",
+    )
+    p.add_argument(
         "--json",
         action="store_true",
         help="print one JSON object instead: {service: {endpoint, metrics, log, pid}}, for scripts "

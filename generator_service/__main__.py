@@ -8,6 +8,11 @@ from pathlib import Path
 
 from common.credentials import STORE_URL_ENV, STORE_URL_FILE_ENV, CredentialError, store_url
 from common.server import add_outgoing_arguments, add_service_arguments, options_from_args, outgoing_credentials, serve
+from generator_service.simulators import (
+    SIMULATOR_ENDPOINT_ENV,
+    SIMULATOR_STREAMS_ENV,
+    streams_from_env,
+)
 from generator_service.store import CampaignStore, default_store_url
 
 ARTIFACT_ROOT_ENV = "GAUNTLET_ARTIFACT_ROOT"
@@ -22,8 +27,18 @@ def main() -> None:
     )
     parser.add_argument(
         "--simulator-endpoint",
-        required=True,
-        help="host:port of the simulator service (dns:///name:port balances across replicas)",
+        default=os.environ.get(SIMULATOR_ENDPOINT_ENV),
+        required=not os.environ.get(SIMULATOR_ENDPOINT_ENV),
+        help="host:port of the simulator service, or several comma-separated (host1:port,host2:port), or "
+        "dns:///name:port (every replica the name resolves to, re-resolved as they come and go); one campaign's "
+        f"batches are split into shards run on all of them at once (default ${SIMULATOR_ENDPOINT_ENV})",
+    )
+    parser.add_argument(
+        "--simulator-streams",
+        type=int,
+        default=streams_from_env(),
+        help="RunEpisodes streams (shards) per batch, spread round-robin over the simulator endpoints (1..256; "
+        f"default ${SIMULATOR_STREAMS_ENV}, else one per listed endpoint and 4 per dns:/// name)",
     )
     parser.add_argument("--oracle-endpoint", required=True, help="host:port of the oracle service")
     parser.add_argument(
@@ -63,17 +78,22 @@ def main() -> None:
         url = store_url(args.store_url)
     except CredentialError as exc:
         raise SystemExit(f"error: {exc}") from None
+    from common.errors import InvalidArgument
     from generator_service.server import GeneratorServicer, register
 
     store = CampaignStore(url or default_store_url())
-    servicer = GeneratorServicer(
-        store,
-        args.simulator_endpoint,
-        args.oracle_endpoint,
-        args.retry_seconds,
-        credentials=credentials,
-        artifact_root=args.artifact_root,
-    )
+    try:
+        servicer = GeneratorServicer(
+            store,
+            args.simulator_endpoint,
+            args.oracle_endpoint,
+            args.retry_seconds,
+            credentials=credentials,
+            artifact_root=args.artifact_root,
+            simulator_streams=args.simulator_streams,
+        )
+    except InvalidArgument as exc:
+        raise SystemExit(f"error: {exc}") from None
     if not args.no_resume:
         # before serving: a client that reconnects to this generator then finds the campaign running again. Their
         # first calls may meet a simulator that is still starting; the campaign retries them.

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import json
 import logging
+import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import grpc
@@ -19,13 +20,14 @@ from prometheus_client import Counter
 
 from common.action_trace import to_test_case
 from common.domain.rules import SubjectRules
-from common.generated.gauntlet.v1 import common_pb2, oracle_pb2, oracle_pb2_grpc, simulator_pb2, simulator_pb2_grpc
+from common.generated.gauntlet.v1 import common_pb2, oracle_pb2, oracle_pb2_grpc, simulator_pb2
 from common.remote import describe
 from common.retry import Retry, is_retryable, status_code
 from common.seeding import derive_seed
 from common.space import ParameterSpace
 from common.tensor import from_tensor
 from generator_service.config import CampaignConfig
+from generator_service.simulators import SimulatorPool
 from generator_service.store import CampaignStore, ExecutionRow, Totals
 from generator_service.strategies import Result, make_strategy
 
@@ -67,7 +69,7 @@ class CampaignRunner:
         campaign_id: str,
         config: CampaignConfig,
         store: CampaignStore,
-        simulator: simulator_pb2_grpc.SimulatorServiceStub,
+        simulators: SimulatorPool,
         oracle: oracle_pb2_grpc.OracleServiceStub,
         publish: Callable[[str, str], None],
         retry_seconds: float = 60.0,
@@ -75,13 +77,14 @@ class CampaignRunner:
         self.id = campaign_id
         self.config = config
         self.store = store
-        self.simulator = simulator
+        self.simulators = simulators
         self.oracle = oracle
         self.publish = publish  # (kind, message)
         self.retry_seconds = retry_seconds
         self.cancelled = threading.Event()
         self.shutting_down = False  # cancelled because the generator stops, not by a person: ends interrupted
-        self._call: Any = None
+        self._calls: list[Any] = []  # the shard streams in flight, so that a cancel reaches every one
+        self._calls_lock = threading.Lock()
         self._positions: dict[str, int] = {}  # test-case id -> position in asking order
         self._started = time.monotonic()
         self._prior_wall = 0.0
@@ -112,8 +115,7 @@ class CampaignRunner:
 
     def cancel(self) -> None:
         self.cancelled.set()
-        if self._call is not None:
-            self._call.cancel()
+        self._cancel_calls()
 
     def interrupt(self) -> None:
         """Stops the campaign because the generator stops: it ends `interrupted` (resumable), not `cancelled`."""
@@ -244,7 +246,7 @@ class CampaignRunner:
     def _describe(self) -> simulator_pb2.DescribeEnvironmentResponse:
         return self._with_retry(
             "simulator DescribeEnvironment",
-            lambda: self.simulator.DescribeEnvironment(
+            lambda: self.simulators.primary.DescribeEnvironment(
                 simulator_pb2.DescribeEnvironmentRequest(subject=self.config.subject), timeout=60
             ),
         )
@@ -280,24 +282,16 @@ class CampaignRunner:
             pending = self._drop_invalid(batch, pending, space)
             if not pending:
                 continue
-            request = simulator_pb2.RunEpisodesRequest(
-                request_id=f"{self.id}/batch/{batch}",
-                subject=cfg.subject,
-                seed=cfg.seed,
-                repetitions=reps,
-                trace=common_pb2.TraceSpec(signals=signals),
-                parallelism=cfg.parallelism,
-                test_cases=[to_test_case(space, cid, v) for cid, v in pending],
-                observation_translator=cfg.observation_translator,
-            )
-            request.model.name = cfg.model
             values = dict(pending)
             episodes: dict[str, list[common_pb2.EpisodeResult]] = {}
             ready: list[str] = []
+            failure: grpc.RpcError | None = None
             try:
-                self._call = self.simulator.RunEpisodes(request)
-                for response in self._call:
-                    result = response.result
+                for item in self._stream_shards(batch, pending, space, signals):
+                    if isinstance(item, grpc.RpcError):  # one shard's stream ended with an error; others go on
+                        failure = failure or item
+                        continue
+                    result = item.result
                     episodes.setdefault(result.test_case_id, []).append(result)
                     if len(episodes[result.test_case_id]) == reps:
                         ready.append(result.test_case_id)
@@ -305,22 +299,93 @@ class CampaignRunner:
                         self._judge(batch, ready, episodes, values, oracle_name)
                         ready = []
                         if reason := self._stop_reason():
-                            self._call.cancel()
+                            self._cancel_calls()
                             return reason
                 self._judge(batch, ready, episodes, values, oracle_name)
                 ready = []
-            except grpc.RpcError as exc:
-                self._judge(batch, ready, episodes, values, oracle_name)  # keep what finished
-                code = status_code(exc)
-                if self.cancelled.is_set() or code == grpc.StatusCode.CANCELLED and self._stop_reason():
-                    return self._stop_reason() or "cancelled"
-                delay = retry.next_delay(exc)
-                if delay is None:
-                    raise stop_error("simulator RunEpisodes", exc) from None
-                self.publish("progress", f"simulator {describe(exc)}; retrying in {delay:.1f}s")
-                retry.sleep(delay)
             finally:
-                self._call = None
+                self._cancel_calls()
+            if failure is None:
+                continue  # every shard ended: the loop's store check finds the batch done
+            code = status_code(failure)
+            if self.cancelled.is_set() or code == grpc.StatusCode.CANCELLED and self._stop_reason():
+                return self._stop_reason() or "cancelled"
+            delay = retry.next_delay(failure)
+            if delay is None:
+                raise stop_error("simulator RunEpisodes", failure) from None
+            self.publish("progress", f"simulator {describe(failure)}; retrying in {delay:.1f}s")
+            retry.sleep(delay)
+
+    def _cancel_calls(self) -> None:
+        with self._calls_lock:
+            calls, self._calls = self._calls, []
+        for call in calls:
+            call.cancel()
+
+    def _stream_shards(
+        self,
+        batch: int,
+        pending: list[tuple[str, dict[str, Any]]],
+        space: ParameterSpace,
+        signals: list[str],
+    ) -> Iterator[simulator_pb2.RunEpisodesResponse | grpc.RpcError]:
+        """Runs `pending` as contiguous shards, one RunEpisodes stream each, spread over the simulator endpoints;
+        yields every response as it arrives, and the error of each shard that failed. Results are stored by
+        test-case id and asking position, and the strategy is told in asking order, so which simulator ran a
+        case changes neither the verdicts nor the stored order (every episode's seed derives from the campaign
+        seed and the case id)."""
+        cfg = self.config
+        shards = min(self.simulators.streams, len(pending))
+        size, extra = divmod(len(pending), shards)
+        chunks, start = [], 0
+        for i in range(shards):
+            end = start + size + (1 if i < extra else 0)
+            chunks.append(pending[start:end])
+            start = end
+        targets = self.simulators.shard_targets(shards)
+        inbox: queue.Queue[Any] = queue.Queue()
+        done = object()
+
+        def stream(shard: int, chunk: list[tuple[str, dict[str, Any]]], target: int) -> None:
+            request = simulator_pb2.RunEpisodesRequest(
+                request_id=f"{self.id}/batch/{batch}/shard/{shard}",
+                subject=cfg.subject,
+                seed=cfg.seed,
+                repetitions=cfg.repetitions,
+                trace=common_pb2.TraceSpec(signals=signals),
+                parallelism=cfg.parallelism,
+                test_cases=[to_test_case(space, cid, v) for cid, v in chunk],
+                observation_translator=cfg.observation_translator,
+            )
+            request.model.name = cfg.model
+            try:
+                call = self.simulators.simulators[target].stub.RunEpisodes(request)
+                with self._calls_lock:
+                    self._calls.append(call)
+                if self.cancelled.is_set():
+                    call.cancel()
+                for response in call:
+                    inbox.put(response)
+            except grpc.RpcError as exc:
+                if status_code(exc) != grpc.StatusCode.CANCELLED:
+                    self.simulators.mark_failed(target)  # the next attempt's shards go to the others
+                inbox.put(exc)
+            finally:
+                inbox.put(done)
+
+        threads = [
+            threading.Thread(target=stream, args=(i, c, t), name=f"shard-{self.id}-{i}", daemon=True)
+            for i, (c, t) in enumerate(zip(chunks, targets, strict=True))
+        ]
+        for t in threads:
+            t.start()
+        running = len(threads)
+        while running:
+            item = inbox.get()
+            if item is done:
+                running -= 1
+            else:
+                yield item
 
     def _drop_invalid(
         self, batch: int, pending: list[tuple[str, dict[str, Any]]], space: ParameterSpace
@@ -332,7 +397,7 @@ class CampaignRunner:
         """
         reply = self._with_retry(
             "simulator ValidateConfigs",
-            lambda: self.simulator.ValidateConfigs(
+            lambda: self.simulators.primary.ValidateConfigs(
                 simulator_pb2.ValidateConfigsRequest(
                     subject=self.config.subject, test_cases=[to_test_case(space, c, v) for c, v in pending]
                 ),

@@ -28,14 +28,16 @@ from common.generated.gauntlet.v1 import (
     generator_pb2_grpc,
     oracle_pb2_grpc,
     simulator_pb2,
-    simulator_pb2_grpc,
 )
 from common.remote import local_error
 from common.server import client_channel
+from common.space import ParameterSpace
 from common.validation import check_id, resolve_under
+from generator_service.archive import judged_views, render, replay, simulator_for_archives
 from generator_service.campaign import VERDICT_NAMES, CampaignRunner
 from generator_service.config import CampaignConfig, explain
-from generator_service.store import CampaignRow, CampaignStore
+from generator_service.simulators import SimulatorPool
+from generator_service.store import CampaignRow, CampaignStore, ExecutionRow
 from generator_service.strategies import make_strategy, strategies
 from generator_service.strategies.params import ARTIFACT_PATH
 
@@ -61,16 +63,19 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
         retry_seconds: float = 60.0,
         credentials: ClientCredentials | None = None,
         artifact_root: Path = DEFAULT_ARTIFACT_ROOT,
+        simulator_streams: int | None = None,
     ) -> None:
         self.store = store
         self.artifact_root = artifact_root
-        self.simulator = simulator_pb2_grpc.SimulatorServiceStub(client_channel(simulator_endpoint, credentials))
+        # one or several endpoints (comma-separated, or dns:///): a campaign's batches are spread over all of them
+        self.simulators = SimulatorPool(simulator_endpoint, credentials, simulator_streams)
         self.oracle = oracle_pb2_grpc.OracleServiceStub(client_channel(oracle_endpoint, credentials))
         self.retry_seconds = retry_seconds
         self._runners: dict[str, CampaignRunner] = {}
         self._threads: dict[str, threading.Thread] = {}
         self._watchers: dict[str, list[queue.Queue]] = {}
         self._lock = threading.Lock()
+        self._archive_simulator = simulator_for_archives(simulator_endpoint, credentials)
 
     # -- campaign threads ----------------------------------------------------------------------
     def _publish(self, campaign_id: str, kind: str, message: str) -> None:
@@ -89,7 +94,7 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
             campaign_id,
             resolve_artifact_paths(config, self.artifact_root),
             self.store,
-            self.simulator,
+            self.simulators,
             self.oracle,
             lambda kind, msg: self._publish(campaign_id, kind, msg),
             self.retry_seconds,
@@ -206,7 +211,7 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
     def _preflight(self, config: CampaignConfig) -> None:
         """Fails fast on an unknown subject/model/strategy or a model that does not fit the subject."""
         try:
-            info = self.simulator.DescribeEnvironment(
+            info = self.simulators.primary.DescribeEnvironment(
                 simulator_pb2.DescribeEnvironmentRequest(subject=config.subject), timeout=60
             )
         except grpc.RpcError as exc:
@@ -216,7 +221,7 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
         request = simulator_pb2.RunEpisodesRequest(subject=config.subject, trace=common_pb2.TraceSpec())
         request.model.name = config.model
         try:
-            list(self.simulator.RunEpisodes(request, timeout=120))  # no test cases: checks model and fit only
+            list(self.simulators.primary.RunEpisodes(request, timeout=120))  # no test cases: checks model and fit only
         except grpc.RpcError as exc:
             raise local_error(exc, "simulator service") from None
 
@@ -290,30 +295,40 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
         self, request: generator_pb2.ListExecutionsRequest, context: grpc.ServicerContext
     ) -> Iterator[generator_pb2.ListExecutionsResponse]:
         self._row(request.campaign_id)  # NOT_FOUND for an unknown campaign, before streaming anything
-        verdicts = {name: kind for kind, name in VERDICT_NAMES.items()}
         for e in self.store.executions(request.campaign_id):
-            case = common_pb2.TestCase(id=e.test_case_id)
-            for name, value in e.values.items():
-                if name != ACTION_TRACE_KEY:  # an action trace is no parameter: it has its own field
-                    case.values[name].CopyFrom(_value(value))
-            attach_trace(case, e.values)
-            yield generator_pb2.ListExecutionsResponse(
-                execution=generator_pb2.Execution(
-                    index=e.index,
-                    test_case=case,
-                    verdict=verdicts[e.verdict],
-                    margin=e.margin,
-                    steps=e.steps,
-                    total_reward=e.total_reward,
-                    descriptors=e.descriptors,
-                    reason=e.reason,
-                    repetitions=e.repetitions,
-                    failed_repetitions=e.failed_repetitions,
-                    elapsed_seconds=e.elapsed_seconds,
-                    batch=e.batch,
-                    final_observation=e.final_observation,
-                )
+            yield generator_pb2.ListExecutionsResponse(execution=_execution(e))
+
+    @grpc_method
+    def ListArchive(
+        self, request: generator_pb2.ListArchiveRequest, context: grpc.ServicerContext
+    ) -> Iterator[generator_pb2.ListArchiveResponse]:
+        row = self._row(request.campaign_id)
+        try:
+            config = resolve_artifact_paths(stored_config(row), self.artifact_root)
+        except InvalidArgument as exc:
+            raise FailedPrecondition(str(exc)) from None
+        try:
+            info = self._archive_simulator.DescribeEnvironment(
+                simulator_pb2.DescribeEnvironmentRequest(subject=config.subject), timeout=60
             )
+        except grpc.RpcError as exc:
+            raise local_error(exc, "simulator service") from None
+        archive = replay(self.store, row.id, config, info)
+        summary = generator_pb2.ArchiveSummary(
+            strategy=config.strategy, members=len(archive.members), **archive.summary
+        )
+        yield generator_pb2.ListArchiveResponse(summary=summary)
+        if not request.include_images:
+            for m in archive.members:
+                member = generator_pb2.ArchiveMember(execution=_execution(m.execution), f_accuracy=m.f_accuracy)
+                yield generator_pb2.ListArchiveResponse(member=member)
+            return
+        space = ParameterSpace.from_proto(info.parameter_space)
+        for m, episode in render(self._archive_simulator, config, space, archive.members, f"{row.id}/archive"):
+            member = generator_pb2.ArchiveMember(
+                execution=_execution(m.execution), f_accuracy=m.f_accuracy, **judged_views(episode)
+            )
+            yield generator_pb2.ListArchiveResponse(member=member)
 
     @grpc_method
     def CancelCampaign(
@@ -396,6 +411,33 @@ def check_strategy(
         if artifact_root is not None:  # the server's own folders are none of the caller's business
             message = message.replace(f"{artifact_root.resolve()}/", "")
         raise InvalidArgument(message) from None
+
+
+_VERDICTS = {name: kind for kind, name in VERDICT_NAMES.items()}
+
+
+def _execution(e: ExecutionRow) -> generator_pb2.Execution:
+    """A stored execution as the contract shows it (ListExecutions, ListArchive)."""
+    case = common_pb2.TestCase(id=e.test_case_id)
+    for name, value in e.values.items():
+        if name != ACTION_TRACE_KEY:  # an action trace is no parameter: it has its own field
+            case.values[name].CopyFrom(_value(value))
+    attach_trace(case, e.values)
+    return generator_pb2.Execution(
+        index=e.index,
+        test_case=case,
+        verdict=_VERDICTS[e.verdict],
+        margin=e.margin,
+        steps=e.steps,
+        total_reward=e.total_reward,
+        descriptors=e.descriptors,
+        reason=e.reason,
+        repetitions=e.repetitions,
+        failed_repetitions=e.failed_repetitions,
+        elapsed_seconds=e.elapsed_seconds,
+        batch=e.batch,
+        final_observation=e.final_observation,
+    )
 
 
 def _value(value: object) -> common_pb2.Value:

@@ -3,6 +3,8 @@ random campaigns with and without the translator, and determinism of images and 
 
 from __future__ import annotations
 
+import json
+
 import grpc
 import numpy as np
 import pytest
@@ -146,10 +148,19 @@ def test_random_campaign_on_the_urban_subject(suite: LocalSuite, translator: str
     )
 
 
+def _archive(suite: LocalSuite, campaign_id: str, images: bool) -> tuple[generator_pb2.ArchiveSummary, list]:
+    gen = _stub(suite, "generator", generator_pb2_grpc.GeneratorServiceStub)
+    request = generator_pb2.ListArchiveRequest(campaign_id=campaign_id, include_images=images)
+    first, *rest = list(gen.ListArchive(request, timeout=300))
+    assert first.WhichOneof("item") == "summary" and all(r.WhichOneof("item") == "member" for r in rest)
+    return first.summary, [r.member for r in rest]
+
+
 @pytest.mark.parametrize("variant", ["designate", "pix"])
-def test_designate_campaign_on_the_urban_subject_keeps_a_replayable_archive(suite: LocalSuite, variant: str) -> None:
-    from cli.designate_archive import replay_archive
-    from common.space import ParameterSpace
+def test_designate_campaign_keeps_its_archive_and_list_archive_returns_it_with_images(
+    suite: LocalSuite, variant: str
+) -> None:
+    from common.segmentation import class_iou, pixel_digest
 
     config = CampaignConfig(
         name=f"designate-{variant}",
@@ -170,12 +181,62 @@ def test_designate_campaign_on_the_urban_subject_keeps_a_replayable_archive(suit
     assert len(rows) == 2 * 6 + 2 * 6  # seeding, then two generations of N; off-road poses stored invalid
     run = [r for r in rows if r.verdict != oracle_pb2.VERDICT_KIND_INVALID]
     assert run and all(len(r.descriptors) == 7 + (512 if variant == "pix" else 384) for r in run)
-    sim = _stub(suite, "simulator", simulator_pb2_grpc.SimulatorServiceStub)
-    space = ParameterSpace.from_proto(
-        sim.DescribeEnvironment(simulator_pb2.DescribeEnvironmentRequest(subject="urban")).parameter_space
+
+    summary, members = _archive(suite, status.campaign_id, images=False)
+    assert (summary.strategy, summary.variant, summary.members) == ("designate", variant, len(members))
+    assert summary.distance == ("pixels" if variant == "pix" else "features")
+    assert summary.t_diversity_source == "seed populations" and summary.diversity_percentile == 50.0
+    assert summary.t_diversity > 0 and not summary.HasField("t_relevance")
+    assert members, "the archive holds at least the best relevant seed"
+    stored = {r.test_case.id: r for r in rows}
+    for m in members:  # only relevant, judged images; each is a stored execution of the campaign
+        assert m.f_accuracy < 2.0 and m.execution.margin == m.f_accuracy
+        assert m.execution == stored[m.execution.test_case.id]
+        assert not m.HasField("image")
+    again = _archive(suite, status.campaign_id, images=False)
+    assert again == (summary, members)  # the replay is deterministic
+    if variant == "designate":  # `gauntlet designate archive` prints the same, one JSON line each
+        from tests.test_cli import gauntlet
+
+        out = gauntlet("designate", "archive", status.campaign_id, "--generator", suite.endpoint("generator"))
+        assert out.returncode == 0, out.stderr
+        head, *lines = [json.loads(line) for line in out.stdout.splitlines()]
+        assert head["t_diversity_source"] == "seed populations" and head["members"] == len(members)
+        assert [(x["test_case"], x["f_accuracy"]) for x in lines] == [
+            (m.execution.test_case.id, m.f_accuracy) for m in members
+        ]
+
+    _, rendered = _archive(suite, status.campaign_id, images=True)
+    assert [m.execution for m in rendered] == [m.execution for m in members]
+    for m in rendered:  # the re-rendered images give back the stored verdict
+        image, truth, predicted = (from_tensor(t) for t in (m.image, m.label_map, m.prediction))
+        assert image.shape == (64, 128, 3) and image.dtype == np.uint8
+        assert truth.shape == predicted.shape == (64, 128) and truth.dtype == np.uint8
+        assert from_tensor(m.simulator_image).shape == (64, 128, 3)
+        assert from_tensor(m.features).shape == (384,)
+        iou = class_iou(truth, predicted, 5)
+        assert (0.0 if np.isnan(iou) else iou) == pytest.approx(m.f_accuracy, abs=1e-9)
+        vector = np.asarray(m.execution.descriptors[7:])
+        expected = pixel_digest(image) if variant == "pix" else from_tensor(m.features)
+        np.testing.assert_allclose(vector, expected, rtol=1e-6)
+
+
+def test_list_archive_refuses_a_strategy_without_an_archive_and_an_unknown_campaign(suite: LocalSuite) -> None:
+    config = CampaignConfig(
+        name="designate-random-archive",
+        subject="urban",
+        model="segnet-urban",
+        strategy="random",
+        seed=4,
+        budget={"max_executions": 6},
+        batch_size=6,
     )
-    strategy, archive = replay_archive(config, space, rows)
-    assert strategy.finished and strategy.generation == 2
-    for entry in archive:  # only relevant, judged images; each is a stored execution of the campaign
-        assert entry.f_accuracy < 2.0 and entry.execution.margin == entry.f_accuracy
-        assert entry.execution.verdict != oracle_pb2.VERDICT_KIND_INVALID
+    status = run_campaign(suite, config)
+    gen = _stub(suite, "generator", generator_pb2_grpc.GeneratorServiceStub)
+    with pytest.raises(grpc.RpcError) as err:
+        list(gen.ListArchive(generator_pb2.ListArchiveRequest(campaign_id=status.campaign_id)))
+    assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert "ran strategy 'random', which keeps no archive" in err.value.details()
+    with pytest.raises(grpc.RpcError) as err:
+        list(gen.ListArchive(generator_pb2.ListArchiveRequest(campaign_id="no-such-campaign")))
+    assert err.value.code() == grpc.StatusCode.NOT_FOUND

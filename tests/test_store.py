@@ -152,7 +152,7 @@ def test_a_campaign_of_mostly_rejected_inputs_stops_with_its_reason(tmp_path: Pa
     store = CampaignStore(f"sqlite:///{tmp_path / 'store.db'}")
     config = CampaignConfig(subject="cartpole", model="cartpole-ppo", budget={"max_executions": 5})
     store.create_campaign("c", "n", {})
-    runner = CampaignRunner("c", config, store, simulator=None, oracle=None, publish=lambda kind, msg: None)
+    runner = CampaignRunner("c", config, store, simulators=None, oracle=None, publish=lambda kind, msg: None)
     limit = INVALID_ALLOWANCE * 100
     store.add_test_cases("c", 1, 1, [(f"t{i:07d}", {"x": 0.0}) for i in range(1, limit + 3)])
     # through the runner, which counts what it stores (its stop check reads no aggregate)
@@ -174,7 +174,7 @@ def test_running_totals_match_the_store_across_a_resume(store: CampaignStore) ->
     store.add_test_cases("c", 1, 1, [(f"t{i:07d}", {"x": i / 10}) for i in range(1, 10)])
 
     def runner() -> CampaignRunner:
-        made = CampaignRunner("c", config, store, simulator=None, oracle=None, publish=lambda kind, msg: None)
+        made = CampaignRunner("c", config, store, simulators=None, oracle=None, publish=lambda kind, msg: None)
         made.begin_session()
         return made
 

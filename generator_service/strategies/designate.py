@@ -41,7 +41,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import Field
@@ -107,13 +107,27 @@ class Individual:
     told: bool = False
 
 
-def read_thresholds(path: str, distance: Distance) -> tuple[float | None, float | None]:
-    """(t_relevance, t_diversity for ``distance``) from a calibration file; ValueError naming what is wrong."""
+@dataclass(frozen=True)
+class CalibrationFile:
+    """What a campaign takes from a calibration file (``gauntlet designate calibrate``)."""
+
+    t_relevance: float | None
+    t_diversity: float
+    diversity_percentile: float | None  # the percentile T_diversity was taken at, when the file records it
+
+
+def read_thresholds(path: str, distance: Distance) -> CalibrationFile:
+    """T_relevance and T_diversity for ``distance`` from a calibration file; ValueError naming what is wrong."""
     try:
         data = json.loads(Path(path).read_text())
         t_div = data["t_diversity_features" if distance == "features" else "t_diversity_pixels"]
         t_rel = data.get("t_relevance")
-        return (None if t_rel is None else float(t_rel)), float(t_div)
+        percentile = data.get("diversity_percentile")
+        return CalibrationFile(
+            None if t_rel is None else float(t_rel),
+            float(t_div),
+            None if percentile is None else float(percentile),
+        )
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ValueError(f"{NAME} parameter thresholds: {path!r} is not a calibration file ({exc})") from None
 
@@ -144,11 +158,16 @@ class Designate:
         self.params = params
         self.distance: Distance = "pixels" if params.variant == "pix" else "features"
         self.objectives = 1 if params.variant == "single" else 2
-        file_relevance, file_diversity = (None, None)
-        if params.thresholds:
-            file_relevance, file_diversity = read_thresholds(params.thresholds, self.distance)
+        calibration = read_thresholds(params.thresholds, self.distance) if params.thresholds else None
+        file_relevance = calibration.t_relevance if calibration else None
         self.t_relevance = params.t_relevance if params.t_relevance is not None else file_relevance
-        threshold = params.t_diversity if params.t_diversity is not None else file_diversity
+        # where T_diversity comes from, for ListArchive's summary: the parameter, the file, else the seeds
+        threshold, self.t_diversity_source, self.diversity_percentile = params.t_diversity, "parameter", None
+        if threshold is None and calibration is not None:
+            threshold, self.t_diversity_source = calibration.t_diversity, "thresholds file"
+            self.diversity_percentile = calibration.diversity_percentile
+        if threshold is None:
+            self.t_diversity_source, self.diversity_percentile = "seed populations", params.diversity_percentile
         self._calibrate = threshold is None
         self.archive = Archive(threshold or 0.0, self.distance, keep_all=params.variant == "single")
         self.low, self.high = space.bounds()
@@ -199,6 +218,20 @@ class Designate:
     def archive_inputs(self) -> list[tuple[TestInput, float]]:
         """The archive's inputs with their F_accuracy, in archive order."""
         return [(dict(m.values), m.f_accuracy) for m in self.archive.members]
+
+    def archive_summary(self) -> dict[str, Any]:
+        """What the archive is built with (the generator's ListArchive summary; fields of ArchiveSummary)."""
+        summary: dict[str, Any] = {
+            "variant": self.params.variant,
+            "distance": self.distance,
+            "t_diversity": self.archive.threshold,
+            "t_diversity_source": self.t_diversity_source,
+        }
+        if self.t_relevance is not None:
+            summary["t_relevance"] = self.t_relevance
+        if self.diversity_percentile is not None:
+            summary["diversity_percentile"] = self.diversity_percentile
+        return summary
 
     # -- the algorithm ----------------------------------------------------------------------------
     def _fitness(self, result: Result) -> tuple[float, np.ndarray | None]:

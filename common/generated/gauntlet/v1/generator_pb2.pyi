@@ -641,3 +641,181 @@ class ResumeCampaignResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ResumeCampaignResponse: _TypeAlias = ResumeCampaignResponse  # noqa: Y015
+
+@_typing.final
+class ListArchiveRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CAMPAIGN_ID_FIELD_NUMBER: _builtins.int
+    INCLUDE_IMAGES_FIELD_NUMBER: _builtins.int
+    campaign_id: _builtins.str
+    include_images: _builtins.bool
+    """Also return each member's images and features (ArchiveMember fields 3-7), re-rendered by the simulator.
+    Off: only the stored executions (cheap: no simulator call).
+    """
+    def __init__(
+        self,
+        *,
+        campaign_id: _builtins.str = ...,
+        include_images: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["campaign_id", b"campaign_id", "include_images", b"include_images"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListArchiveRequest: _TypeAlias = ListArchiveRequest  # noqa: Y015
+
+@_typing.final
+class ArchiveSummary(_message.Message):
+    """What the archive was built with: DESIGNATE's thresholds as they were in force for this campaign."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    STRATEGY_FIELD_NUMBER: _builtins.int
+    VARIANT_FIELD_NUMBER: _builtins.int
+    MEMBERS_FIELD_NUMBER: _builtins.int
+    DISTANCE_FIELD_NUMBER: _builtins.int
+    T_DIVERSITY_FIELD_NUMBER: _builtins.int
+    T_DIVERSITY_SOURCE_FIELD_NUMBER: _builtins.int
+    T_RELEVANCE_FIELD_NUMBER: _builtins.int
+    DIVERSITY_PERCENTILE_FIELD_NUMBER: _builtins.int
+    strategy: _builtins.str
+    variant: _builtins.str
+    """The strategy's variant ("designate", "single" or "pix" for DESIGNATE)."""
+    members: _builtins.int
+    """Members that follow."""
+    distance: _builtins.str
+    """F_similarity's distance: "features" (Euclidean between encoder features) or "pixels" (share of differing
+    pixel-digest cells).
+    """
+    t_diversity: _builtins.float
+    """T_diversity in force (the distance an image must keep from every member to be added)."""
+    t_diversity_source: _builtins.str
+    """Where T_diversity came from: "parameter" (strategy_params.t_diversity), "thresholds file" (the calibration
+    file strategy_params.thresholds names, written by `gauntlet designate calibrate`) or "seed populations" (the
+    `diversity_percentile` of the seed images' pairwise distances).
+    """
+    t_relevance: _builtins.float
+    """T_relevance in force (delta_IoU above it gives F_accuracy = 2); unset when only the subject's own filter
+    applied.
+    """
+    diversity_percentile: _builtins.float
+    """The percentile of pairwise distances T_diversity was calibrated at (50 = the median, the paper's rule), when
+    it came from the seed populations or a thresholds file that records it; unset otherwise.
+    """
+    def __init__(
+        self,
+        *,
+        strategy: _builtins.str = ...,
+        variant: _builtins.str = ...,
+        members: _builtins.int = ...,
+        distance: _builtins.str = ...,
+        t_diversity: _builtins.float = ...,
+        t_diversity_source: _builtins.str = ...,
+        t_relevance: _builtins.float | None = ...,
+        diversity_percentile: _builtins.float | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_diversity_percentile", b"_diversity_percentile", "_t_relevance", b"_t_relevance", "diversity_percentile", b"diversity_percentile", "t_relevance", b"t_relevance"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_diversity_percentile", b"_diversity_percentile", "_t_relevance", b"_t_relevance", "distance", b"distance", "diversity_percentile", b"diversity_percentile", "members", b"members", "strategy", b"strategy", "t_diversity", b"t_diversity", "t_diversity_source", b"t_diversity_source", "t_relevance", b"t_relevance", "variant", b"variant"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__diversity_percentile: _TypeAlias = _typing.Literal["diversity_percentile"]  # noqa: Y015
+    _WhichOneofArgType__diversity_percentile: _TypeAlias = _typing.Literal["_diversity_percentile", b"_diversity_percentile"]  # noqa: Y015
+    _WhichOneofReturnType__t_relevance: _TypeAlias = _typing.Literal["t_relevance"]  # noqa: Y015
+    _WhichOneofArgType__t_relevance: _TypeAlias = _typing.Literal["_t_relevance", b"_t_relevance"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__diversity_percentile) -> _WhichOneofReturnType__diversity_percentile | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__t_relevance) -> _WhichOneofReturnType__t_relevance | None: ...
+
+Global___ArchiveSummary: _TypeAlias = ArchiveSummary  # noqa: Y015
+
+@_typing.final
+class ArchiveMember(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EXECUTION_FIELD_NUMBER: _builtins.int
+    F_ACCURACY_FIELD_NUMBER: _builtins.int
+    IMAGE_FIELD_NUMBER: _builtins.int
+    LABEL_MAP_FIELD_NUMBER: _builtins.int
+    PREDICTION_FIELD_NUMBER: _builtins.int
+    FEATURES_FIELD_NUMBER: _builtins.int
+    SIMULATOR_IMAGE_FIELD_NUMBER: _builtins.int
+    f_accuracy: _builtins.float
+    """The F_accuracy the archive holds for it: the oracle's margin (the IoU_car / mIoU of the judged image); always
+    below 2, as an archive keeps no irrelevant input.
+    """
+    @_builtins.property
+    def execution(self) -> Global___Execution:
+        """The stored execution of this input (test case, verdict, margin, descriptors as the oracle gave them)."""
+
+    @_builtins.property
+    def image(self) -> _common_pb2.Tensor:
+        """include_images only. The image the DNN was judged on: the realistic (translated) image, or the simulator's
+        without a translator (DESIGNATE_NoGAN); uint8, shape (height, width, 3), RGB.
+        """
+
+    @_builtins.property
+    def label_map(self) -> _common_pb2.Tensor:
+        """The simulator's ground truth: uint8 class index per pixel, shape (height, width)."""
+
+    @_builtins.property
+    def prediction(self) -> _common_pb2.Tensor:
+        """The DNN's label map on `image`: uint8 class index per pixel, shape (height, width)."""
+
+    @_builtins.property
+    def features(self) -> _common_pb2.Tensor:
+        """The DNN encoder's features of `image` (the Embed RPC): float32, shape (d,)."""
+
+    @_builtins.property
+    def simulator_image(self) -> _common_pb2.Tensor:
+        """The simulator's own image: uint8, shape (height, width, 3), RGB."""
+
+    def __init__(
+        self,
+        *,
+        execution: Global___Execution | None = ...,
+        f_accuracy: _builtins.float = ...,
+        image: _common_pb2.Tensor | None = ...,
+        label_map: _common_pb2.Tensor | None = ...,
+        prediction: _common_pb2.Tensor | None = ...,
+        features: _common_pb2.Tensor | None = ...,
+        simulator_image: _common_pb2.Tensor | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["execution", b"execution", "features", b"features", "image", b"image", "label_map", b"label_map", "prediction", b"prediction", "simulator_image", b"simulator_image"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["execution", b"execution", "f_accuracy", b"f_accuracy", "features", b"features", "image", b"image", "label_map", b"label_map", "prediction", b"prediction", "simulator_image", b"simulator_image"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ArchiveMember: _TypeAlias = ArchiveMember  # noqa: Y015
+
+@_typing.final
+class ListArchiveResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SUMMARY_FIELD_NUMBER: _builtins.int
+    MEMBER_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def summary(self) -> Global___ArchiveSummary:
+        """The first message, exactly once."""
+
+    @_builtins.property
+    def member(self) -> Global___ArchiveMember: ...
+    def __init__(
+        self,
+        *,
+        summary: Global___ArchiveSummary | None = ...,
+        member: Global___ArchiveMember | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["item", b"item", "member", b"member", "summary", b"summary"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["item", b"item", "member", b"member", "summary", b"summary"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_item: _TypeAlias = _typing.Literal["summary", "member"]  # noqa: Y015
+    _WhichOneofArgType_item: _TypeAlias = _typing.Literal["item", b"item"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_item) -> _WhichOneofReturnType_item | None: ...
+
+Global___ListArchiveResponse: _TypeAlias = ListArchiveResponse  # noqa: Y015

@@ -85,6 +85,11 @@ class GeneratorServiceStub:
                 request_serializer=gauntlet_dot_v1_dot_generator__pb2.ResumeCampaignRequest.SerializeToString,
                 response_deserializer=gauntlet_dot_v1_dot_generator__pb2.ResumeCampaignResponse.FromString,
                 _registered_method=True)
+        self.ListArchive = channel.unary_stream(
+                '/gauntlet.v1.GeneratorService/ListArchive',
+                request_serializer=gauntlet_dot_v1_dot_generator__pb2.ListArchiveRequest.SerializeToString,
+                response_deserializer=gauntlet_dot_v1_dot_generator__pb2.ListArchiveResponse.FromString,
+                _registered_method=True)
 
 
 class GeneratorServiceServicer:
@@ -155,6 +160,20 @@ class GeneratorServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListArchive(self, request, context):
+        """A campaign's archive: the inputs its strategy keeps as its result (DESIGNATE's archive, Algorithm 1 of
+        "Search-based DNN Testing and Retraining with GAN-enhanced Simulations"). The archive is part of the stored
+        results without a table of its own: the generator rebuilds it by replaying the stored batches through the
+        campaign's strategy (deterministic given the campaign seed, as ResumeCampaign does). The first message is
+        the summary, then one message per member, in archive order. With include_images every member is run again
+        through the simulator (same subject, model, translator and seed: the same pose gives the same images and
+        verdict) and comes with its images.
+        FAILED_PRECONDITION: the campaign's strategy keeps no archive, or its stored batches cannot be replayed.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GeneratorServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -197,6 +216,11 @@ def add_GeneratorServiceServicer_to_server(servicer, server):
                     servicer.ResumeCampaign,
                     request_deserializer=gauntlet_dot_v1_dot_generator__pb2.ResumeCampaignRequest.FromString,
                     response_serializer=gauntlet_dot_v1_dot_generator__pb2.ResumeCampaignResponse.SerializeToString,
+            ),
+            'ListArchive': grpc.unary_stream_rpc_method_handler(
+                    servicer.ListArchive,
+                    request_deserializer=gauntlet_dot_v1_dot_generator__pb2.ListArchiveRequest.FromString,
+                    response_serializer=gauntlet_dot_v1_dot_generator__pb2.ListArchiveResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -426,6 +450,33 @@ class GeneratorService:
             '/gauntlet.v1.GeneratorService/ResumeCampaign',
             gauntlet_dot_v1_dot_generator__pb2.ResumeCampaignRequest.SerializeToString,
             gauntlet_dot_v1_dot_generator__pb2.ResumeCampaignResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListArchive(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/gauntlet.v1.GeneratorService/ListArchive',
+            gauntlet_dot_v1_dot_generator__pb2.ListArchiveRequest.SerializeToString,
+            gauntlet_dot_v1_dot_generator__pb2.ListArchiveResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -60,6 +60,16 @@ class GeneratorServiceStub:
     """Continues an interrupted or cancelled campaign from the store, without
     repeating or dropping executions.
     """
+    ListArchive: _grpc.UnaryStreamMultiCallable[_generator_pb2.ListArchiveRequest, _generator_pb2.ListArchiveResponse]
+    """A campaign's archive: the inputs its strategy keeps as its result (DESIGNATE's archive, Algorithm 1 of
+    "Search-based DNN Testing and Retraining with GAN-enhanced Simulations"). The archive is part of the stored
+    results without a table of its own: the generator rebuilds it by replaying the stored batches through the
+    campaign's strategy (deterministic given the campaign seed, as ResumeCampaign does). The first message is
+    the summary, then one message per member, in archive order. With include_images every member is run again
+    through the simulator (same subject, model, translator and seed: the same pose gives the same images and
+    verdict) and comes with its images.
+    FAILED_PRECONDITION: the campaign's strategy keeps no archive, or its stored batches cannot be replayed.
+    """
 
 @_typing.type_check_only
 class GeneratorServiceAsyncStub(GeneratorServiceStub):
@@ -92,6 +102,16 @@ class GeneratorServiceAsyncStub(GeneratorServiceStub):
     ResumeCampaign: _aio.UnaryUnaryMultiCallable[_generator_pb2.ResumeCampaignRequest, _generator_pb2.ResumeCampaignResponse]  # type: ignore[assignment]
     """Continues an interrupted or cancelled campaign from the store, without
     repeating or dropping executions.
+    """
+    ListArchive: _aio.UnaryStreamMultiCallable[_generator_pb2.ListArchiveRequest, _generator_pb2.ListArchiveResponse]  # type: ignore[assignment]
+    """A campaign's archive: the inputs its strategy keeps as its result (DESIGNATE's archive, Algorithm 1 of
+    "Search-based DNN Testing and Retraining with GAN-enhanced Simulations"). The archive is part of the stored
+    results without a table of its own: the generator rebuilds it by replaying the stored batches through the
+    campaign's strategy (deterministic given the campaign seed, as ResumeCampaign does). The first message is
+    the summary, then one message per member, in archive order. With include_images every member is run again
+    through the simulator (same subject, model, translator and seed: the same pose gives the same images and
+    verdict) and comes with its images.
+    FAILED_PRECONDITION: the campaign's strategy keeps no archive, or its stored batches cannot be replayed.
     """
 
 class GeneratorServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -170,6 +190,22 @@ class GeneratorServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_generator_pb2.ResumeCampaignResponse, _abc.Awaitable[_generator_pb2.ResumeCampaignResponse]]:
         """Continues an interrupted or cancelled campaign from the store, without
         repeating or dropping executions.
+        """
+
+    @_abc_1.abstractmethod
+    def ListArchive(
+        self,
+        request: _generator_pb2.ListArchiveRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_generator_pb2.ListArchiveResponse], _abc.AsyncIterator[_generator_pb2.ListArchiveResponse]]:
+        """A campaign's archive: the inputs its strategy keeps as its result (DESIGNATE's archive, Algorithm 1 of
+        "Search-based DNN Testing and Retraining with GAN-enhanced Simulations"). The archive is part of the stored
+        results without a table of its own: the generator rebuilds it by replaying the stored batches through the
+        campaign's strategy (deterministic given the campaign seed, as ResumeCampaign does). The first message is
+        the summary, then one message per member, in archive order. With include_images every member is run again
+        through the simulator (same subject, model, translator and seed: the same pose gives the same images and
+        verdict) and comes with its images.
+        FAILED_PRECONDITION: the campaign's strategy keeps no archive, or its stored batches cannot be replayed.
         """
 
 def add_GeneratorServiceServicer_to_server(servicer: GeneratorServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -4,7 +4,7 @@
 
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import type { JsonObject, Message } from "@bufbuild/protobuf";
-import type { ModelRef, TestCase } from "./common_pb";
+import type { ModelRef, Tensor, TestCase } from "./common_pb";
 import type { VerdictKind } from "./oracle_pb";
 
 /**
@@ -615,6 +615,194 @@ export declare type ResumeCampaignResponse = Message<"gauntlet.v1.ResumeCampaign
 export declare const ResumeCampaignResponseSchema: GenMessage<ResumeCampaignResponse>;
 
 /**
+ * @generated from message gauntlet.v1.ListArchiveRequest
+ */
+export declare type ListArchiveRequest = Message<"gauntlet.v1.ListArchiveRequest"> & {
+  /**
+   * @generated from field: string campaign_id = 1;
+   */
+  campaignId: string;
+
+  /**
+   * Also return each member's images and features (ArchiveMember fields 3-7), re-rendered by the simulator.
+   * Off: only the stored executions (cheap: no simulator call).
+   *
+   * @generated from field: bool include_images = 2;
+   */
+  includeImages: boolean;
+};
+
+/**
+ * Describes the message gauntlet.v1.ListArchiveRequest.
+ * Use `create(ListArchiveRequestSchema)` to create a new message.
+ */
+export declare const ListArchiveRequestSchema: GenMessage<ListArchiveRequest>;
+
+/**
+ * What the archive was built with: DESIGNATE's thresholds as they were in force for this campaign.
+ *
+ * @generated from message gauntlet.v1.ArchiveSummary
+ */
+export declare type ArchiveSummary = Message<"gauntlet.v1.ArchiveSummary"> & {
+  /**
+   * @generated from field: string strategy = 1;
+   */
+  strategy: string;
+
+  /**
+   * The strategy's variant ("designate", "single" or "pix" for DESIGNATE).
+   *
+   * @generated from field: string variant = 2;
+   */
+  variant: string;
+
+  /**
+   * Members that follow.
+   *
+   * @generated from field: uint32 members = 3;
+   */
+  members: number;
+
+  /**
+   * F_similarity's distance: "features" (Euclidean between encoder features) or "pixels" (share of differing
+   * pixel-digest cells).
+   *
+   * @generated from field: string distance = 4;
+   */
+  distance: string;
+
+  /**
+   * T_diversity in force (the distance an image must keep from every member to be added).
+   *
+   * @generated from field: double t_diversity = 5;
+   */
+  tDiversity: number;
+
+  /**
+   * Where T_diversity came from: "parameter" (strategy_params.t_diversity), "thresholds file" (the calibration
+   * file strategy_params.thresholds names, written by `gauntlet designate calibrate`) or "seed populations" (the
+   * `diversity_percentile` of the seed images' pairwise distances).
+   *
+   * @generated from field: string t_diversity_source = 6;
+   */
+  tDiversitySource: string;
+
+  /**
+   * T_relevance in force (delta_IoU above it gives F_accuracy = 2); unset when only the subject's own filter
+   * applied.
+   *
+   * @generated from field: optional double t_relevance = 7;
+   */
+  tRelevance?: number | undefined;
+
+  /**
+   * The percentile of pairwise distances T_diversity was calibrated at (50 = the median, the paper's rule), when
+   * it came from the seed populations or a thresholds file that records it; unset otherwise.
+   *
+   * @generated from field: optional double diversity_percentile = 8;
+   */
+  diversityPercentile?: number | undefined;
+};
+
+/**
+ * Describes the message gauntlet.v1.ArchiveSummary.
+ * Use `create(ArchiveSummarySchema)` to create a new message.
+ */
+export declare const ArchiveSummarySchema: GenMessage<ArchiveSummary>;
+
+/**
+ * @generated from message gauntlet.v1.ArchiveMember
+ */
+export declare type ArchiveMember = Message<"gauntlet.v1.ArchiveMember"> & {
+  /**
+   * The stored execution of this input (test case, verdict, margin, descriptors as the oracle gave them).
+   *
+   * @generated from field: gauntlet.v1.Execution execution = 1;
+   */
+  execution?: Execution | undefined;
+
+  /**
+   * The F_accuracy the archive holds for it: the oracle's margin (the IoU_car / mIoU of the judged image); always
+   * below 2, as an archive keeps no irrelevant input.
+   *
+   * @generated from field: double f_accuracy = 2;
+   */
+  fAccuracy: number;
+
+  /**
+   * include_images only. The image the DNN was judged on: the realistic (translated) image, or the simulator's
+   * without a translator (DESIGNATE_NoGAN); uint8, shape (height, width, 3), RGB.
+   *
+   * @generated from field: gauntlet.v1.Tensor image = 3;
+   */
+  image?: Tensor | undefined;
+
+  /**
+   * The simulator's ground truth: uint8 class index per pixel, shape (height, width).
+   *
+   * @generated from field: gauntlet.v1.Tensor label_map = 4;
+   */
+  labelMap?: Tensor | undefined;
+
+  /**
+   * The DNN's label map on `image`: uint8 class index per pixel, shape (height, width).
+   *
+   * @generated from field: gauntlet.v1.Tensor prediction = 5;
+   */
+  prediction?: Tensor | undefined;
+
+  /**
+   * The DNN encoder's features of `image` (the Embed RPC): float32, shape (d,).
+   *
+   * @generated from field: gauntlet.v1.Tensor features = 6;
+   */
+  features?: Tensor | undefined;
+
+  /**
+   * The simulator's own image: uint8, shape (height, width, 3), RGB.
+   *
+   * @generated from field: gauntlet.v1.Tensor simulator_image = 7;
+   */
+  simulatorImage?: Tensor | undefined;
+};
+
+/**
+ * Describes the message gauntlet.v1.ArchiveMember.
+ * Use `create(ArchiveMemberSchema)` to create a new message.
+ */
+export declare const ArchiveMemberSchema: GenMessage<ArchiveMember>;
+
+/**
+ * @generated from message gauntlet.v1.ListArchiveResponse
+ */
+export declare type ListArchiveResponse = Message<"gauntlet.v1.ListArchiveResponse"> & {
+  /**
+   * @generated from oneof gauntlet.v1.ListArchiveResponse.item
+   */
+  item: {
+    /**
+     * The first message, exactly once.
+     *
+     * @generated from field: gauntlet.v1.ArchiveSummary summary = 1;
+     */
+    value: ArchiveSummary;
+    case: "summary";
+  } | {
+    /**
+     * @generated from field: gauntlet.v1.ArchiveMember member = 2;
+     */
+    value: ArchiveMember;
+    case: "member";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message gauntlet.v1.ListArchiveResponse.
+ * Use `create(ListArchiveResponseSchema)` to create a new message.
+ */
+export declare const ListArchiveResponseSchema: GenMessage<ListArchiveResponse>;
+
+/**
  * @generated from enum gauntlet.v1.CampaignState
  */
 export enum CampaignState {
@@ -749,6 +937,23 @@ export declare const GeneratorService: GenService<{
     methodKind: "unary";
     input: typeof ResumeCampaignRequestSchema;
     output: typeof ResumeCampaignResponseSchema;
+  },
+  /**
+   * A campaign's archive: the inputs its strategy keeps as its result (DESIGNATE's archive, Algorithm 1 of
+   * "Search-based DNN Testing and Retraining with GAN-enhanced Simulations"). The archive is part of the stored
+   * results without a table of its own: the generator rebuilds it by replaying the stored batches through the
+   * campaign's strategy (deterministic given the campaign seed, as ResumeCampaign does). The first message is
+   * the summary, then one message per member, in archive order. With include_images every member is run again
+   * through the simulator (same subject, model, translator and seed: the same pose gives the same images and
+   * verdict) and comes with its images.
+   * FAILED_PRECONDITION: the campaign's strategy keeps no archive, or its stored batches cannot be replayed.
+   *
+   * @generated from rpc gauntlet.v1.GeneratorService.ListArchive
+   */
+  listArchive: {
+    methodKind: "server_streaming";
+    input: typeof ListArchiveRequestSchema;
+    output: typeof ListArchiveResponseSchema;
   },
 }>;
 

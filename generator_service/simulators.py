@@ -1,0 +1,89 @@
+"""The simulator endpoints one generator spreads a campaign's batches over.
+
+`--simulator-endpoint` takes one endpoint or several, comma-separated (`host1:50052,host2:50052`); a
+`dns:///name:port` entry is one round-robin channel over every address the name resolves to, re-resolved
+as replicas come and go (a Kubernetes headless Service). A batch is split into `streams` shards, shard i
+going to endpoint i mod len(endpoints): with one dns:/// entry the channel's round-robin policy puts the
+streams on different pods. An endpoint whose stream failed sits out a short while, so a retried batch goes
+to the others instead of waiting for it.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import dataclass
+
+from common.credentials import ClientCredentials
+from common.errors import InvalidArgument
+from common.generated.gauntlet.v1 import simulator_pb2_grpc
+from common.server import client_channel
+
+SIMULATOR_ENDPOINT_ENV = "GAUNTLET_SIMULATOR_ENDPOINT"
+SIMULATOR_STREAMS_ENV = "GAUNTLET_SIMULATOR_STREAMS"
+DNS_STREAMS = 4  # streams per batch when one dns:/// name stands for an unknown number of replicas
+SIT_OUT_SECONDS = 15.0  # how long an endpoint whose stream failed gets no new shards (it may be restarting)
+
+
+def parse_endpoints(spec: str) -> list[str]:
+    """`a:1,b:2` -> ['a:1', 'b:2']; empty entries are dropped, duplicates refused (they would double one load)."""
+    endpoints = [e.strip() for e in spec.split(",") if e.strip()]
+    if not endpoints:
+        raise InvalidArgument("simulator endpoint: expected host:port[,host:port...] or dns:///name:port")
+    if len(set(endpoints)) != len(endpoints):
+        raise InvalidArgument(f"simulator endpoint: {spec!r} names an endpoint twice")
+    return endpoints
+
+
+def default_streams(endpoints: list[str]) -> int:
+    """One stream per listed endpoint; a dns:/// entry counts as DNS_STREAMS (it may hide several replicas)."""
+    return sum(DNS_STREAMS if e.startswith("dns:") else 1 for e in endpoints)
+
+
+@dataclass
+class Simulator:
+    endpoint: str
+    stub: simulator_pb2_grpc.SimulatorServiceStub
+
+
+class SimulatorPool:
+    """Stubs for every endpoint; `shard_targets(n)` says which stub runs each of n shards."""
+
+    def __init__(self, spec: str, credentials: ClientCredentials | None = None, streams: int | None = None) -> None:
+        endpoints = parse_endpoints(spec)
+        self.simulators = [
+            Simulator(e, simulator_pb2_grpc.SimulatorServiceStub(client_channel(e, credentials))) for e in endpoints
+        ]
+        self.streams = streams or default_streams(endpoints)
+        if self.streams < 1 or self.streams > 256:
+            raise InvalidArgument(f"simulator streams: {self.streams} is outside 1..256")
+        self._down_until: dict[int, float] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def primary(self) -> simulator_pb2_grpc.SimulatorServiceStub:
+        """The stub for single calls (DescribeEnvironment, ValidateConfigs): the first endpoint that is not
+        sitting out."""
+        return self.simulators[self._healthy()[0]].stub
+
+    def shard_targets(self, shards: int) -> list[int]:
+        """Indices into `simulators` for each shard: round-robin over the endpoints not sitting out (all of them
+        when every one is)."""
+        healthy = self._healthy()
+        return [healthy[i % len(healthy)] for i in range(shards)]
+
+    def mark_failed(self, index: int) -> None:
+        with self._lock:
+            self._down_until[index] = time.monotonic() + SIT_OUT_SECONDS
+
+    def _healthy(self) -> list[int]:
+        now = time.monotonic()
+        with self._lock:
+            up = [i for i in range(len(self.simulators)) if self._down_until.get(i, 0.0) <= now]
+        return up or list(range(len(self.simulators)))
+
+
+def streams_from_env() -> int | None:
+    value = os.environ.get(SIMULATOR_STREAMS_ENV)
+    return int(value) if value else None
