@@ -19,6 +19,21 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet --no-build-isolation --no-deps airsim==1.8.1
 	touch $(STAMP)
 
+# The Mario simulator's own environment (docs/subjects/mario.md): gym-super-mario-bros / nes-py need numpy < 2, the
+# core pins numpy 2, so the pinned list goes in first and the project itself with --no-deps (its entry points make
+# the mario backend a plug-in there). `gauntlet up` / the launcher start a simulator from it when it exists.
+MARIO_VENV := .venv-mario
+MARIO_STAMP := $(MARIO_VENV)/.installed
+
+$(MARIO_STAMP): requirements/mario.txt pyproject.toml
+	$(PYTHON) -m venv $(MARIO_VENV)
+	$(MARIO_VENV)/bin/pip install --quiet --upgrade pip
+	$(MARIO_VENV)/bin/pip install --quiet -r requirements/mario.txt
+	$(MARIO_VENV)/bin/pip install --quiet --no-deps -e .
+	touch $(MARIO_STAMP)
+
+.venv-mario: $(MARIO_STAMP)
+
 demo: $(STAMP)
 	$(BIN)/gauntlet run examples/cartpole_random.yaml
 
@@ -47,4 +62,4 @@ lint-protos: .tools/node_modules/.bin/buf
 	.tools/node_modules/.bin/buf breaking protos --against protos/baseline/contracts-v1.0.0.binpb
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache
+	rm -rf $(VENV) $(MARIO_VENV) runs .pytest_cache

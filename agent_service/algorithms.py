@@ -20,6 +20,10 @@ def algorithm_class(name: str) -> Any:
         from agent_service.segmentation import SegmentationModel
 
         return SegmentationModel
+    if name in QNETWORKS:
+        from agent_service.qnetwork import QNetworkPolicy
+
+        return QNetworkPolicy
 
     import sb3_contrib
     import stable_baselines3
@@ -36,14 +40,19 @@ def algorithm_class(name: str) -> Any:
         "QRDQN": sb3_contrib.QRDQN,
     }
     if name not in table:
-        raise KeyError(f"unknown algorithm {name!r}; known: {', '.join(sorted([*table, *TABULAR, SEGMENTATION]))}")
+        known = sorted([*table, *TABULAR, *QNETWORKS, SEGMENTATION])
+        raise KeyError(f"unknown algorithm {name!r}; known: {', '.join(known)}")
     return table[name]
 
 
 # DESIGNATE's segmentation DNN under test: a TorchScript network in model.pt (agent_service/segmentation.py).
 # PIX2PIX names the translator networks the zoo trains for the translator service (generator.pt there).
 SEGMENTATION = "SEGMENTATION"
-FILE_NAMES = {SEGMENTATION: "model.pt", "PIX2PIX": "generator.pt"}
+# A greedy TorchScript Q-network in model.pt (agent_service/qnetwork.py); DDQN is the zoo's Double DQN trainer of
+# such networks (offline/mario_dqn.py), whose models load the same way. Their manifest entry declares the
+# observation space (the network file does not hold it).
+QNETWORKS = ("QNETWORK", "DDQN")
+FILE_NAMES = {SEGMENTATION: "model.pt", "PIX2PIX": "generator.pt", **dict.fromkeys(QNETWORKS, "model.pt")}
 
 
 def model_file_name(name: str) -> str:

@@ -1,8 +1,9 @@
 """Models under test, loaded lazily by name from a model root (never from a request payload).
 
 A model root holds `manifest.yaml` (name -> subject, algorithm, training metadata) and one
-folder per model with `model.zip` (Stable-Baselines3) or `model.npz` (a tabular Q-table, see
-agent_service/qtable.py); the algorithm decides which. Only names listed in the manifest can be loaded.
+folder per model with `model.zip` (Stable-Baselines3), `model.npz` (a tabular Q-table, see
+agent_service/qtable.py) or `model.pt` (TorchScript: a segmentation network, or a Q-network, see
+agent_service/qnetwork.py); the algorithm decides which. Only names listed in the manifest can be loaded.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from agent_service.algorithms import TABULAR, algorithm_class, model_file_name
+from agent_service.algorithms import QNETWORKS, TABULAR, algorithm_class, model_file_name
 from agent_service.qtable import ObservationError
 from agent_service.segmentation import SegmentationModel
 from common.errors import FailedPrecondition, InvalidArgument, NotFound
@@ -72,7 +73,11 @@ class ModelRegistry:
                     loader = algorithm_class(entry.algorithm)
                 except KeyError as exc:  # the manifest names an algorithm this service cannot load
                     raise FailedPrecondition(str(exc.args[0])) from None
-                extra = {} if entry.algorithm in TABULAR else {"custom_objects": SERVE_ONLY}
+                extra: dict[str, Any] = {"custom_objects": SERVE_ONLY}
+                if entry.algorithm in TABULAR:
+                    extra = {}
+                elif entry.algorithm in QNETWORKS:  # the observation space comes from the manifest entry
+                    extra = {"entry": entry.metadata}
                 self._loaded[name] = loader.load(path, device="cpu", **extra)
             return self._loaded[name]
 
@@ -157,7 +162,8 @@ def _predict(model: Any, observations: np.ndarray) -> np.ndarray:
     if isinstance(model.observation_space, spaces.Dict):  # goal-conditioned (HER): restore the dict first
         actions, _ = model.predict(unpack_observations(model.observation_space, observations), deterministic=True)
         return np.asarray(actions)
-    if not isinstance(model.observation_space, spaces.Box):  # e.g. Discrete: SB3 models and Q-tables alike
+    # e.g. Discrete (SB3 models and Q-tables alike), or a model that is no SB3 policy (a Q-network)
+    if not isinstance(model.observation_space, spaces.Box) or not hasattr(model, "policy"):
         actions, _ = model.predict(observations, deterministic=True)
         return np.asarray(actions)
     import torch

@@ -24,7 +24,7 @@ from rich.table import Table
 
 from cli.certificates import SuiteCredentials, create_suite_credentials, write_credentials
 from cli.follow import LostCampaign, campaign_events, outcome, retrying
-from cli.launcher import LaunchError, LocalSuite
+from cli.launcher import LaunchError, LocalSuite, available_environments, environments_for
 from cli.supervisor import RestartPolicy
 from common.credentials import ClientCredentials, CredentialError, client_credentials, store_url
 from common.generated.gauntlet.v1 import analysis_pb2, analysis_pb2_grpc, generator_pb2, generator_pb2_grpc
@@ -120,8 +120,11 @@ def secure_credentials(secure: bool) -> SuiteCredentials | None:
 
 
 @contextlib.contextmanager
-def suite(args: argparse.Namespace, file_store_url: str | None = None) -> Iterator[Connection]:
-    """The given generator and analysis endpoints, or a local suite started for this command (--secure: mTLS)."""
+def suite(
+    args: argparse.Namespace, file_store_url: str | None = None, subjects: tuple[str, ...] = ()
+) -> Iterator[Connection]:
+    """The given generator and analysis endpoints, or a local suite started for this command (--secure: mTLS); a
+    local suite also starts the simulator environments that `subjects` need (e.g. Mario's, in .venv-mario)."""
     if getattr(args, "generator", None):
         if not args.analysis:
             raise UserError("--generator needs --analysis too (the report is rendered by the analysis service)")
@@ -141,6 +144,7 @@ def suite(args: argparse.Namespace, file_store_url: str | None = None) -> Iterat
                 report_root=getattr(args, "report_dir", None) or Path("runs/reports"),
                 restart_policy=RestartPolicy(),  # a crashed service comes back on its port; the campaign goes on
                 resume_on_start=False,  # this command's campaign only: older interrupted ones wait for `resume`
+                environments=environments_for(list(subjects)),
             ).start()
         except LaunchError as exc:
             raise UserError(str(exc)) from None
@@ -279,7 +283,7 @@ def cmd_run(args: argparse.Namespace) -> None:
     endpoints = data.get("endpoints") or {}
     if endpoints and not args.generator:
         args.generator, args.analysis = endpoints.get("generator"), endpoints.get("analysis")
-    with suite(args, data.get("store_url")) as connection:
+    with suite(args, data.get("store_url"), (config.subject,)) as connection:
         generator = connection.generator()
         # the id is chosen here, so a StartCampaign retried after a lost answer cannot start a second campaign
         request = generator_pb2.StartCampaignRequest(
@@ -386,6 +390,7 @@ def cmd_up(args: argparse.Namespace) -> None:
         security=secure_credentials(args.secure),
         restart_policy=RestartPolicy(),
         simulators=args.simulators,
+        environments=available_environments(),  # e.g. Mario's simulator, where .venv-mario is built
     )
     try:
         local.start()

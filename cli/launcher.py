@@ -43,6 +43,46 @@ class LaunchError(RuntimeError):
     """A service did not come up; the message carries the tail of its log."""
 
 
+REPOSITORY = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class SimulatorEnvironment:
+    """A simulator process in a virtual environment of its own, for backends whose libraries cannot share the
+    suite's (`make <venv>`). It serves only its backends' subjects; the suite's simulators forward those subjects to
+    it (`--peer-simulator`), so the generator and every client still talk to the one simulator endpoint."""
+
+    name: str
+    venv: Path
+    backends: tuple[str, ...]
+
+    @property
+    def python(self) -> Path:
+        return self.venv / "bin" / "python"
+
+    def available(self) -> bool:
+        return self.python.exists()
+
+
+# Super Mario Bros.' emulator needs numpy < 2 (docs/subjects/mario.md); the suite's environment has numpy 2.
+SIMULATOR_ENVIRONMENTS = {"mario": SimulatorEnvironment("mario", REPOSITORY / ".venv-mario", ("mario",))}
+
+
+def environments_for(subjects: list[str]) -> tuple[str, ...]:
+    """The simulator environments that serve any of these subjects (none for an unknown subject: the simulator
+    says it is unknown)."""
+    from simulator_service.subject import load_subjects
+
+    known = load_subjects()
+    backends = {known[s].backend for s in subjects if s in known}
+    return tuple(n for n, e in SIMULATOR_ENVIRONMENTS.items() if backends & set(e.backends))
+
+
+def available_environments() -> tuple[str, ...]:
+    """The simulator environments built on this machine (what `gauntlet up` starts)."""
+    return tuple(n for n, e in SIMULATOR_ENVIRONMENTS.items() if e.available())
+
+
 @dataclass
 class Service:
     name: str
@@ -52,6 +92,7 @@ class Service:
     log_path: Path
     module: str = ""  # what a restart runs again: python -m <module> <args>
     args: tuple[str, ...] = ()
+    python: str = sys.executable  # the interpreter (a simulator environment's own, e.g. .venv-mario's)
 
     @property
     def endpoint(self) -> str:
@@ -71,6 +112,9 @@ class LocalSuite:
     simulator_pipeline: int = 2
     # simulator processes ("simulator", "simulator-2", ...): the generator spreads each batch over all of them
     simulators: int = 1
+    # simulator environments to start too (names in SIMULATOR_ENVIRONMENTS, e.g. "mario"): one more simulator
+    # process each, "simulator-<name>", run by that environment's Python; the suite's simulators forward its subjects
+    environments: tuple[str, ...] = ()
     security: SuiteCredentials | None = None  # mTLS and a token on every link (`--secure`)
     services: dict[str, Service] = field(default_factory=dict)
     # None: a service that dies stays dead; a policy: it is restarted on its ports (cli/supervisor.py)
@@ -80,7 +124,14 @@ class LocalSuite:
     supervisor: Supervisor | None = field(default=None, init=False)
 
     def start_service(
-        self, name: str, module: str, *args: str, timeout: float = 120.0, port: int = 0, metrics_port: int = 0
+        self,
+        name: str,
+        module: str,
+        *args: str,
+        timeout: float = 120.0,
+        port: int = 0,
+        metrics_port: int = 0,
+        python: str = sys.executable,
     ) -> Service:
         """Starts one service (port 0: any free port) and waits for its ready line."""
         self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -89,7 +140,7 @@ class LocalSuite:
         env = self._service_env(name)
         process = subprocess.Popen(
             [
-                sys.executable,
+                python,
                 "-m",
                 module,
                 "--port",
@@ -114,7 +165,7 @@ class LocalSuite:
             tail = log_path.read_text()[-2000:]
             raise LaunchError(f"{name} service did not start (exit code {process.returncode}); log {log_path}:\n{tail}")
         ready = json.loads(line)
-        service = Service(name, process, int(ready["port"]), int(ready["metrics_port"]), log_path, module, args)
+        service = Service(name, process, int(ready["port"]), int(ready["metrics_port"]), log_path, module, args, python)
         self.services[name] = service
         return service
 
@@ -132,8 +183,20 @@ class LocalSuite:
                 "--pipeline",
                 str(self.simulator_pipeline),
             )
+            peers: list[str] = []
+            for name in self.environments:
+                environment = self._environment(name)
+                backends = [a for b in environment.backends for a in ("--backend", b)]
+                peer = self.start_service(
+                    f"simulator-{name}",
+                    "simulator_service",
+                    *simulator_args,
+                    *backends,
+                    python=str(environment.python),
+                )
+                peers += ["--peer-simulator", peer.endpoint]
             simulators = [
-                self.start_service(simulator_name(i), "simulator_service", *simulator_args)
+                self.start_service(simulator_name(i), "simulator_service", *simulator_args, *peers)
                 for i in range(self.simulators)
             ]
             generator = self.start_service(
@@ -182,6 +245,18 @@ class LocalSuite:
 
     def endpoint(self, name: str) -> str:
         return self.services[name].endpoint
+
+    @staticmethod
+    def _environment(name: str) -> SimulatorEnvironment:
+        if name not in SIMULATOR_ENVIRONMENTS:
+            raise LaunchError(f"unknown simulator environment {name!r}; known: {', '.join(SIMULATOR_ENVIRONMENTS)}")
+        environment = SIMULATOR_ENVIRONMENTS[name]
+        if not environment.available():
+            raise LaunchError(
+                f"the {name} simulator's environment {environment.venv} does not exist (no {environment.python}); "
+                f"build it with `make {environment.venv.relative_to(REPOSITORY)}`"
+            )
+        return environment
 
     def _service_env(self, name: str) -> dict[str, str]:
         """The child's environment: secrets travel here, never on its command line (visible to every user in ps)."""

@@ -107,7 +107,12 @@ class Supervisor:
             args = [a for a in service.args if a not in FIRST_START_ONLY]
             try:
                 restarted = self.suite.start_service(
-                    name, service.module, *args, port=service.port, metrics_port=service.metrics_port
+                    name,
+                    service.module,
+                    *args,
+                    port=service.port,
+                    metrics_port=service.metrics_port,
+                    python=service.python,
                 )
             except Exception as exc:  # noqa: BLE001 - a start that fails (LaunchError, a port taken) is one more crash
                 if self._stopping.is_set():

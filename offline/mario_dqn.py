@@ -10,8 +10,10 @@ loss, and an epsilon that decays linearly from 1 to 0.1 over the first 60 % of t
 whichever is used up faster) (the paper's
 per-step factor 0.9999995 needs millions of steps; our budget is tens of thousands).
 
-The result is a TorchScript Q-network (model.pt, algorithm "DDQN", served by agent_service/ddqn.py) and a training
-log in the zoo's interaction-log format. Usage (recipes in offline/recipes.yaml)::
+The result is a TorchScript Q-network (model.pt, algorithm "DDQN", served by agent_service/qnetwork.py with the
+observation space its manifest entry declares), summary.json and a gzipped per-episode training log. It is no recipe
+of offline/recipes.yaml (those train in .venv); torch goes into .venv-mario by hand for it
+(`.venv-mario/bin/pip install torch==2.13.0`, the CPU build). Usage::
 
     .venv-mario/bin/python -m offline.mario_dqn --subject mario_1_1 --out agent_service/zoo/mario-1-1-2moves-ddqn \\
         --steps 40000 --wall-seconds 1500 --seed 0 --eval-episodes 10

@@ -28,6 +28,23 @@ def main() -> None:
         help="an agent or translator service that RunEpisodes requests may name (agent_endpoint, "
         "translator_endpoint) besides the two above; repeatable; any other is refused PERMISSION_DENIED",
     )
+    parser.add_argument(
+        "--peer-simulator",
+        action="append",
+        default=[],
+        metavar="HOST:PORT",
+        help="another simulator service, e.g. one in its own virtual environment (make .venv-mario); calls about a "
+        "subject this one does not serve (its `requires:` modules are missing here) go to the first peer that lists "
+        "it; repeatable",
+    )
+    parser.add_argument(
+        "--backend",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="serve only the subjects of this backend (repeatable; default: every subject), e.g. a simulator in its "
+        "own environment that serves only what that environment was made for",
+    )
     parser.add_argument("--parallelism", type=int, default=64, help="default environments in lock-step (default 64)")
     parser.add_argument(
         "--pipeline",
@@ -46,6 +63,10 @@ def main() -> None:
         subjects = load_subjects()
     except SubjectError as exc:
         raise SystemExit(f"error: {exc}") from None
+    if args.backend:
+        subjects = {n: s for n, s in subjects.items() if s.backend in args.backend}
+        if not subjects:
+            raise SystemExit(f"error: no subject has backend {' or '.join(args.backend)}")
     from simulator_service.server import register
 
     serve(
@@ -60,6 +81,7 @@ def main() -> None:
             credentials=credentials,
             translator_endpoint=args.translator_endpoint,
             allowed_endpoints=args.allow_endpoint,
+            peers=args.peer_simulator,
         ),
     )
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import copy
+import itertools
 import threading
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from typing import TypeVar
 
 import grpc
 import gymnasium as gym
@@ -15,7 +17,15 @@ import numpy as np
 from prometheus_client import Counter, Gauge, Histogram
 
 from common.credentials import ClientCredentials
-from common.errors import FailedPrecondition, InvalidArgument, NotFound, PermissionDenied, ServiceError, grpc_method
+from common.errors import (
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+    RelayedError,
+    ServiceError,
+    grpc_method,
+)
 from common.generated.gauntlet.v1 import (
     agent_pb2_grpc,
     common_pb2,
@@ -32,6 +42,7 @@ from common.validation import check_id, shown
 from simulator_service.agent_client import AgentStream, check_model_fits
 from simulator_service.backends import check_first_observation, make_env
 from simulator_service.image_stage import ImageStage, is_image_env
+from simulator_service.peers import Peers
 from simulator_service.runner import AgentError, Job, TracePrefix, run_lockstep
 from simulator_service.search_spec import to_proto as search_to_proto
 from simulator_service.subject import NO_TRANSLATOR, STANDARD_SIGNALS, Subject, SubjectError
@@ -46,6 +57,8 @@ MAX_PARALLELISM = 512
 MAX_REPETITIONS = 100  # runs per test case, as a campaign allows
 MAX_TEST_CASES = 100_000  # per request: a campaign batch is at most 4096
 MAX_TRACE_ACTIONS = 100_000  # actions of one action trace (or session replay), and its agent steps
+T = TypeVar("T")
+FOREVER_SECONDS = 10**7  # a caller's time left beyond this (~4 months) means it set no deadline
 
 
 class EnvPool:
@@ -76,8 +89,13 @@ class SimulatorServicer(simulator_pb2_grpc.SimulatorServiceServicer):
         credentials: ClientCredentials | None = None,
         translator_endpoint: str = "",
         allowed_endpoints: Iterable[str] = (),
+        peers: Iterable[str] = (),
     ) -> None:
-        self.subjects = subjects
+        # a subject whose backend needs modules this environment lacks is not served here (docs/subjects/mario.md):
+        # a peer simulator in an environment that has them serves it, and this one forwards its calls there
+        self.unavailable = {n: s.missing_modules() for n, s in subjects.items() if s.missing_modules()}
+        self.subjects = {n: s for n, s in subjects.items() if n not in self.unavailable}
+        self.peers = Peers(peers, credentials)
         # A request may name another agent/translator service, but only one the operator configured: a client must
         # never make this service open connections of its choosing (server-side request forgery).
         self.allowed_endpoints = frozenset(e for e in (agent_endpoint, translator_endpoint, *allowed_endpoints) if e)
@@ -94,9 +112,38 @@ class SimulatorServicer(simulator_pb2_grpc.SimulatorServiceServicer):
 
     # -- helpers -----------------------------------------------------------------------------
     def _subject(self, name: str) -> Subject:
+        if name in self.unavailable:
+            raise FailedPrecondition(
+                f"subject {shown(name)} needs the Python module(s) {', '.join(self.unavailable[name])}, which this "
+                "simulator's environment lacks, and no peer simulator (--peer-simulator) serves it: start a simulator "
+                "in an environment that has them and name it with --peer-simulator (for Mario: make .venv-mario, "
+                "docs/subjects/mario.md)"
+            )
         if name not in self.subjects:
-            raise NotFound(f"unknown subject {shown(name)}; known subjects: {', '.join(sorted(self.subjects))}")
+            known = sorted({*self.subjects, *(e.subject for e in self.peers.environments())})
+            raise NotFound(f"unknown subject {shown(name)}; known subjects: {', '.join(known)}")
         return self.subjects[name]
+
+    def _peer(self, name: str) -> simulator_pb2_grpc.SimulatorServiceStub | None:
+        """The peer simulator that runs `name`, when this one does not serve it itself."""
+        return None if name in self.subjects else self.peers.stub_for(name)
+
+    @staticmethod
+    def _relay(call: Callable[[], T]) -> T:
+        """A forwarded call's answer; its failure keeps the peer's status code and sentence."""
+        try:
+            return call()
+        except grpc.RpcError as exc:
+            raise RelayedError(exc.details() or "", exc.code()) from None
+
+    def _relay_stream(self, call: Callable[[], Iterator[T]], context: grpc.ServicerContext) -> Iterator[T]:
+        """A forwarded stream, answer by answer; the caller's cancel reaches the peer."""
+        stream = call()
+        context.add_callback(getattr(stream, "cancel", lambda: None))
+        try:
+            yield from stream
+        except grpc.RpcError as exc:
+            raise RelayedError(exc.details() or "", exc.code()) from None
 
     def _spaces_of(self, subject: Subject) -> tuple[object, object]:
         if subject.name not in self._spaces:
@@ -240,14 +287,16 @@ class SimulatorServicer(simulator_pb2_grpc.SimulatorServiceServicer):
     def ListEnvironments(
         self, request: simulator_pb2.ListEnvironmentsRequest, context: grpc.ServicerContext
     ) -> simulator_pb2.ListEnvironmentsResponse:
-        return simulator_pb2.ListEnvironmentsResponse(
-            environments=[self._summary(self.subjects[n]) for n in sorted(self.subjects)]
-        )
+        own = [self._summary(self.subjects[n]) for n in sorted(self.subjects)]
+        forwarded = [e for e in self.peers.environments() if e.subject not in self.subjects]
+        return simulator_pb2.ListEnvironmentsResponse(environments=sorted([*own, *forwarded], key=lambda e: e.subject))
 
     @grpc_method
     def DescribeEnvironment(
         self, request: simulator_pb2.DescribeEnvironmentRequest, context: grpc.ServicerContext
     ) -> simulator_pb2.DescribeEnvironmentResponse:
+        if peer := self._peer(request.subject):
+            return self._relay(lambda: peer.DescribeEnvironment(request, timeout=_deadline(context)))
         s = self._subject(request.subject)
         obs_space, act_space = self._spaces_of(s)
         signals = [
@@ -274,6 +323,8 @@ class SimulatorServicer(simulator_pb2_grpc.SimulatorServiceServicer):
     def ValidateConfigs(
         self, request: simulator_pb2.ValidateConfigsRequest, context: grpc.ServicerContext
     ) -> simulator_pb2.ValidateConfigsResponse:
+        if peer := self._peer(request.subject):
+            return self._relay(lambda: peer.ValidateConfigs(request, timeout=_deadline(context)))
         s = self._subject(request.subject)
         return simulator_pb2.ValidateConfigsResponse(results=self._validate(s, list(request.test_cases)))
 
@@ -281,6 +332,9 @@ class SimulatorServicer(simulator_pb2_grpc.SimulatorServiceServicer):
     def RunEpisodes(
         self, request: simulator_pb2.RunEpisodesRequest, context: grpc.ServicerContext
     ) -> Iterator[simulator_pb2.RunEpisodesResponse]:
+        if peer := self._peer(request.subject):
+            yield from self._relay_stream(lambda: peer.RunEpisodes(request, timeout=_deadline(context)), context)
+            return
         subject = self._subject(request.subject)
         if not request.model.name:
             raise InvalidArgument("RunEpisodesRequest.model.name is required")
@@ -388,8 +442,15 @@ class SimulatorServicer(simulator_pb2_grpc.SimulatorServiceServicer):
         step = 0
         obs: object = None
         ended = (False, False)  # (terminated, truncated) of the current state
+        first = next(requests, None)
+        if first is None:
+            return
+        if first.WhichOneof("command") == "open" and (peer := self._peer(first.open.subject)):
+            # the whole session runs on the peer: this stream only passes commands and answers through
+            yield from self._relay_stream(lambda: peer.OpenSession(itertools.chain([first], requests)), context)
+            return
         try:
-            for request in requests:
+            for request in itertools.chain([first], requests):
                 which = request.WhichOneof("command")
                 if which == "open":
                     subject = self._subject(request.open.subject)
@@ -460,6 +521,8 @@ class SimulatorServicer(simulator_pb2_grpc.SimulatorServiceServicer):
     def Render(
         self, request: simulator_pb2.RenderRequest, context: grpc.ServicerContext
     ) -> simulator_pb2.RenderResponse:
+        if peer := self._peer(request.subject):
+            return self._relay(lambda: peer.Render(request, timeout=_deadline(context)))
         subject = self._subject(request.subject)
         values = case_values(request.test_case)
         problems = subject.violations(values)
@@ -486,14 +549,22 @@ def register(
     credentials: ClientCredentials | None = None,
     translator_endpoint: str = "",
     allowed_endpoints: Iterable[str] = (),
+    peers: Iterable[str] = (),
 ) -> list[str]:
     simulator_pb2_grpc.add_SimulatorServiceServicer_to_server(
         SimulatorServicer(
-            subjects, agent_endpoint, parallelism, pipeline, credentials, translator_endpoint, allowed_endpoints
+            subjects, agent_endpoint, parallelism, pipeline, credentials, translator_endpoint, allowed_endpoints, peers
         ),
         server,
     )
     return [simulator_pb2.DESCRIPTOR.services_by_name["SimulatorService"].full_name]
+
+
+def _deadline(context: grpc.ServicerContext) -> float | None:
+    """The caller's time left, for a forwarded call; None when the caller set no deadline (grpc then reports one
+    in the far future, which as a timeout would overflow into an immediate DEADLINE_EXCEEDED)."""
+    left = context.time_remaining()
+    return None if left is None or left > FOREVER_SECONDS else left
 
 
 def _as_space_dtype(space: gym.Space, action: object) -> object:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -65,6 +66,14 @@ class Subject:
     observation_translator: str = ""
     # search-based testing of RL (action-trace inputs, DFS sessions): simulator_service/search_spec.py
     search: SearchSpec | None = None
+    # Python modules the backend needs in the simulator's own environment (e.g. Mario's emulator, which needs
+    # numpy < 2): a simulator whose environment lacks one does not serve the subject; a simulator in an environment
+    # that has them does, and the suite's other simulators forward the subject to it (--peer-simulator)
+    requires: tuple[str, ...] = ()
+
+    def missing_modules(self) -> list[str]:
+        """The required modules this process cannot import (found on the path, not imported: cheap)."""
+        return [m for m in self.requires if importlib.util.find_spec(m) is None]
 
     def signal_names(self) -> list[str]:
         extra = list(SEARCH_SIGNALS) if self.search is not None else []
@@ -152,6 +161,9 @@ def load_subject_file(path: Path) -> Subject:
             raise SubjectError(f"{path}: {exc}") from None
         if problems := space.violations(search.initial):
             raise SubjectError(f"{path}: search.initial: {'; '.join(problems)}")
+    requires = data.get("requires", []) or []
+    if not isinstance(requires, list) or not all(isinstance(m, str) and m.isidentifier() for m in requires):
+        raise SubjectError(f"{path}: requires must be a list of Python module names, got {requires!r}")
     return Subject(
         name=str(data["subject"]),
         description=str(data.get("description", "")),
@@ -169,6 +181,7 @@ def load_subject_file(path: Path) -> Subject:
         operators=operators,
         observation_translator=_translator_name(path, data.get("observation_translator")),
         search=search,
+        requires=tuple(requires),
     )
 
 

@@ -151,7 +151,8 @@ def parse_check(args: list[str], where: str) -> None:
         from cli.main import main as gauntlet_main
 
         _expect_parse(lambda: gauntlet_main(rest), rest, where, "gauntlet")
-    elif program in ("python", "python3", ".venv/bin/python") and rest[:1] == ["-m"]:
+    # .venv-mario's Python runs the same modules (the Mario simulator): their parsers are checked here
+    elif program in ("python", "python3", ".venv/bin/python", ".venv-mario/bin/python") and rest[:1] == ["-m"]:
         module = rest[1]
         spec = importlib.util.find_spec(module)
         source = Path(spec.origin) if spec and spec.origin else None
@@ -169,7 +170,7 @@ def parse_check(args: list[str], where: str) -> None:
         )
     elif program == "make":
         targets = [a for a in rest if not a.startswith("-") and "=" not in a]
-        declared = set(re.findall(r"^([\w-]+):", (ROOT / "Makefile").read_text(), re.M))
+        declared = set(re.findall(r"^([\w.-]+):", (ROOT / "Makefile").read_text(), re.M))  # and .venv-mario
         assert targets and set(targets) <= declared, f"{where}: make {' '.join(rest)}: targets {sorted(declared)}"
         dry = subprocess.run(["make", "-n", *rest], cwd=ROOT, capture_output=True, text=True, timeout=60)
         assert dry.returncode == 0, f"{where}: make -n {' '.join(rest)} failed: {dry.stderr}"

@@ -11,8 +11,8 @@ import numpy as np
 from common.errors import bounded
 from common.space import ParamValue
 
-# Imported for their side effect: they register GauntletBipedalObstacles-v0 and GauntletTaxiLarge-v0 for gym.make.
-from simulator_service.envs import bipedal_obstacles, taxi_large  # noqa: F401
+# Imported for its side effect: it registers GauntletTaxiLarge-v0 for gym.make (the package registers the others).
+from simulator_service.envs import taxi_large  # noqa: F401
 from simulator_service.injectors import make_injector
 from simulator_service.subject import Subject, SubjectError
 
