@@ -30,13 +30,12 @@ def main() -> None:
         default=os.environ.get(SIMULATOR_ENDPOINT_ENV),
         required=not os.environ.get(SIMULATOR_ENDPOINT_ENV),
         help="host:port of the simulator service, or several comma-separated (host1:port,host2:port), or "
-        "dns:///name:port (every replica the name resolves to, re-resolved as they come and go); one campaign's "
-        f"batches are split into shards run on all of them at once (default ${SIMULATOR_ENDPOINT_ENV})",
+        "dns:///name:port (every replica the name resolves to, resolved again when a connection breaks); one "
+        f"campaign's batches are split into shards run on all of them at once (default ${SIMULATOR_ENDPOINT_ENV})",
     )
     parser.add_argument(
         "--simulator-streams",
         type=int,
-        default=streams_from_env(),
         help="RunEpisodes streams (shards) per batch, spread round-robin over the simulator endpoints (1..256; "
         f"default ${SIMULATOR_STREAMS_ENV}, else one per listed endpoint and 4 per dns:/// name)",
     )
@@ -83,6 +82,7 @@ def main() -> None:
 
     store = CampaignStore(url or default_store_url())
     try:
+        streams = args.simulator_streams if args.simulator_streams is not None else streams_from_env()
         servicer = GeneratorServicer(
             store,
             args.simulator_endpoint,
@@ -90,7 +90,7 @@ def main() -> None:
             args.retry_seconds,
             credentials=credentials,
             artifact_root=args.artifact_root,
-            simulator_streams=args.simulator_streams,
+            simulator_streams=streams,
         )
     except InvalidArgument as exc:
         raise SystemExit(f"error: {exc}") from None

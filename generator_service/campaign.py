@@ -12,7 +12,8 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
+from contextlib import closing
 from typing import Any
 
 import grpc
@@ -61,6 +62,11 @@ def stop_error(what: str, exc: grpc.RpcError) -> CampaignError:
     UNAUTHENTICATED, PERMISSION_DENIED, INTERNAL, ...). The message is one sentence: which call, the code, why."""
     message = f"{what}: {describe(exc)}"
     return CampaignError(message) if is_retryable(status_code(exc), idempotent=True) else CampaignFailed(message)
+
+
+class ShardCrashed(RuntimeError):
+    """A shard's thread died of something other than a gRPC error (a bug): the campaign stops, interrupted, rather
+    than retrying a batch whose shard would crash again."""
 
 
 class CampaignRunner:
@@ -246,8 +252,10 @@ class CampaignRunner:
     def _describe(self) -> simulator_pb2.DescribeEnvironmentResponse:
         return self._with_retry(
             "simulator DescribeEnvironment",
-            lambda: self.simulators.primary.DescribeEnvironment(
-                simulator_pb2.DescribeEnvironmentRequest(subject=self.config.subject), timeout=60
+            lambda: self.simulators.call(
+                lambda sim: sim.DescribeEnvironment(
+                    simulator_pb2.DescribeEnvironmentRequest(subject=self.config.subject), timeout=60
+                )
             ),
         )
 
@@ -286,8 +294,9 @@ class CampaignRunner:
             episodes: dict[str, list[common_pb2.EpisodeResult]] = {}
             ready: list[str] = []
             failure: grpc.RpcError | None = None
-            try:
-                for item in self._stream_shards(batch, pending, space, signals):
+            # closing(): a return mid-batch cancels every shard's stream at once, not when the generator is collected
+            with closing(self._stream_shards(batch, pending, space, signals)) as items:
+                for item in items:
                     if isinstance(item, grpc.RpcError):  # one shard's stream ended with an error; others go on
                         failure = failure or item
                         continue
@@ -299,12 +308,8 @@ class CampaignRunner:
                         self._judge(batch, ready, episodes, values, oracle_name)
                         ready = []
                         if reason := self._stop_reason():
-                            self._cancel_calls()
                             return reason
-                self._judge(batch, ready, episodes, values, oracle_name)
-                ready = []
-            finally:
-                self._cancel_calls()
+            self._judge(batch, ready, episodes, values, oracle_name)  # with a failed shard: keep what finished
             if failure is None:
                 continue  # every shard ended: the loop's store check finds the batch done
             code = status_code(failure)
@@ -328,7 +333,7 @@ class CampaignRunner:
         pending: list[tuple[str, dict[str, Any]]],
         space: ParameterSpace,
         signals: list[str],
-    ) -> Iterator[simulator_pb2.RunEpisodesResponse | grpc.RpcError]:
+    ) -> Generator[simulator_pb2.RunEpisodesResponse | grpc.RpcError, None, None]:
         """Runs `pending` as contiguous shards, one RunEpisodes stream each, spread over the simulator endpoints;
         yields every response as it arrives, and the error of each shard that failed. Results are stored by
         test-case id and asking position, and the strategy is told in asking order, so which simulator ran a
@@ -345,6 +350,9 @@ class CampaignRunner:
         targets = self.simulators.shard_targets(shards)
         inbox: queue.Queue[Any] = queue.Queue()
         done = object()
+        # set when the caller stops reading (a stop reason, an error, the batch done): a shard whose call starts
+        # after that cancels it itself, so no stream runs on for nobody (a cancel of the campaign sets `cancelled`)
+        abandoned = threading.Event()
 
         def stream(shard: int, chunk: list[tuple[str, dict[str, Any]]], target: int) -> None:
             request = simulator_pb2.RunEpisodesRequest(
@@ -362,7 +370,8 @@ class CampaignRunner:
                 call = self.simulators.simulators[target].stub.RunEpisodes(request)
                 with self._calls_lock:
                     self._calls.append(call)
-                if self.cancelled.is_set():
+                    late = abandoned.is_set() or self.cancelled.is_set()
+                if late:
                     call.cancel()
                 for response in call:
                     inbox.put(response)
@@ -370,6 +379,8 @@ class CampaignRunner:
                 if status_code(exc) != grpc.StatusCode.CANCELLED:
                     self.simulators.mark_failed(target)  # the next attempt's shards go to the others
                 inbox.put(exc)
+            except Exception as exc:  # noqa: BLE001 - a bug must stop the campaign, not leave the shard's cases unrun
+                inbox.put(ShardCrashed(f"shard {shard} of batch {batch}: {type(exc).__name__}: {exc}"))
             finally:
                 inbox.put(done)
 
@@ -380,12 +391,19 @@ class CampaignRunner:
         for t in threads:
             t.start()
         running = len(threads)
-        while running:
-            item = inbox.get()
-            if item is done:
-                running -= 1
-            else:
-                yield item
+        try:
+            while running:
+                item = inbox.get()
+                if item is done:
+                    running -= 1
+                elif isinstance(item, ShardCrashed):
+                    raise item
+                else:
+                    yield item
+        finally:
+            with self._calls_lock:
+                abandoned.set()
+            self._cancel_calls()
 
     def _drop_invalid(
         self, batch: int, pending: list[tuple[str, dict[str, Any]]], space: ParameterSpace
@@ -397,11 +415,13 @@ class CampaignRunner:
         """
         reply = self._with_retry(
             "simulator ValidateConfigs",
-            lambda: self.simulators.primary.ValidateConfigs(
-                simulator_pb2.ValidateConfigsRequest(
-                    subject=self.config.subject, test_cases=[to_test_case(space, c, v) for c, v in pending]
-                ),
-                timeout=60,
+            lambda: self.simulators.call(
+                lambda sim: sim.ValidateConfigs(
+                    simulator_pb2.ValidateConfigsRequest(
+                        subject=self.config.subject, test_cases=[to_test_case(space, c, v) for c, v in pending]
+                    ),
+                    timeout=60,
+                )
             ),
         )
         if reply is None:

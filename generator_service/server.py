@@ -211,8 +211,10 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
     def _preflight(self, config: CampaignConfig) -> None:
         """Fails fast on an unknown subject/model/strategy or a model that does not fit the subject."""
         try:
-            info = self.simulators.primary.DescribeEnvironment(
-                simulator_pb2.DescribeEnvironmentRequest(subject=config.subject), timeout=60
+            info = self.simulators.call(
+                lambda sim: sim.DescribeEnvironment(
+                    simulator_pb2.DescribeEnvironmentRequest(subject=config.subject), timeout=60
+                )
             )
         except grpc.RpcError as exc:
             raise local_error(exc, "simulator service") from None
@@ -221,7 +223,8 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
         request = simulator_pb2.RunEpisodesRequest(subject=config.subject, trace=common_pb2.TraceSpec())
         request.model.name = config.model
         try:
-            list(self.simulators.primary.RunEpisodes(request, timeout=120))  # no test cases: checks model and fit only
+            # no test cases: checks model and fit only
+            self.simulators.call(lambda sim: list(sim.RunEpisodes(request, timeout=120)))
         except grpc.RpcError as exc:
             raise local_error(exc, "simulator service") from None
 

@@ -1,11 +1,12 @@
 """The simulator endpoints one generator spreads a campaign's batches over.
 
 `--simulator-endpoint` takes one endpoint or several, comma-separated (`host1:50052,host2:50052`); a
-`dns:///name:port` entry is one round-robin channel over every address the name resolves to, re-resolved
-as replicas come and go (a Kubernetes headless Service). A batch is split into `streams` shards, shard i
-going to endpoint i mod len(endpoints): with one dns:/// entry the channel's round-robin policy puts the
-streams on different pods. An endpoint whose stream failed sits out a short while, so a retried batch goes
-to the others instead of waiting for it.
+`dns:///name:port` entry is one round-robin channel over every address the name resolves to (a Kubernetes
+headless Service); gRPC resolves the name again when a connection breaks, not on a timer, so a replica added
+later takes shards once the generator reconnects. A batch is split into `streams` shards that go round-robin
+over the endpoints, carrying on from the previous batch: with one dns:/// entry the channel's round-robin
+policy puts the streams on different pods. An endpoint whose stream failed sits out a short while, so a
+retried batch goes to the others instead of waiting for it.
 """
 
 from __future__ import annotations
@@ -13,16 +14,24 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
+
+import grpc
 
 from common.credentials import ClientCredentials
 from common.errors import InvalidArgument
 from common.generated.gauntlet.v1 import simulator_pb2_grpc
+from common.retry import TRANSIENT, status_code
 from common.server import client_channel
+
+T = TypeVar("T")
 
 SIMULATOR_ENDPOINT_ENV = "GAUNTLET_SIMULATOR_ENDPOINT"
 SIMULATOR_STREAMS_ENV = "GAUNTLET_SIMULATOR_STREAMS"
 DNS_STREAMS = 4  # streams per batch when one dns:/// name stands for an unknown number of replicas
+MAX_STREAMS = 256
 SIT_OUT_SECONDS = 15.0  # how long an endpoint whose stream failed gets no new shards (it may be restarting)
 
 
@@ -55,23 +64,39 @@ class SimulatorPool:
         self.simulators = [
             Simulator(e, simulator_pb2_grpc.SimulatorServiceStub(client_channel(e, credentials))) for e in endpoints
         ]
-        self.streams = streams or default_streams(endpoints)
-        if self.streams < 1 or self.streams > 256:
-            raise InvalidArgument(f"simulator streams: {self.streams} is outside 1..256")
+        self.streams = default_streams(endpoints) if streams is None else streams
+        if not 1 <= self.streams <= MAX_STREAMS:
+            raise InvalidArgument(f"simulator streams: {self.streams} is outside 1..{MAX_STREAMS}")
         self._down_until: dict[int, float] = {}
+        self._turn = 0  # where the next batch's round robin starts
         self._lock = threading.Lock()
 
-    @property
-    def primary(self) -> simulator_pb2_grpc.SimulatorServiceStub:
-        """The stub for single calls (DescribeEnvironment, ValidateConfigs): the first endpoint that is not
-        sitting out."""
-        return self.simulators[self._healthy()[0]].stub
+    def call(self, rpc: Callable[[simulator_pb2_grpc.SimulatorServiceStub], T]) -> T:
+        """One single call (DescribeEnvironment, ValidateConfigs, a preflight) on the endpoints in turn, those not
+        sitting out first: an endpoint that answers with a transient error (down, restarting, overloaded) sits out
+        and the next one is asked, so one dead simulator neither fails the call nor holds the caller's retries. Any
+        other error is the answer (every simulator would give it); when all fail, the last error is raised."""
+        healthy = self._healthy()
+        order = healthy + [i for i in range(len(self.simulators)) if i not in healthy]
+        for n, index in enumerate(order, 1):
+            try:
+                return rpc(self.simulators[index].stub)
+            except grpc.RpcError as exc:
+                if status_code(exc) not in TRANSIENT:
+                    raise
+                self.mark_failed(index)
+                if n == len(order):
+                    raise
+        raise AssertionError("unreachable: the pool has at least one endpoint")
 
     def shard_targets(self, shards: int) -> list[int]:
         """Indices into `simulators` for each shard: round-robin over the endpoints not sitting out (all of them
-        when every one is)."""
+        when every one is), going on where the previous batch stopped, so batches of fewer cases than endpoints
+        (a strategy's small batches, a budget's last one) still reach every simulator."""
         healthy = self._healthy()
-        return [healthy[i % len(healthy)] for i in range(shards)]
+        with self._lock:
+            start, self._turn = self._turn, self._turn + shards
+        return [healthy[(start + i) % len(healthy)] for i in range(shards)]
 
     def mark_failed(self, index: int) -> None:
         with self._lock:
@@ -86,4 +111,8 @@ class SimulatorPool:
 
 def streams_from_env() -> int | None:
     value = os.environ.get(SIMULATOR_STREAMS_ENV)
-    return int(value) if value else None
+    try:
+        return int(value) if value else None
+    except ValueError:
+        expected = f"expected a whole number in 1..{MAX_STREAMS}"
+        raise InvalidArgument(f"{SIMULATOR_STREAMS_ENV}={value!r}: {expected}") from None
