@@ -24,7 +24,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import campaign_executions, run_campaign
-from cli.launcher import LocalSuite
+from cli.launcher import LocalSuite, environments_for
 from common.generated.gauntlet.v1 import generator_pb2_grpc, simulator_pb2, simulator_pb2_grpc
 from common.server import client_channel
 from common.space import value_from_proto
@@ -349,6 +349,7 @@ def main(argv: list[str] | None = None) -> int:
             log_dir=root / "logs",
             report_root=root / "reports",
             artifact_root=root / "artifacts",
+            environments=environments_for([args.subject]),  # e.g. Mario's simulator in .venv-mario
         ) as local:
             report = run_pipeline(
                 local,
