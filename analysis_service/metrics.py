@@ -7,8 +7,8 @@ module imports nothing heavy (no scipy, torch, grpc or other project packages).
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from statistics import NormalDist
 
 import numpy as np
@@ -29,6 +29,7 @@ class ExecutionRecord:
     elapsed_seconds: seconds since campaign start when the record was stored.
     descriptors: optional behaviour descriptors (e.g. for quality-diversity search).
     final_observation: the episode's last observation, flattened; empty unless the campaign kept it.
+    trace_labels: an action-trace test case's labels (e.g. performance testing's role and prefix length `pl`).
     """
 
     index: int
@@ -40,6 +41,7 @@ class ExecutionRecord:
     elapsed_seconds: float
     descriptors: tuple[float, ...] = ()
     final_observation: tuple[float, ...] = ()
+    trace_labels: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         # Fail loudly on a typo'd verdict: silently treating it as "pass" would skew every rate.

@@ -106,7 +106,8 @@ def diversity(records: Sequence[ExecutionRecord]) -> dict[str, Any]:
         if failed.sum() > 3:
             out["failure_sparsity"] = sparsity(x[failed])
     with_desc = [r for r in judged if r.descriptors]
-    if with_desc:
+    # a grid needs one length: trace strategies record variable-length descriptors (e.g. covered states)
+    if with_desc and len({len(r.descriptors) for r in with_desc}) == 1:
         d = np.array([r.descriptors for r in with_desc], dtype=float)
         bs, fbs = behaviour_coverage(
             d, [r.verdict == "fail" for r in with_desc], d.min(axis=0), d.max(axis=0), [BEHAVIOUR_CELLS] * d.shape[1]
@@ -419,6 +420,9 @@ def _campaign_section(entry: Mapping[str, Any], records: Sequence[ExecutionRecor
     scatter_png = _plot_input_scatter(title, records)
     if scatter_png:
         parts.append(_img(scatter_png, f"inputs, {title}"))
+    from analysis_service.performance_report import performance_section  # lazy: it draws with this module
+
+    parts.append(performance_section(title, records))
     parts.append("<h3>Failing inputs</h3>")
     parts.append(_failures_table(entry))
     parts.append("</section>")

@@ -26,12 +26,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import campaign_executions, run_campaign
 from cli.launcher import LocalSuite, environments_for
 from common.generated.gauntlet.v1 import generator_pb2_grpc, simulator_pb2, simulator_pb2_grpc
+from common.performance_testing import measure_performance, pearson
 from common.server import client_channel
 from common.space import value_from_proto
 from generator_service.config import CampaignConfig
 from generator_service.search_based.artifact import reference_document, write_reference
 from generator_service.search_based.dfs import depth_first_search
-from generator_service.search_based.performance import measure_performance, pearson, write_traces
+from generator_service.search_based.performance import write_traces
 from generator_service.search_based.safety_metrics import measure_suite
 from generator_service.search_based.session import SessionEnvironment
 from generator_service.search_based.trace_fuzzing import fittest_traces
@@ -194,7 +195,9 @@ def run_pipeline(
                 **common,
             )
             status = run_campaign(gen, config)
-            measured = measure_performance(campaign_executions(gen, status.campaign_id))
+            measured = measure_performance(
+                (e.test_case.action_trace.labels, e.total_reward) for e in campaign_executions(gen, status.campaign_id)
+            )
             performance[mode] = {"R_a": measured.agent, "R_t": measured.traces, "wall_seconds": status.wall_seconds}
         report["agents"][model]["performance"] = performance
     report["correlation"] = correlation(report)

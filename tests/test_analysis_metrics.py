@@ -242,3 +242,28 @@ def test_html_no_failures_banner() -> None:
     page = render_html(build_report(campaigns), {"c": campaigns[0][1]})
     assert '<div class="nofail">no failures found</div>' in page
     assert page.count("data:image/png;base64,") == 3
+
+
+def test_report_of_variable_length_descriptors_has_no_behaviour_grid_and_draws_performance_curves() -> None:
+    import dataclasses
+
+    from analysis_service.report import diversity
+
+    # trace strategies record the states a trace covered: descriptors of different lengths share no grid
+    records = [dataclasses.replace(rec(i), descriptors=tuple(float(k) for k in range(i))) for i in range(1, 9)]
+    assert diversity(records)["behaviour_cells"] is None
+    labelled = [
+        dataclasses.replace(rec(1), trace_labels={"role": "agent", "pl": "0"}),
+        dataclasses.replace(rec(2), trace_labels={"role": "trace", "pl": "0"}),
+        dataclasses.replace(rec(3), trace_labels={"role": "agent", "pl": "20"}),
+        dataclasses.replace(rec(5), trace_labels={"role": "trace", "pl": "20"}),
+        dataclasses.replace(rec(7), trace_labels={"role": "agent", "pl": "40"}),
+        dataclasses.replace(rec(6), trace_labels={"role": "trace", "pl": "40"}),
+    ]
+    report = build_report([({"campaign_id": "perf", "name": "perf"}, labelled)])
+    html = render_html(report, {"perf": labelled})
+    assert "R_a = 1.00, the fittest fuzz traces' R_t = 2.00" in html  # total_reward = index
+    assert "at 1 of 2 prefix lengths" in html and 'alt="robust performance, perf"' in html
+    assert "<tr><td>20</td><td>3.00</td><td>5.00</td><td>-2.00</td></tr>" in html
+    plain = render_html(build_report([({"campaign_id": "p", "name": "p"}, [rec(1)])]), {"p": [rec(1)]})
+    assert "Performance testing" not in plain

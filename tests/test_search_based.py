@@ -166,7 +166,7 @@ def test_performance_cases_follow_algorithms_2_and_3() -> None:
 
 def test_fittest_traces_and_performance_are_measured_from_stored_executions() -> None:
     from common.generated.gauntlet.v1 import generator_pb2
-    from generator_service.search_based.performance import measure_performance, pearson
+    from common.performance_testing import measure_performance, pearson
     from generator_service.search_based.trace_fuzzing import fittest_traces
 
     def execution(actions: list[int], labels: dict[str, str], descriptors: list[float], reward: float = 0.0):
@@ -191,7 +191,7 @@ def test_fittest_traces_and_performance_are_measured_from_stored_executions() ->
         execution([1], {"role": "agent", "pl": "20"}, [], 1.0),
         execution([1, 2], {"role": "trace", "pl": "20"}, [], 5.0),
     ]
-    measured = measure_performance(perf)
+    measured = measure_performance((e.test_case.action_trace.labels, e.total_reward) for e in perf)
     assert measured.agent == {0: 3.0, 20: 1.0} and measured.traces == {0: 3.0, 20: 5.0}
     assert pearson([0.1, 0.2, 0.3], [3.0, 2.0, 1.0]) == pytest.approx(-1.0)
     assert np.isnan(pearson([0.1, 0.2, 0.3], [1.0, 1.0, 1.0]))  # one agent: a constant performance side

@@ -4,17 +4,28 @@ fuzzing as campaigns on taxi_large (Q-learning agent), with nothing but the subj
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from bench.common import campaign_executions, run_campaign
 from bench.replicate_search_based import search_reference
 from cli.launcher import LocalSuite
-from common.generated.gauntlet.v1 import generator_pb2_grpc, oracle_pb2, simulator_pb2_grpc
+from common.generated.gauntlet.v1 import (
+    analysis_pb2,
+    analysis_pb2_grpc,
+    generator_pb2_grpc,
+    oracle_pb2,
+    simulator_pb2_grpc,
+)
+from common.performance_testing import measure_performance
 from common.server import client_channel
 from generator_service.config import CampaignConfig
+from generator_service.search_based.performance import write_traces
 from generator_service.search_based.safety_metrics import measure_suite
+from generator_service.search_based.trace_fuzzing import fittest_traces
 
 # A hand-made reference on taxi_large from its search start (row 8, col 6): east, east, west, then its boundary
-# states at depths 1 and 2 (the DFS itself finds no delivery there within the 200-step limit; see the docs page).
+# states at depths 1 and 2, so that the suites stay small (the DFS's own reference there has |DB| = 8; see the docs
+# page).
 REFERENCE = {
     "format": "gauntlet.search_reference.v1",
     "subject": "taxi_large",
@@ -79,3 +90,34 @@ def test_safety_suites_and_trace_fuzzing_run_as_campaigns(suite: LocalSuite) -> 
     assert status.stop_reason == "strategy_exhausted" and len(rows) == 1 + 2 * 8  # the seed, then g·p offspring
     assert all(r.verdict != oracle_pb2.VERDICT_KIND_INVALID for r in rows)
     assert all(len(r.descriptors) >= 3 and r.test_case.action_trace.agent_steps == 0 for r in rows)
+
+    # Step 4 on the fuzzing's fittest traces: robust performance testing as a campaign, its curves in the report
+    traces = fittest_traces(rows)
+    assert traces, "every generation keeps its fittest trace"
+    write_traces(suite.artifact_root / "search" / "taxi_tfit.json", [t * 3 for t in traces])  # long enough for pl 2
+    perf = CampaignConfig(
+        name="e2e-robust",
+        strategy="trace_performance",
+        strategy_params={
+            "reference": "search/taxi_ref.json",
+            "traces": "search/taxi_tfit.json",
+            "mode": "robust",
+            "n_test": 2,
+            "width": 1,
+            "horizon": 20,
+        },
+        oracle="trace_outcome",
+        repetitions=2,
+        **common,
+    )
+    status = run_campaign(gen, perf)
+    rows = campaign_executions(gen, status.campaign_id)
+    measured = measure_performance((r.test_case.action_trace.labels, r.total_reward) for r in rows)
+    lengths = measured.robust_lengths()
+    assert lengths[:2] == [1, 2] and len(rows) == 2 * 2 * len(lengths)  # n_test agent + n_test trace per length
+    ana = analysis_pb2_grpc.AnalysisServiceStub(client_channel(suite.endpoint("analysis")))
+    report = ana.RenderReport(analysis_pb2.RenderReportRequest(campaign_ids=[status.campaign_id]), timeout=300)
+    html = Path(report.html_path).read_text()
+    assert "<h3>Performance testing</h3>" in html and 'alt="robust performance, e2e-robust"' in html
+    for pl in lengths:  # one table row per prefix length, with the measured means
+        assert f"<tr><td>{pl}</td><td>{measured.agent[pl]:.2f}</td><td>{measured.traces[pl]:.2f}</td>" in html

@@ -17,9 +17,7 @@ when it is shorter: the paper runs the agent "until a terminal state is reached"
 from __future__ import annotations
 
 import json
-from collections import defaultdict
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -27,7 +25,7 @@ import numpy as np
 from pydantic import Field
 
 from common.action_trace import trace_input
-from common.generated.gauntlet.v1 import generator_pb2, simulator_pb2
+from common.generated.gauntlet.v1 import simulator_pb2
 from common.space import ParameterSpace
 from generator_service.search_based.artifact import read_reference
 from generator_service.search_based.suites import SOURCE, ArtifactPath, reference_field
@@ -133,36 +131,3 @@ class PerformanceTest:
 
     def tell(self, results: Sequence[Result]) -> None:
         """The test cases are fixed in advance: it learns nothing."""
-
-
-@dataclass
-class PerformanceMeasurement:
-    agent: dict[int, float] = field(default_factory=dict)  # pl -> R_a^pl (pl 0: simple R_a)
-    traces: dict[int, float] = field(default_factory=dict)  # pl -> R_t^pl (pl 0: simple R_t)
-
-
-def measure_performance(executions: Iterable[generator_pb2.Execution]) -> PerformanceMeasurement:
-    """R_a and R_t per prefix length from a performance campaign's executions (each total_reward a mean over n_ep
-    runs; the robust means are over the n_test tests of a length)."""
-    rewards: dict[tuple[str, int], list[float]] = defaultdict(list)
-    for e in executions:
-        labels = e.test_case.action_trace.labels
-        rewards[(labels.get("role", ""), int(labels.get("pl", "0")))].append(float(e.total_reward))
-    out = PerformanceMeasurement()
-    for (role, pl), values in sorted(rewards.items(), key=lambda kv: kv[0][1]):
-        target = out.agent if role == "agent" else out.traces if role == "trace" else None
-        if target is not None:
-            target[pl] = sum(values) / len(values)
-    return out
-
-
-def pearson(xs: Sequence[float], ys: Sequence[float]) -> float:
-    """Pearson's r of paired values; NaN when either side is constant or there are fewer than 3 pairs."""
-    if len(xs) != len(ys):
-        raise ValueError("pearson needs paired values")
-    if len(xs) < 3:
-        return float("nan")
-    x, y = np.asarray(xs, dtype=float), np.asarray(ys, dtype=float)
-    if x.std() == 0 or y.std() == 0:
-        return float("nan")
-    return float(np.corrcoef(x, y)[0, 1])
