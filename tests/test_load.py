@@ -92,3 +92,15 @@ def test_the_load_bench_defaults_and_checks_its_arguments() -> None:
 
 def test_memory_growth_is_between_medians() -> None:
     assert growth_pct([100, 300, 100], [110, 110, 500]) == pytest.approx(10.0)
+
+
+def test_services_cap_malloc_arenas_unless_the_environment_chose() -> None:
+    # in a fresh interpreter: the cap applies to the process that calls it
+    script = "from common.server import cap_malloc_arenas; print(cap_malloc_arenas())"
+    env = {"PATH": "/usr/bin:/bin"}
+    capped = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert capped.stdout.strip() == "True", capped.stderr[-2000:]
+    chosen = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, env={**env, "MALLOC_ARENA_MAX": "4"}, capture_output=True, text=True
+    )
+    assert chosen.stdout.strip() == "False", chosen.stderr[-2000:]
