@@ -5,7 +5,15 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from analysis_service.archive_report import ARCHIVE_IMAGES
 from common.server import add_outgoing_arguments, add_service_arguments, options_from_args, outgoing_credentials, serve
+
+
+def _non_negative(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
 
 
 def main() -> None:
@@ -22,6 +30,14 @@ def main() -> None:
         default=Path("runs/reports"),
         help="where reports are written when a request names no folder (default runs/reports)",
     )
+    parser.add_argument(
+        "--archive-images",
+        type=_non_negative,
+        default=ARCHIVE_IMAGES,
+        help="archive members the generator re-renders per campaign for a report's image grid (and for the "
+        f"diversity the store does not keep); 0 = no re-rendering, no grid (default {ARCHIVE_IMAGES}: one "
+        "simulator call renders up to 64)",
+    )
     add_service_arguments(parser, port=50055, metrics_port=9105)
     add_outgoing_arguments(parser)
     args = parser.parse_args()
@@ -32,7 +48,13 @@ def main() -> None:
     serve(
         "analysis",
         options,
-        lambda server: register(server, args.generator_endpoint, args.report_root, credentials=credentials),
+        lambda server: register(
+            server,
+            args.generator_endpoint,
+            args.report_root,
+            credentials=credentials,
+            archive_images=args.archive_images,
+        ),
     )
 
 

@@ -24,7 +24,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -42,6 +42,9 @@ from analysis_service.report import (
     final_state_sparsity,
     real_parameters,
 )
+
+if TYPE_CHECKING:
+    from analysis_service.archive_report import ArchiveView
 
 COMPARISON_VERSION = "1"
 ALTERNATIVES = ("two-sided", "greater", "less")
@@ -70,6 +73,16 @@ METRICS: tuple[Metric, ...] = (
     Metric("cluster_coverage", "failing-input cluster coverage % (Indago)", True, 1),
     Metric("cluster_entropy", "failing-input cluster entropy % (Indago)", True, 1),
 )
+# DESIGNATE's RQ1 per campaign (analysis_service/archive_report.py), shown when a compared campaign has an archive
+# or relevant images: a lower accuracy of the kept images is better testing.
+ARCHIVE_METRICS: tuple[Metric, ...] = (
+    Metric("archive_images", "archive images", True, 0),
+    Metric("archive_median_accuracy", "median accuracy over the archive", False, 3),
+    Metric("archive_mean_accuracy", "mean accuracy over the archive", False, 3),
+    Metric("feature_diversity", "feature diversity (archive)", True, 3),
+    Metric("pixel_diversity", "pixel diversity (archive, digests)", True, 3),
+)
+ARCHIVE_ACCURACY = Metric("archive_accuracy", "accuracy of the archive images (pooled)", False, 3)
 
 
 @dataclass(frozen=True)
@@ -94,6 +107,11 @@ class Outcome:
     input_entropy_k20: float | None = None
     final_state_sparsity: float | None = None  # only for campaigns that kept final observations
     failure_state_sparsity: float | None = None
+    archive_images: int | None = None  # DESIGNATE's RQ1, for campaigns with an archive or relevant images
+    archive_median_accuracy: float | None = None
+    archive_mean_accuracy: float | None = None
+    feature_diversity: float | None = None
+    pixel_diversity: float | None = None
 
 
 @dataclass(frozen=True)
@@ -286,12 +304,15 @@ def build_comparison(
     campaigns: Sequence[tuple[Mapping[str, Any], Sequence[ExecutionRecord]]],
     baseline: str | None = None,
     alternative: str = "two-sided",
+    archives: Sequence[ArchiveView | None] | None = None,
 ) -> dict[str, Any]:
     """JSON-serialisable comparison of campaigns given as (info, records), grouped by strategy.
 
     baseline: the group every other group is tested against; default "random" when present,
     else the first group. alternative: of the Mann–Whitney U test, "greater" meaning the row's
-    values tend to be larger than the baseline's.
+    values tend to be larger than the baseline's. archives: each campaign's archive view or None
+    (analysis_service/archive_report.py); when any is given, the archive metrics join the tables and
+    `rq1` holds DESIGNATE's RQ1 table.
     """
     if len(campaigns) < 2:
         raise ValueError(f"a comparison needs at least 2 campaigns, got {len(campaigns)}")
@@ -299,6 +320,16 @@ def build_comparison(
         raise ValueError(f"alternative must be one of {', '.join(ALTERNATIVES)}, got {alternative!r}")
     grid = shared_grid([records for _, records in campaigns])
     outcomes = with_cluster_diversity(campaigns, [outcome(info, records, grid) for info, records in campaigns])
+    views = list(archives) if archives is not None else [None] * len(campaigns)
+    with_archives = any(v is not None for v in views)
+    metrics = METRICS
+    if with_archives:
+        from dataclasses import replace
+
+        from analysis_service.archive_report import archive_outcome
+
+        outcomes = [replace(o, **archive_outcome(v)) for o, v in zip(outcomes, views)]
+        metrics = METRICS + ARCHIVE_METRICS
     groups: dict[str, list[Outcome]] = {}
     for o in outcomes:
         groups.setdefault(o.strategy, []).append(o)
@@ -315,7 +346,7 @@ def build_comparison(
             "strategy": name,
             "campaigns": len(members),
             "found_failure": sum(o.found_failure for o in members),
-            "summary": {m.key: summarize([getattr(o, m.key) for o in members]) for m in METRICS},
+            "summary": {m.key: summarize([getattr(o, m.key) for o in members]) for m in metrics},
             "cumulative_faults": cumulative_quartiles(by_group_records[name]),
         }
         if name != baseline:
@@ -323,7 +354,7 @@ def build_comparison(
                 m.key: pairwise(
                     [getattr(o, m.key) for o in members], [getattr(o, m.key) for o in groups[baseline]], m, alternative
                 )
-                for m in METRICS
+                for m in metrics
             }
         strategies_out.append(entry)
     report = {
@@ -333,10 +364,17 @@ def build_comparison(
         "alternative": alternative,
         "subjects": sorted({str(info.get("subject")) for info, _ in campaigns}),
         "shared_grid": asdict(grid),
-        "metrics": [asdict(m) for m in METRICS],
+        "metrics": [asdict(m) for m in metrics],
         "strategies": strategies_out,
         "campaigns": [asdict(o) for o in outcomes],
     }
+    if with_archives:
+        from analysis_service.archive_report import accuracy_name, rq1
+
+        report["rq1"] = rq1(
+            outcomes, views, baseline, alternative, lambda a, b: pairwise(a, b, ARCHIVE_ACCURACY, alternative)
+        )
+        report["rq1_accuracy"] = accuracy_name(next(info for (info, _), v in zip(campaigns, views) if v is not None))
     return _jsonable(report)
 
 
@@ -509,6 +547,23 @@ def _campaigns_table(comparison: Mapping[str, Any]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
 
 
+def _rq1_section(comparison: Mapping[str, Any]) -> str:
+    if not comparison.get("rq1"):
+        return ""
+    from analysis_service.archive_report import rq1_html
+
+    name = comparison.get("rq1_accuracy") or "accuracy"
+    return (
+        "<h2>Archives (DESIGNATE's RQ1)</h2>"
+        f"<p class=meta>Per strategy: images kept per campaign (a DESIGNATE archive, or a campaign's relevant images "
+        f"when its strategy keeps no archive), {_e(name)} over the images pooled over its campaigns (lower = better "
+        "testing), the mean pairwise feature and pixel-digest distance inside each campaign's images (mean over "
+        f"campaigns), and Mann–Whitney U p with Â12 = P(row &gt; baseline) + ½ P(tie) of the pooled {_e(name)} "
+        "against the baseline's (Â12 below 0.5: the row's images are harder for the DNN).</p>"
+        + rq1_html(comparison["rq1"], comparison["baseline"], name)
+    )
+
+
 def render_comparison_html(comparison: Mapping[str, Any]) -> str:
     """Self-contained HTML page (inline CSS, base64 PNG plots) for a comparison from `build_comparison`."""
     grid = comparison["shared_grid"]
@@ -553,6 +608,7 @@ def render_comparison_html(comparison: Mapping[str, Any]) -> str:
         "Green: significantly better than the baseline at p &lt; 0.05 (fewer tests or seconds to the first failure, "
         "more of the rest); red: significantly worse.</p>"
         f"{_tests_table(comparison)}"
+        f"{_rq1_section(comparison)}"
         "<h2>Plots</h2>"
         f"{_img(_plot_boxes(comparison), 'box plots per strategy')}"
         f"{_img(_plot_cumulative_bands(comparison), 'cumulative faults, median and quartile band per strategy')}"

@@ -27,11 +27,14 @@ from analysis_service.metrics import ExecutionRecord, compute_metrics, cumulativ
 if TYPE_CHECKING:  # only for type hints; keeps matplotlib off the import path
     from matplotlib.figure import Figure
 
+    from analysis_service.archive_report import ArchiveView
+
 REPORT_VERSION = "1"
 MAX_FAILURES_LISTED = 50
 INFO_KEYS = ("campaign_id", "name", "subject", "model", "strategy", "seed", "state", "stop_reason", "budget")
 
 CampaignRecords = Mapping[str, Sequence[ExecutionRecord]]
+CampaignArchives = Mapping[str, "ArchiveView"]  # campaign_id -> its archive (analysis_service/archive_report.py)
 
 
 # --------------------------------------------------------------------------- JSON report
@@ -133,33 +136,44 @@ def final_state_sparsity(records: Sequence[ExecutionRecord]) -> tuple[float | No
     return (None if np.isnan(fs) else fs), (None if np.isnan(ffs) else ffs)
 
 
-def _campaign_entry(info: Mapping[str, Any], records: Sequence[ExecutionRecord]) -> dict[str, Any]:
+def _campaign_entry(
+    info: Mapping[str, Any], records: Sequence[ExecutionRecord], archive: ArchiveView | None = None
+) -> dict[str, Any]:
     campaign_id = str(info.get("campaign_id", ""))
     metrics = compute_metrics(campaign_id, records)
     failing = sorted((r for r in records if r.verdict == "fail"), key=lambda r: r.index)
     # Keep the known keys in a stable order, then anything extra the caller passed.
     info_out = {k: info.get(k) for k in INFO_KEYS}
     info_out.update({k: v for k, v in info.items() if k not in info_out})
-    return {
+    entry = {
         "info": info_out,
         "metrics": dataclasses.asdict(metrics),
         "diversity": diversity(records),
         "failures": [_failure_entry(r) for r in failing[:MAX_FAILURES_LISTED]],
         "failures_truncated": len(failing) > MAX_FAILURES_LISTED,
     }
+    if archive is not None:  # DESIGNATE's archive, or an image campaign's relevant images
+        from analysis_service.archive_report import archive_entry
+
+        entry["archive"] = archive_entry(archive, info)
+    return entry
 
 
-def build_report(campaigns: list[tuple[dict, list[ExecutionRecord]]]) -> dict:
+def build_report(campaigns: list[tuple[dict, list[ExecutionRecord]]], archives: CampaignArchives | None = None) -> dict:
     """JSON-serialisable report of campaigns, each given as (info, records).
 
     info keys: campaign_id, name, subject, model, strategy, seed, state,
     stop_reason, budget (dict). At most 50 failing executions are listed per
     campaign, sorted by index; `failures_truncated` says when more exist.
+    archives: campaign_id -> its archive view, for the campaigns that have one (an `archive` entry each).
     """
+    archives = archives or {}
     report = {
         "gauntlet_report_version": REPORT_VERSION,
         "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "campaigns": [_campaign_entry(info, records) for info, records in campaigns],
+        "campaigns": [
+            _campaign_entry(info, records, archives.get(str(info.get("campaign_id")))) for info, records in campaigns
+        ],
     }
     return _jsonable(report)
 
@@ -411,7 +425,9 @@ def _failures_table(entry: Mapping[str, Any]) -> str:
     return f"{note}<table><thead>{head}</thead><tbody>{rows}</tbody></table>"
 
 
-def _campaign_section(entry: Mapping[str, Any], records: Sequence[ExecutionRecord]) -> str:
+def _campaign_section(
+    entry: Mapping[str, Any], records: Sequence[ExecutionRecord], archive: ArchiveView | None = None
+) -> str:
     title = _campaign_title(entry["info"])
     parts = [f"<section><h2>{_e(title)}</h2>"]
     margin_png = _plot_margins(title, records)
@@ -420,27 +436,34 @@ def _campaign_section(entry: Mapping[str, Any], records: Sequence[ExecutionRecor
     scatter_png = _plot_input_scatter(title, records)
     if scatter_png:
         parts.append(_img(scatter_png, f"inputs, {title}"))
-    from analysis_service.performance_report import performance_section  # lazy: it draws with this module
-
-    parts.append(performance_section(title, records))
     parts.append("<h3>Failing inputs</h3>")
     parts.append(_failures_table(entry))
+    if archive is not None and "archive" in entry:
+        from analysis_service.archive_report import archive_section
+
+        parts.append(archive_section(entry["archive"], archive, title))
     parts.append("</section>")
     return "".join(parts)
 
 
-def render_html(report: dict, records_by_campaign: CampaignRecords) -> str:
+def render_html(report: dict, records_by_campaign: CampaignRecords, archives: CampaignArchives | None = None) -> str:
     """Self-contained HTML page for a report from `build_report`.
 
     records_by_campaign maps campaign_id -> its execution records (the plots
-    need every execution, the report only lists failures). Plots are inline
+    need every execution, the report only lists failures); archives, the archive
+    views `build_report` was given (their image grids). Plots are inline
     base64 PNGs and the CSS is inline, so the page is one file. Every
     user-provided string is passed through html.escape.
     """
     total_failures = sum(e["metrics"]["failures"] for e in report["campaigns"])
     banner = '<div class="nofail">no failures found</div>' if total_failures == 0 else ""
+    archives = archives or {}
     sections = "".join(
-        _campaign_section(e, records_by_campaign.get(str(e["info"].get("campaign_id")), ()))
+        _campaign_section(
+            e,
+            records_by_campaign.get(str(e["info"].get("campaign_id")), ()),
+            archives.get(str(e["info"].get("campaign_id"))),
+        )
         for e in report["campaigns"]
     )
     return (

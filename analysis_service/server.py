@@ -10,6 +10,14 @@ from typing import Any
 import grpc
 from google.protobuf import json_format
 
+from analysis_service.archive_report import (
+    ARCHIVE_IMAGES,
+    ArchiveView,
+    fetch_archive,
+    is_segmentation,
+    relevant_images,
+    with_shared_relevance,
+)
 from analysis_service.comparison import (
     ALTERNATIVES,
     build_comparison,
@@ -37,10 +45,15 @@ REPORT_ROOT_NAME = "the analysis service's report root (--report-root)"
 
 class AnalysisServicer(analysis_pb2_grpc.AnalysisServiceServicer):
     def __init__(
-        self, generator_endpoint: str, report_root: Path, credentials: ClientCredentials | None = None
+        self,
+        generator_endpoint: str,
+        report_root: Path,
+        credentials: ClientCredentials | None = None,
+        archive_images: int = ARCHIVE_IMAGES,
     ) -> None:
         self.generator = generator_pb2_grpc.GeneratorServiceStub(client_channel(generator_endpoint, credentials))
         self.report_root = report_root
+        self.archive_images = archive_images  # archive members re-rendered per campaign for a report's image grid
 
     def _fetch(self, campaign_id: str) -> tuple[dict[str, Any], list[ExecutionRecord]]:
         retry = Retry(budget_seconds=GENERATOR_RETRY_SECONDS, idempotent=True)  # both reads are idempotent
@@ -70,7 +83,6 @@ class AnalysisServicer(analysis_pb2_grpc.AnalysisServiceServicer):
                     elapsed_seconds=e.elapsed_seconds,
                     descriptors=tuple(e.descriptors),
                     final_observation=tuple(e.final_observation),
-                    trace_labels=dict(e.test_case.action_trace.labels),
                 )
                 for e in (r.execution for r in listed)
             ]
@@ -83,6 +95,7 @@ class AnalysisServicer(analysis_pb2_grpc.AnalysisServiceServicer):
             "subject": spec.subject,
             "model": spec.model.name,
             "strategy": spec.strategy,
+            "oracle": spec.oracle,
             "seed": spec.seed,
             "state": _STATE.get(status.state, "unknown"),
             "stop_reason": status.stop_reason,
@@ -90,6 +103,14 @@ class AnalysisServicer(analysis_pb2_grpc.AnalysisServiceServicer):
             "budget": json_format.MessageToDict(spec.budget, preserving_proto_field_name=True),
         }
         return info, records
+
+    def _archive(self, info: dict[str, Any], records: list[ExecutionRecord]) -> ArchiveView | None:
+        """The campaign's archive (ListArchive), else its relevant images when it ran on an image subject."""
+        if not is_segmentation(records):  # no image subject: skip ListArchive (it would rebuild the strategy)
+            return None
+        oracle = str(info.get("oracle") or "")
+        view = fetch_archive(self.generator, info["campaign_id"], records, oracle, self.archive_images)
+        return view if view is not None else relevant_images(records, oracle)
 
     def _output_dir(self, output_dir: str) -> Path:
         """The folder a report goes to: the report root, or a folder under it (a client never picks a server path)."""
@@ -115,8 +136,9 @@ class AnalysisServicer(analysis_pb2_grpc.AnalysisServiceServicer):
         ids = check_ids("campaign_ids", request.campaign_ids)
         out_dir = self._output_dir(request.output_dir)
         fetched = [self._fetch(cid) for cid in ids]
-        report = build_report([(info, records) for info, records in fetched])
-        html = render_html(report, {info["campaign_id"]: records for info, records in fetched})
+        archives = {info["campaign_id"]: a for info, records in fetched if (a := self._archive(info, records))}
+        report = build_report([(info, records) for info, records in fetched], archives)
+        html = render_html(report, {info["campaign_id"]: records for info, records in fetched}, archives)
         stem = "report-" + "-".join(ids)[:100]
         json_path, html_path = write_report(report, html, out_dir, stem)
         return analysis_pb2.RenderReportResponse(
@@ -139,7 +161,14 @@ class AnalysisServicer(analysis_pb2_grpc.AnalysisServiceServicer):
         if request.baseline and request.baseline not in strategies:
             known = ", ".join(sorted(strategies))
             raise InvalidArgument(f"baseline {shown(request.baseline)} is not among the compared strategies: {known}")
-        comparison = build_comparison(fetched, baseline=request.baseline or None, alternative=alternative)
+        archives = with_shared_relevance(
+            [self._archive(info, records) for info, records in fetched],
+            [info for info, _ in fetched],
+            [records for _, records in fetched],
+        )
+        comparison = build_comparison(
+            fetched, baseline=request.baseline or None, alternative=alternative, archives=archives
+        )
         json_path, html_path = write_report(
             comparison, render_comparison_html(comparison), out_dir, comparison_stem(ids)
         )
@@ -149,9 +178,13 @@ class AnalysisServicer(analysis_pb2_grpc.AnalysisServiceServicer):
 
 
 def register(
-    server: grpc.Server, generator_endpoint: str, report_root: Path, credentials: ClientCredentials | None = None
+    server: grpc.Server,
+    generator_endpoint: str,
+    report_root: Path,
+    credentials: ClientCredentials | None = None,
+    archive_images: int = ARCHIVE_IMAGES,
 ) -> list[str]:
     analysis_pb2_grpc.add_AnalysisServiceServicer_to_server(
-        AnalysisServicer(generator_endpoint, report_root, credentials), server
+        AnalysisServicer(generator_endpoint, report_root, credentials, archive_images), server
     )
     return [analysis_pb2.DESCRIPTOR.services_by_name["AnalysisService"].full_name]

@@ -51,12 +51,11 @@ from common.generated.gauntlet.v1 import (
     generator_pb2_grpc,
     oracle_pb2,
 )
-from common.segmentation import IRRELEVANT, pixel_distance
+from common.segmentation import IRRELEVANT, mean_pairwise_distance, pairwise_pixel_distances
 from common.server import client_channel
 from common.space import case_values
 from generator_service.config import CampaignConfig
 from generator_service.strategies.designate import SCALARS
-from generator_service.strategies.designate_archive import pairwise
 
 VARIANTS = ("DESIGNATE", "DESIGNATE_single", "DESIGNATE_pix", "DESIGNATE_NoGAN", "Random")
 PAPER = {  # Tables II/IV (median, avg accuracy, #images), VI/VIII (feature median), X/XII (median after retraining)
@@ -110,10 +109,6 @@ class Renderer:
         labels = np.stack(maps)
         images = translate(self.entry, self.generator, labels) if translated else np.stack(sim)
         return {"labels": labels, "images": images, "features": self.dnn.embed(images)}
-
-
-def mean_pairwise(values: np.ndarray) -> float:
-    return float(np.mean(values)) if len(values) else float("nan")
 
 
 def one_run(
@@ -189,13 +184,14 @@ def one_run(
         "class_share": [round(float(d[4]), 5) for d in scalars],
         "iou_simulated": [round(float(d[1]), 4) for d in scalars],
         "poses": poses,
-        "feature_div": mean_pairwise(pairwise(list(rendered["features"]), "features")),
-        "pixel_div": mean_pairwise(
-            np.array(
-                [pixel_distance(images[i], images[j]) for i in range(len(images)) for j in range(i + 1, len(images))]
-            )
-        ),
+        # the analysis service's feature diversity (common/segmentation.py); pixels here on full images, not digests
+        "feature_div": _or_nan(mean_pairwise_distance(list(rendered["features"]), "features")),
+        "pixel_div": float(np.mean(pairwise_pixel_distances(images))) if len(images) > 1 else float("nan"),
     }
+
+
+def _or_nan(value: float | None) -> float:
+    return float("nan") if value is None else value
 
 
 def calibrate(gen: Any, subject: str, args: argparse.Namespace) -> dict[str, Any]:

@@ -20,9 +20,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
+# What the segmentation oracles (oracle_service/segmentation_oracles.py) put before the feature vector or pixel digest
+# in every verdict's descriptors, in this order.
+SCALAR_DESCRIPTORS = ("iou_judged", "iou_simulated", "iou_realistic", "delta_iou", "class_share", "on_road", "relevant")
 IRRELEVANT = 2.0  # F_accuracy of an irrelevant image (Eq. 3): worse than any IoU under minimisation
 CAR_SHARE_RANGE = (0.0, 0.4)  # urban: relevant iff low < car share < high (open interval)
 SKY_SHARE_RANGE = (0.0, 0.7)  # Mars: relevant iff low < sky share < high
@@ -135,6 +139,35 @@ def digest_distance(a: np.ndarray, b: np.ndarray) -> float:
     if a.shape != b.shape:
         raise ValueError(f"digests of shapes {a.shape} and {b.shape} cannot be compared")
     return float(np.mean(a != b)) if a.size else 0.0
+
+
+Distance = Literal["features", "pixels"]
+
+
+def vector_distances(vectors: np.ndarray, vector: np.ndarray, kind: Distance) -> np.ndarray:
+    """Distance of ``vector`` to every row of ``vectors``: Euclidean (``features``) or the share of differing
+    entries (``pixels``: pixel digests, as digest_distance)."""
+    if kind == "features":
+        return np.sqrt(np.sum((vectors - vector[None, :]) ** 2, axis=1))
+    return np.mean(vectors != vector[None, :], axis=1) if vectors.shape[1] else np.zeros(len(vectors))
+
+
+def pairwise_distances(vectors: Sequence[np.ndarray], kind: Distance) -> np.ndarray:
+    """All pairwise distances (i < j) of ``vectors``, flattened, in vector_distances' measure."""
+    rows = np.asarray(vectors, dtype=np.float64)
+    return np.concatenate(
+        [vector_distances(rows[i + 1 :], rows[i], kind) for i in range(len(rows) - 1)] or [np.zeros(0)]
+    )
+
+
+def mean_pairwise_distance(vectors: Sequence[np.ndarray], kind: Distance) -> float | None:
+    """DESIGNATE's diversity of a set of images (RQ1): the mean pairwise distance of their feature vectors or pixel
+    digests; None for fewer than two."""
+    if len(vectors) < 2:
+        return None
+    if kind == "features":  # one matrix product: an archive of a thousand 384-value vectors in well under a second
+        return float(np.mean(pairwise_feature_distances(np.asarray(vectors, dtype=np.float64))))
+    return float(np.mean(pairwise_distances(vectors, kind)))
 
 
 def pairwise_feature_distances(features: np.ndarray) -> np.ndarray:

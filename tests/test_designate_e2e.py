@@ -4,6 +4,7 @@ random campaigns with and without the translator, and determinism of images and 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import grpc
 import numpy as np
@@ -13,6 +14,8 @@ from cli.launcher import LocalSuite
 from common.generated.gauntlet.v1 import (
     agent_pb2,
     agent_pb2_grpc,
+    analysis_pb2,
+    analysis_pb2_grpc,
     common_pb2,
     generator_pb2,
     generator_pb2_grpc,
@@ -110,20 +113,27 @@ def test_same_pose_same_images_and_verdict_through_the_services(suite: LocalSuit
     assert verdict.margin == 2.0 or "simulator image" in verdict.reason
 
 
+def _random_campaign(suite: LocalSuite, translator: str) -> generator_pb2.CampaignStatus:
+    key = f"random{translator}"
+    if key not in _CAMPAIGNS:
+        config = CampaignConfig(
+            name=f"designate-random{translator}",
+            subject="urban",
+            model="segnet-urban",
+            strategy="random",
+            seed=3,
+            budget={"max_executions": 24},
+            batch_size=12,
+            parallelism=12,
+            observation_translator=translator,
+        )
+        _CAMPAIGNS[key] = run_campaign(suite, config)
+    return _CAMPAIGNS[key]
+
+
 @pytest.mark.parametrize("translator", ["", "none"])
 def test_random_campaign_on_the_urban_subject(suite: LocalSuite, translator: str) -> None:
-    config = CampaignConfig(
-        name=f"designate-random{translator}",
-        subject="urban",
-        model="segnet-urban",
-        strategy="random",
-        seed=3,
-        budget={"max_executions": 24},
-        batch_size=12,
-        parallelism=12,
-        observation_translator=translator,
-    )
-    status = run_campaign(suite, config)
+    status = _random_campaign(suite, translator)
     assert status.state == generator_pb2.CAMPAIGN_STATE_COMPLETED, status.error
     rows = executions(suite, status.campaign_id)
     # the random strategy draws uniformly from the box: poses off the road are stored as invalid, never run
@@ -156,25 +166,34 @@ def _archive(suite: LocalSuite, campaign_id: str, images: bool) -> tuple[generat
     return first.summary, [r.member for r in rest]
 
 
+_CAMPAIGNS: dict[str, generator_pb2.CampaignStatus] = {}  # small campaigns run once, shared by several tests
+
+
+def _designate_campaign(suite: LocalSuite, variant: str) -> generator_pb2.CampaignStatus:
+    if variant not in _CAMPAIGNS:
+        config = CampaignConfig(
+            name=f"designate-{variant}",
+            subject="urban",
+            model="segnet-urban",
+            strategy="designate",
+            strategy_params={"variant": variant, "seed_populations": 2, "population_size": 6, "generations": 2},
+            oracle="iou_car_pix" if variant == "pix" else "",
+            seed=5,
+            budget={"max_executions": 1000},
+            batch_size=12,
+            parallelism=12,
+        )
+        _CAMPAIGNS[variant] = run_campaign(suite, config)
+    return _CAMPAIGNS[variant]
+
+
 @pytest.mark.parametrize("variant", ["designate", "pix"])
 def test_designate_campaign_keeps_its_archive_and_list_archive_returns_it_with_images(
     suite: LocalSuite, variant: str
 ) -> None:
     from common.segmentation import class_iou, pixel_digest
 
-    config = CampaignConfig(
-        name=f"designate-{variant}",
-        subject="urban",
-        model="segnet-urban",
-        strategy="designate",
-        strategy_params={"variant": variant, "seed_populations": 2, "population_size": 6, "generations": 2},
-        oracle="iou_car_pix" if variant == "pix" else "",
-        seed=5,
-        budget={"max_executions": 1000},
-        batch_size=12,
-        parallelism=12,
-    )
-    status = run_campaign(suite, config)
+    status = _designate_campaign(suite, variant)
     assert status.state == generator_pb2.CAMPAIGN_STATE_COMPLETED, status.error
     assert status.stop_reason == "strategy_exhausted"
     rows = executions(suite, status.campaign_id)
@@ -240,3 +259,108 @@ def test_list_archive_refuses_a_strategy_without_an_archive_and_an_unknown_campa
     with pytest.raises(grpc.RpcError) as err:
         list(gen.ListArchive(generator_pb2.ListArchiveRequest(campaign_id="no-such-campaign")))
     assert err.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+def _render_report(suite: LocalSuite, *campaign_ids: str) -> tuple[dict, str]:
+    analysis = _stub(suite, "analysis", analysis_pb2_grpc.AnalysisServiceStub)
+    reply = analysis.RenderReport(
+        analysis_pb2.RenderReportRequest(campaign_ids=list(campaign_ids), output_dir="designate"), timeout=300
+    )
+    return json.loads(reply.json), Path(reply.html_path).read_text()
+
+
+def test_report_of_a_designate_campaign_shows_its_archive_and_an_image_grid(suite: LocalSuite) -> None:
+    from analysis_service.archive_report import fetch_archive
+    from common.segmentation import mean_pairwise_distance
+
+    status = _designate_campaign(suite, "designate")
+    summary, members = _archive(suite, status.campaign_id, images=False)
+    data, page = _render_report(suite, status.campaign_id)
+    archive = data["campaigns"][0]["archive"]
+    assert archive["source"] == "archive" and archive["accuracy_name"] == "IoU_car"
+    assert archive["members"] == summary.members == len(members)
+    assert archive["summary"]["variant"] == "designate"
+    assert archive["summary"]["t_diversity"] == pytest.approx(summary.t_diversity)
+    assert archive["summary"]["t_diversity_source"] == "seed populations"
+    assert archive["member_indices"] == [m.execution.index for m in members]
+    accuracy = [m.f_accuracy for m in members]
+    assert archive["accuracy"]["n"] == len(members)
+    assert archive["accuracy"]["median"] == pytest.approx(float(np.median(accuracy)))
+    assert archive["accuracy"]["min"] == pytest.approx(min(accuracy))
+    rows = executions(suite, status.campaign_id)
+    relevant = [r for r in rows if r.verdict != oracle_pb2.VERDICT_KIND_INVALID and r.margin < 2.0]
+    assert archive["relevant_images"] == len(relevant) >= len(members)
+    # the designate oracle stores features for every execution; digests come from the re-rendered members
+    assert archive["feature_diversity"]["source"] == "stored"
+    assert archive["feature_diversity"]["members"] == len(members)
+    assert archive["rendered"] == min(len(members), 24)
+    assert archive["pixel_diversity"]["source"] == "re-rendered"
+    assert len(members) >= 2  # seed 5's archive has 3 members: a diversity, and a cap of 1 below leaves some out
+    features = [np.asarray(m.execution.descriptors[7:]) for m in members]
+    assert archive["feature_diversity"]["value"] == pytest.approx(mean_pairwise_distance(features, "features"))
+    assert 0.0 < archive["pixel_diversity"]["value"] <= 1.0
+    assert "<h3>Archive</h3>" in page and 'alt="archive image grid, designate-designate"' in page
+    assert 'alt="IoU_car over the archive, designate-designate"' in page
+    # a cap below the archive's size: only the first members are re-rendered, the rest still counted
+    gen = _stub(suite, "generator", generator_pb2_grpc.GeneratorServiceStub)
+    capped = fetch_archive(gen, status.campaign_id, [], "", max_images=1)
+    assert capped is not None and capped.indices == archive["member_indices"]
+    assert [r.index for r in capped.rendered] == archive["member_indices"][:1]
+    bare = fetch_archive(gen, status.campaign_id, [], "", max_images=0)
+    assert bare is not None and bare.rendered == [] and bare.accuracy == accuracy
+
+
+def test_report_of_a_random_image_campaign_shows_its_relevant_images_and_a_cartpole_one_no_archive(
+    suite: LocalSuite,
+) -> None:
+    status = _random_campaign(suite, "")
+    cartpole = run_campaign(
+        suite,
+        CampaignConfig(
+            name="designate-no-archive",
+            subject="cartpole",
+            model="cartpole-ppo",
+            seed=1,
+            budget={"max_executions": 8},
+            batch_size=8,
+        ),
+    )
+    data, page = _render_report(suite, status.campaign_id, cartpole.campaign_id)
+    images, other = data["campaigns"]
+    rows = executions(suite, status.campaign_id)
+    relevant = [r for r in rows if r.verdict != oracle_pb2.VERDICT_KIND_INVALID and r.margin < 2.0]
+    assert images["archive"]["source"] == "relevant images"
+    assert images["archive"]["members"] == images["archive"]["relevant_images"] == len(relevant)
+    assert images["archive"]["rendered"] == 0 and images["archive"]["pixel_diversity"]["value"] is None
+    assert "archive" not in other
+    assert page.count("<h3>Relevant images (no archive") == 1 and "<h3>Archive</h3>" not in page
+    assert "archive image grid" not in page
+
+
+def test_compare_designate_with_random_gives_the_rq1_table(suite: LocalSuite) -> None:
+    designate, random = _designate_campaign(suite, "designate"), _random_campaign(suite, "")
+    _, members = _archive(suite, designate.campaign_id, images=False)
+    analysis = _stub(suite, "analysis", analysis_pb2_grpc.AnalysisServiceStub)
+    reply = analysis.Compare(
+        analysis_pb2.CompareRequest(campaign_ids=[designate.campaign_id, random.campaign_id], output_dir="designate"),
+        timeout=300,
+    )
+    data = json.loads(reply.json)
+    rows = {r["strategy"]: r for r in data["rq1"]}
+    assert set(rows) == {"designate", "random"} and data["baseline"] == "random"
+    assert rows["designate"]["source"] == "archive" and rows["random"]["source"] == "relevant images"
+    assert rows["designate"]["images_per_campaign"] == len(members)
+    assert rows["designate"]["accuracy"]["median"] == pytest.approx(float(np.median([m.f_accuracy for m in members])))
+    rows_random = executions(suite, random.campaign_id)
+    relevant = [r for r in rows_random if r.verdict != oracle_pb2.VERDICT_KIND_INVALID and r.margin < 2]
+    assert rows["random"]["images_per_campaign"] == len(relevant)  # no T_relevance in force: the subject's filter
+    test = rows["designate"]["versus_baseline"]
+    a = [m.f_accuracy for m in members]
+    b = [r.margin for r in relevant]
+    expected = float(np.mean([(x > y) + 0.5 * (x == y) for x in a for y in b]))
+    assert test["a12"] == pytest.approx(expected) and 0.0 <= test["p_value"] <= 1.0
+    assert "versus_baseline" not in rows["random"]
+    keys = [m["key"] for m in data["metrics"]]
+    assert "archive_median_accuracy" in keys and "feature_diversity" in keys
+    page = Path(reply.html_path).read_text()
+    assert "Archives (DESIGNATE&#x27;s RQ1)" in page or "Archives (DESIGNATE's RQ1)" in page

@@ -19,15 +19,12 @@ is DESIGNATE_single's archive: every relevant image is kept, no diversity rule.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
-from common.segmentation import IRRELEVANT
-
-Distance = Literal["features", "pixels"]
+from common.segmentation import IRRELEVANT, Distance, pairwise_distances, vector_distances
 
 
 @dataclass
@@ -38,17 +35,10 @@ class Member:
     vector: np.ndarray
 
 
-def distances(vectors: np.ndarray, vector: np.ndarray, kind: Distance) -> np.ndarray:
-    """Distance of ``vector`` to every row of ``vectors``."""
-    if kind == "features":
-        return np.sqrt(np.sum((vectors - vector[None, :]) ** 2, axis=1))
-    return np.mean(vectors != vector[None, :], axis=1) if vectors.shape[1] else np.zeros(len(vectors))
-
-
-def pairwise(vectors: Sequence[np.ndarray], kind: Distance) -> np.ndarray:
-    """All pairwise distances (i < j) of ``vectors``, flattened."""
-    rows = np.asarray(vectors, dtype=np.float64)
-    return np.concatenate([distances(rows[i + 1 :], rows[i], kind) for i in range(len(rows) - 1)] or [np.zeros(0)])
+# The distances live in common/ so that the analysis service measures an archive's diversity the same way
+__all__ = ["Archive", "Distance", "Member", "distances", "pairwise"]
+distances = vector_distances
+pairwise = pairwise_distances
 
 
 class Archive:

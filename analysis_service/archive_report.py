@@ -1,0 +1,480 @@
+"""DESIGNATE's archive in the reports: RQ1's numbers over a campaign's archive and a grid of its images.
+
+"Search-based DNN Testing and Retraining with GAN-enhanced Simulations" (DESIGNATE), Section IV, RQ1 (Tables II-IX):
+an approach is judged by the images it keeps, through their accuracy (IoU_car on urban, mIoU on Mars: lower =
+better testing), their number and their diversity. Here:
+
+* the archive comes from the generator's ListArchive (its summary, then each member's stored execution). A campaign
+  whose strategy keeps none (FAILED_PRECONDITION) but whose executions carry the segmentation oracles' descriptors
+  (common/segmentation.py SCALAR_DESCRIPTORS: an image subject, e.g. `random` on urban) gets the paper's Random row
+  instead: its relevant images. Any other campaign gets no archive section;
+* relevant images: executions judged relevant (F_accuracy < 2) whose delta_IoU is within the T_relevance in force
+  (the archive's; for a campaign without an archive, the one a comparison takes from an archive campaign on the
+  same subject, as the bench applies one calibrated filter to every approach);
+* feature diversity: the mean pairwise Euclidean distance of the judged images' encoder features; pixel diversity:
+  the mean pairwise share of differing pixel-digest cells (common/segmentation.py pixel_digest). Each over every
+  member when the oracle stored that vector in the descriptors (features by `iou_car`/`miou`, digests by the
+  `*_pix` oracles), else over the re-rendered members only (the number used is reported). The bench's pixel
+  diversity compares full images (exact RGB equality), so the two do not compare;
+* the image grid: members re-rendered by ListArchive(include_images=true), only the first ``max_images`` of them
+  (the generator renders 64 per simulator call; the stream is cancelled after them), the lowest F_accuracy first.
+
+report.py and comparison.py call in through small hooks (archive sections, the RQ1 table), so this module owns
+everything archive-specific.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import grpc
+import numpy as np
+
+from analysis_service.metrics import ExecutionRecord
+from analysis_service.report import _e, _figure_png_base64, _fmt_float, _img, _new_figure, _plot_label
+from common.generated.gauntlet.v1 import generator_pb2, generator_pb2_grpc
+from common.remote import local_error
+from common.retry import Retry, status_code
+from common.segmentation import (
+    IRRELEVANT,
+    SCALAR_DESCRIPTORS,
+    Distance,
+    mean_pairwise_distance,
+    pixel_digest,
+)
+from common.tensor import from_tensor
+
+if TYPE_CHECKING:
+    from analysis_service.comparison import Outcome
+
+ARCHIVE_IMAGES = 24  # members re-rendered for the grid (and for a diversity the store cannot give)
+ARCHIVE_RETRY_SECONDS = 60.0
+ARCHIVE_TIMEOUT_SECONDS = 600.0
+SCALARS = len(SCALAR_DESCRIPTORS)
+DELTA_IOU, ON_ROAD, RELEVANT = (SCALAR_DESCRIPTORS.index(n) for n in ("delta_iou", "on_road", "relevant"))
+CLASS_COLOURS = "tab10"  # label maps: class index -> a fixed colour, the same in every panel
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """One re-rendered member: the image the DNN was judged on, the ground truth and the DNN's label map."""
+
+    index: int
+    f_accuracy: float
+    image: np.ndarray
+    truth: np.ndarray
+    prediction: np.ndarray
+    features: np.ndarray
+
+
+@dataclass(frozen=True)
+class ArchiveView:
+    """What a report shows of one campaign's archive (or, without one, of its relevant images)."""
+
+    source: str  # "archive" or "relevant images"
+    summary: dict[str, Any]  # ArchiveSummary's fields; empty for relevant images
+    indices: list[int]  # the members' execution indices, archive order
+    accuracy: list[float]  # their F_accuracy
+    vectors: list[np.ndarray]  # their stored vectors (descriptors after the scalars)
+    vector_kind: Distance  # what the stored vectors are
+    relevant_images: int
+    judged: int  # executions that ran (not invalid)
+    rendered: list[Rendered] = field(default_factory=list)
+
+    def diversity(self, kind: Distance) -> tuple[float | None, int, str]:
+        """(mean pairwise distance, members it is over, where their vectors came from)."""
+        if kind == self.vector_kind and self.vectors and all(v.size for v in self.vectors):
+            return mean_pairwise_distance(self.vectors, kind), len(self.vectors), "stored"
+        if not self.rendered:
+            return None, 0, "not available"
+        vectors = [r.features if kind == "features" else pixel_digest(r.image) for r in self.rendered]
+        return mean_pairwise_distance(vectors, kind), len(vectors), "re-rendered"
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def is_segmentation(records: Sequence[ExecutionRecord]) -> bool:
+    """Whether the executions carry the segmentation oracles' descriptors: the scalars, then a vector, with
+    `relevant` and `on_road` flags and `relevant` set exactly when F_accuracy (the margin) is below 2."""
+    judged = [r for r in records if r.verdict != "invalid"]
+    return bool(judged) and all(
+        len(r.descriptors) > SCALARS
+        and r.descriptors[RELEVANT] in (0.0, 1.0)
+        and r.descriptors[ON_ROAD] in (0.0, 1.0)
+        and (r.descriptors[RELEVANT] == 1.0) == (r.margin < IRRELEVANT)
+        for r in judged
+    )
+
+
+def _relevant(record: ExecutionRecord, t_relevance: float | None) -> bool:
+    if record.verdict == "invalid" or not record.margin < IRRELEVANT:
+        return False
+    return t_relevance is None or len(record.descriptors) <= DELTA_IOU or record.descriptors[DELTA_IOU] <= t_relevance
+
+
+def stored_kind(oracle: str) -> Distance:
+    """What a segmentation oracle stores after the scalars: pixel digests for the `*_pix` oracles, else features."""
+    return "pixels" if oracle.endswith("_pix") else "features"
+
+
+def relevant_images(
+    records: Sequence[ExecutionRecord], oracle: str, t_relevance: float | None = None
+) -> ArchiveView | None:
+    """The paper's Random row for a campaign without an archive: its relevant images; None when the campaign is
+    not on an image subject."""
+    if not is_segmentation(records):
+        return None
+    kept = sorted((r for r in records if _relevant(r, t_relevance)), key=lambda r: r.index)
+    summary = {} if t_relevance is None else {"t_relevance": t_relevance}
+    return ArchiveView(
+        source="relevant images",
+        summary=summary,
+        indices=[r.index for r in kept],
+        accuracy=[r.margin for r in kept],
+        vectors=[np.asarray(r.descriptors[SCALARS:], dtype=np.float64) for r in kept],
+        vector_kind=stored_kind(oracle),
+        relevant_images=len(kept),
+        judged=sum(r.verdict != "invalid" for r in records),
+    )
+
+
+def _stream(call: Any, limit: int | None) -> Iterator[generator_pb2.ListArchiveResponse]:
+    """The summary and at most ``limit`` members of a ListArchive stream, cancelling it after them (so that the
+    generator renders no more)."""
+    members = 0
+    for response in call:
+        yield response
+        members += response.WhichOneof("item") == "member"
+        if limit is not None and members >= limit:
+            call.cancel()
+            return
+
+
+def fetch_archive(
+    generator: generator_pb2_grpc.GeneratorServiceStub,
+    campaign_id: str,
+    records: Sequence[ExecutionRecord],
+    oracle: str,
+    max_images: int = ARCHIVE_IMAGES,
+) -> ArchiveView | None:
+    """A campaign's archive from ListArchive, with its first ``max_images`` members re-rendered; None when its
+    strategy keeps no archive (or the generator predates ListArchive)."""
+    retry = Retry(budget_seconds=ARCHIVE_RETRY_SECONDS, idempotent=True)
+
+    def read(images: bool, limit: int | None) -> list[generator_pb2.ListArchiveResponse]:
+        request = generator_pb2.ListArchiveRequest(campaign_id=campaign_id, include_images=images)
+        return retry.call(lambda: list(_stream(generator.ListArchive(request, timeout=ARCHIVE_TIMEOUT_SECONDS), limit)))
+
+    try:
+        # Each call replays the campaign through its strategy: one call when every member is rendered anyway
+        head, *rest = read(max_images > 0, max_images or None)
+        rendered_rows = rest if max_images > 0 else []
+        if len(rest) < head.summary.members:
+            rest = read(False, None)[1:]
+    except grpc.RpcError as exc:
+        if status_code(exc) in (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.UNIMPLEMENTED):
+            return None
+        raise local_error(exc, "generator service (ListArchive)") from None
+    s = head.summary
+    summary: dict[str, Any] = {
+        "strategy": s.strategy,
+        "variant": s.variant,
+        "members": s.members,
+        "distance": s.distance,
+        "t_diversity": s.t_diversity,
+        "t_diversity_source": s.t_diversity_source,
+        "t_relevance": s.t_relevance if s.HasField("t_relevance") else None,
+        "diversity_percentile": s.diversity_percentile if s.HasField("diversity_percentile") else None,
+    }
+    members = [r.member for r in rest]
+    rendered = [
+        Rendered(
+            index=m.execution.index,
+            f_accuracy=m.f_accuracy,
+            image=from_tensor(m.image),
+            truth=from_tensor(m.label_map),
+            prediction=from_tensor(m.prediction),
+            features=from_tensor(m.features).astype(np.float64),
+        )
+        for m in (r.member for r in rendered_rows)
+    ]
+    return ArchiveView(
+        source="archive",
+        summary=summary,
+        indices=[m.execution.index for m in members],
+        accuracy=[m.f_accuracy for m in members],
+        vectors=[np.asarray(m.execution.descriptors[SCALARS:], dtype=np.float64) for m in members],
+        vector_kind=stored_kind(oracle),
+        relevant_images=sum(_relevant(r, summary["t_relevance"]) for r in records),
+        judged=sum(r.verdict != "invalid" for r in records),
+        rendered=rendered,
+    )
+
+
+def with_shared_relevance(
+    views: Sequence[ArchiveView | None],
+    infos: Sequence[Mapping[str, Any]],
+    records: Sequence[Sequence[ExecutionRecord]],
+) -> list[ArchiveView | None]:
+    """Relevant-image views recomputed with the T_relevance of an archive campaign on the same subject (the first
+    that has one), so that a comparison applies one relevance filter to every approach."""
+    t_by_subject: dict[str, float] = {}
+    for view, info in zip(views, infos):
+        t = view.summary.get("t_relevance") if view is not None and view.source == "archive" else None
+        if t is not None:
+            t_by_subject.setdefault(str(info.get("subject")), float(t))
+    out: list[ArchiveView | None] = []
+    for view, info, rows in zip(views, infos, records):
+        t = t_by_subject.get(str(info.get("subject")))
+        if view is not None and view.source == "relevant images" and t is not None:
+            view = relevant_images(rows, str(info.get("oracle") or ""), t)
+        out.append(view)
+    return out
+
+
+# --------------------------------------------------------------------------- numbers
+
+
+def accuracy_name(info: Mapping[str, Any]) -> str:
+    """IoU_car (urban) or mIoU (Mars): the oracle's accuracy, which F_accuracy holds."""
+    oracle, subject = str(info.get("oracle") or ""), str(info.get("subject") or "")
+    return "mIoU" if oracle.startswith("miou") or "mars" in subject else "IoU_car"
+
+
+def distribution(values: Sequence[float]) -> dict[str, Any]:
+    """n, median, mean, Q1, Q3, min, max (the paper's Tables II/IV give median, average and the box plot)."""
+    x = np.asarray([v for v in values if math.isfinite(v)], dtype=np.float64)
+    if not len(x):
+        return {"n": 0}
+    q1, median, q3 = np.percentile(x, [25, 50, 75])
+    return {
+        "n": int(len(x)),
+        "median": float(median),
+        "mean": float(x.mean()),
+        "q1": float(q1),
+        "q3": float(q3),
+        "min": float(x.min()),
+        "max": float(x.max()),
+    }
+
+
+def archive_entry(view: ArchiveView, info: Mapping[str, Any]) -> dict[str, Any]:
+    """The report's JSON for one campaign's archive."""
+    out: dict[str, Any] = {
+        "source": view.source,
+        "accuracy_name": accuracy_name(info),
+        "summary": view.summary,
+        "members": len(view.indices),
+        "relevant_images": view.relevant_images,
+        "judged_executions": view.judged,
+        "accuracy": distribution(view.accuracy),
+        "rendered": len(view.rendered),
+        "member_indices": view.indices,
+        "member_accuracy": view.accuracy,
+    }
+    kinds: tuple[tuple[Distance, str], ...] = (("features", "feature_diversity"), ("pixels", "pixel_diversity"))
+    for kind, key in kinds:
+        value, n, source = view.diversity(kind)
+        out[key] = {"value": value, "members": n, "source": source}
+    return out
+
+
+# --------------------------------------------------------------------------- plots
+
+
+def plot_accuracy(values: Sequence[float], name: str, title: str) -> str | None:
+    """Histogram of F_accuracy over the archive beside its box plot."""
+    x = [v for v in values if math.isfinite(v)]
+    if not x:
+        return None
+    fig = _new_figure(8.0, 3.0)
+    hist, box = fig.subplots(1, 2, width_ratios=[3, 1])
+    hist.hist(x, bins=np.linspace(0.0, 1.0, 21), color="tab:blue", edgecolor="white")
+    hist.set_xlabel(name)
+    hist.set_ylabel("members")
+    hist.set_title(_plot_label(f"{name} over the archive: {title}"))
+    hist.grid(alpha=0.3)
+    box.boxplot(x, showmeans=True)
+    box.set_xticks([1], [name])
+    box.set_ylim(-0.02, 1.02)
+    box.grid(alpha=0.3, axis="y")
+    return _figure_png_base64(fig)
+
+
+def plot_grid(rendered: Sequence[Rendered], name: str, columns: int = 3) -> str | None:
+    """Members as (judged image | ground truth | prediction) triples, the lowest F_accuracy first."""
+    if not rendered:
+        return None
+    shown = sorted(rendered, key=lambda r: (r.f_accuracy, r.index))
+    rows = math.ceil(len(shown) / columns)
+    fig = _new_figure(3 * columns * 1.55, rows * 1.05 + 0.3)
+    axes = np.asarray(fig.subplots(rows, 3 * columns, squeeze=False))
+    top = max(9, *(int(max(r.truth.max(), r.prediction.max())) for r in shown))
+    for ax in axes.ravel():
+        ax.set_axis_off()
+    for i, member in enumerate(shown):
+        row, col = divmod(i, columns)
+        image_ax, truth_ax, pred_ax = axes[row, 3 * col : 3 * col + 3]
+        image_ax.imshow(member.image, interpolation="nearest")
+        truth_ax.imshow(member.truth, cmap=CLASS_COLOURS, vmin=0, vmax=top, interpolation="nearest")
+        pred_ax.imshow(member.prediction, cmap=CLASS_COLOURS, vmin=0, vmax=top, interpolation="nearest")
+        image_ax.set_title(f"#{member.index} {name} {member.f_accuracy:.3f}", fontsize=7)
+        truth_ax.set_title("ground truth", fontsize=7)
+        pred_ax.set_title("prediction", fontsize=7)
+    return _figure_png_base64(fig)
+
+
+# --------------------------------------------------------------------------- HTML (single-campaign report)
+
+
+def _diversity_text(d: Mapping[str, Any], total: int) -> str:
+    if d["value"] is None:
+        return "— (" + _e(d["source"]) + ")"
+    over = "every member" if d["members"] == total else f"{d['members']} of {total} members"
+    return f"{_fmt_float(d['value'], 3)} <span class=meta>({_e(d['source'])}, {_e(over)})</span>"
+
+
+def archive_section(entry: Mapping[str, Any], view: ArchiveView, title: str) -> str:
+    """The campaign section's "Archive" part: summary, F_accuracy's distribution and plot, diversity, image grid."""
+    name, s, acc = entry["accuracy_name"], entry["summary"], entry["accuracy"]
+    heading = "Archive" if view.source == "archive" else "Relevant images (no archive: the paper's Random row)"
+    rows: list[tuple[str, str]] = []
+    if view.source == "archive":
+        source = s.get("t_diversity_source") or ""
+        if s.get("diversity_percentile") is not None:
+            source += f", percentile {s['diversity_percentile']:g}"
+        rows += [
+            ("variant", _e(s.get("variant"))),
+            ("distance", _e(s.get("distance"))),
+            ("T_diversity", f"{_fmt_float(s.get('t_diversity'), 4)} <span class=meta>({_e(source)})</span>"),
+        ]
+    t_rel = s.get("t_relevance")
+    rows += [
+        ("T_relevance", "— (the subject's own filter)" if t_rel is None else _fmt_float(t_rel, 4)),
+        ("members" if view.source == "archive" else "images", str(entry["members"])),
+        ("relevant images", f"{entry['relevant_images']} of {entry['judged_executions']} judged executions"),
+    ]
+    if acc.get("n"):
+        rows.append(
+            (
+                f"{name} (F_accuracy)",
+                f"median {acc['median']:.3f} · mean {acc['mean']:.3f} · Q1 {acc['q1']:.3f} · min {acc['min']:.3f} "
+                f"· max {acc['max']:.3f}",
+            )
+        )
+    rows += [
+        ("feature diversity", _diversity_text(entry["feature_diversity"], entry["members"])),
+        ("pixel diversity (digests)", _diversity_text(entry["pixel_diversity"], entry["members"])),
+    ]
+    table = "".join(f"<tr><th>{_e(k)}</th><td>{v}</td></tr>" for k, v in rows)
+    parts = [f"<h3>{_e(heading)}</h3>", f"<table class=archive><tbody>{table}</tbody></table>"]
+    png = plot_accuracy(view.accuracy, name, title)
+    if png:
+        parts.append(_img(png, f"{name} over the archive, {title}"))
+    grid = plot_grid(view.rendered, name)
+    if grid:
+        more = entry["members"] - len(view.rendered)
+        parts.append(
+            f"<p class=meta>{len(view.rendered)} members re-rendered by the generator (judged image | ground truth | "
+            f"prediction), the lowest {_e(name)} first"
+            + (f"; {more} more not rendered (the analysis service's --archive-images)" if more > 0 else "")
+            + ".</p>"
+        )
+        parts.append(_img(grid, f"archive image grid, {title}"))
+    return "".join(parts)
+
+
+# --------------------------------------------------------------------------- comparison (RQ1)
+
+
+def archive_outcome(view: ArchiveView | None) -> dict[str, Any]:
+    """One campaign's archive numbers as comparison Outcome fields (None without an archive)."""
+    if view is None:
+        return {}
+    acc = distribution(view.accuracy)
+    return {
+        "archive_images": len(view.indices),
+        "archive_median_accuracy": acc.get("median"),
+        "archive_mean_accuracy": acc.get("mean"),
+        "feature_diversity": view.diversity("features")[0],
+        "pixel_diversity": view.diversity("pixels")[0],
+    }
+
+
+def rq1(
+    outcomes: Sequence[Outcome],
+    views: Sequence[ArchiveView | None],
+    baseline: str,
+    alternative: str,
+    test: Callable[[Sequence[float], Sequence[float]], dict[str, Any] | None],
+) -> list[dict[str, Any]]:
+    """The paper's RQ1 table per strategy: archive images per campaign, the accuracy pooled over its campaigns'
+    archives (median, mean, Q1, min), mean feature / pixel diversity, and `test` (the comparison's Mann–Whitney U
+    and Â12) of its pooled accuracies against the baseline's. Empty when no compared campaign has an archive."""
+    pooled: dict[str, list[float]] = {}
+    per_group: dict[str, list[ArchiveView]] = {}
+    for o, view in zip(outcomes, views):
+        if view is not None:
+            pooled.setdefault(o.strategy, []).extend(view.accuracy)
+            per_group.setdefault(o.strategy, []).append(view)
+    rows = []
+    for group, members in per_group.items():
+        div = {kind: [v.diversity(kind)[0] for v in members] for kind in ("features", "pixels")}
+        row: dict[str, Any] = {
+            "strategy": group,
+            "campaigns": len(members),
+            "source": members[0].source,
+            "images_per_campaign": float(np.mean([len(v.indices) for v in members])),
+            "accuracy": distribution(pooled[group]),
+            "feature_diversity": _mean_or_none(div["features"]),
+            "pixel_diversity": _mean_or_none(div["pixels"]),
+        }
+        if group != baseline and baseline in pooled:
+            row["versus_baseline"] = test(pooled[group], pooled[baseline])
+        rows.append(row)
+    return rows
+
+
+def _mean_or_none(values: Sequence[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return float(np.mean(known)) if known else None
+
+
+def rq1_html(rows: Sequence[Mapping[str, Any]], baseline: str, name: str) -> str:
+    """The RQ1 table of a comparison page."""
+    head = (
+        "<tr><th>strategy</th><th>campaigns</th><th>images / campaign</th>"
+        f"<th>median {_e(name)}</th><th>mean</th><th>Q1</th><th>min</th>"
+        "<th>feature diversity</th><th>pixel diversity (digests)</th>"
+        f"<th>vs {_e(baseline)}: p · Â12 (band)</th></tr>"
+    )
+    body = []
+    for r in rows:
+        a = r["accuracy"]
+        t = r.get("versus_baseline")
+        test = (
+            "—"
+            if t is None
+            else f"{_fmt_float(t['p_value'], 3)} · {t['a12']:.2f} ({_e(t['effect'])})"
+            if "a12" in t
+            else "—"
+        )
+        cells = [
+            f"<td>{_e(r['strategy'])}{' (baseline)' if r['strategy'] == baseline else ''}"
+            f"<br><span class=meta>{_e(r['source'])}</span></td>",
+            f"<td class=num>{r['campaigns']}</td>",
+            f"<td class=num>{r['images_per_campaign']:.1f}</td>",
+            *(
+                f"<td class=num>{_fmt_float(a.get(k), 3) if a.get('n') else '—'}</td>"
+                for k in ("median", "mean", "q1", "min")
+            ),
+            f"<td class=num>{_fmt_float(r['feature_diversity'], 3)}</td>",
+            f"<td class=num>{_fmt_float(r['pixel_diversity'], 3)}</td>",
+            f"<td class=num>{test}</td>",
+        ]
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    return f"<table class=rq1><thead>{head}</thead><tbody>{''.join(body)}</tbody></table>"
