@@ -131,9 +131,18 @@ class ModelRegistry:
 # CPU matmul kernels pick their code path by batch shape, so one observation's action could differ in the
 # last float bits between a lock-step batch of 3 and one of 64 (measured: BipedalWalker PPO at batch 1-3,
 # MountainCar SAC at 2, 3, 79, 97, ...), and a walker turns such bits into another verdict. Every forward
-# pass therefore runs on blocks of exactly this many rows (padded), where the result was measured to be the
-# same at every row position: an input's action no longer depends on which other episodes are alive.
-INFERENCE_ROWS = 128
+# pass therefore runs on a block of one of these row counts (the smallest that holds the batch, padded), at
+# which every bundled model gives each row the same bits at every row position and every rung (measured on
+# random inputs, kept by tests/test_zoo.py): an input's action no longer depends on which other episodes are
+# alive. A batch over the top rung runs in blocks of it. The smaller rungs spare a lock-step group of 32
+# the compute of 128 rows.
+INFERENCE_BLOCKS = (16, 32, 64, 128)
+INFERENCE_ROWS = INFERENCE_BLOCKS[-1]
+
+
+def block_rows(n: int) -> int:
+    """Rows of the padded block that a batch of n (1 <= n <= INFERENCE_ROWS) observations runs in."""
+    return next(rows for rows in INFERENCE_BLOCKS if rows >= n)
 
 
 def _predict_fixed_rows(model: Any, observations: np.ndarray) -> np.ndarray:
@@ -143,18 +152,19 @@ def _predict_fixed_rows(model: Any, observations: np.ndarray) -> np.ndarray:
         return np.zeros((0, *(space.shape or ())), dtype=space.dtype or np.float32)
     blocks = []
     for start in range(0, n, INFERENCE_ROWS):
-        block = observations[start : start + INFERENCE_ROWS]
-        rows = len(block)
-        if rows < INFERENCE_ROWS:  # pad with copies of the first row; their actions are dropped
-            block = np.concatenate([block, np.repeat(block[:1], INFERENCE_ROWS - rows, axis=0)])
+        rows = min(INFERENCE_ROWS, n - start)
+        # one writable copy of the wire buffer, padded with copies of the first row (their actions are dropped)
+        block = np.empty((block_rows(rows), *observations.shape[1:]), dtype=observations.dtype)
+        block[:rows] = observations[start : start + rows]
+        block[rows:] = observations[start]
         blocks.append(_predict(model, block)[:rows])
-    return np.concatenate(blocks)
+    return blocks[0] if len(blocks) == 1 else np.concatenate(blocks)
 
 
 def _predict(model: Any, observations: np.ndarray) -> np.ndarray:
     """Deterministic actions for a batch; the same result as `model.predict(obs, deterministic=True)`.
 
-    For Box observations it calls the policy directly under no_grad, skipping predict()'s
+    For Box observations it calls the policy directly under inference_mode, skipping predict()'s
     per-call checks and conversions (measurable at one call per lock-step).
     """
     from gymnasium import spaces
@@ -170,8 +180,8 @@ def _predict(model: Any, observations: np.ndarray) -> np.ndarray:
 
     policy = model.policy
     policy.set_training_mode(False)
-    with torch.no_grad():
-        obs = torch.from_numpy(np.array(observations, dtype=np.float32))  # a writable copy of the wire buffer
+    with torch.inference_mode():
+        obs = torch.from_numpy(np.asarray(observations, dtype=np.float32))  # the padded block is a writable copy
         actions = policy._predict(obs, deterministic=True).numpy()
     if isinstance(model.action_space, spaces.Box):
         actions = actions.reshape((-1, *model.action_space.shape))
