@@ -83,15 +83,21 @@ class ArchiveView:
     relevant_images: int
     judged: int  # executions that ran (not invalid)
     rendered: list[Rendered] = field(default_factory=list)
+    # diversity's results: a report and a comparison ask more than once, and a large archive costs a second
+    _diversity: dict[str, tuple[float | None, int, str]] = field(default_factory=dict, compare=False, repr=False)
 
     def diversity(self, kind: Distance) -> tuple[float | None, int, str]:
         """(mean pairwise distance, members it is over, where their vectors came from)."""
-        if kind == self.vector_kind and self.vectors and all(v.size for v in self.vectors):
-            return mean_pairwise_distance(self.vectors, kind), len(self.vectors), "stored"
-        if not self.rendered:
-            return None, 0, "not available"
-        vectors = [r.features if kind == "features" else pixel_digest(r.image) for r in self.rendered]
-        return mean_pairwise_distance(vectors, kind), len(vectors), "re-rendered"
+        if kind not in self._diversity:
+            if kind == self.vector_kind and self.vectors and all(v.size for v in self.vectors):
+                found = mean_pairwise_distance(self.vectors, kind), len(self.vectors), "stored"
+            elif not self.rendered:
+                found = None, 0, "not available"
+            else:
+                vectors = [r.features if kind == "features" else pixel_digest(r.image) for r in self.rendered]
+                found = mean_pairwise_distance(vectors, kind), len(vectors), "re-rendered"
+            self._diversity[kind] = found
+        return self._diversity[kind]
 
 
 # --------------------------------------------------------------------------- reading
