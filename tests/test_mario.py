@@ -161,25 +161,40 @@ def test_snapshot_then_restore_replays_the_same_trajectory_bit_for_bit(mario_sui
     rng = np.random.default_rng(0)
     prefix = [int(a) for a in rng.integers(0, 2, size=25)]
     suffix = [int(a) for a in rng.integers(0, 2, size=15)]
+    take = simulator_pb2.OpenSessionRequest(snapshot=simulator_pb2.SessionSnapshot())
     session = Session(simulator(mario_suite))
     try:
         session.open()
-        for a in prefix:
+        for a in prefix[:10]:
             session.step(a)
-        snapshot = session.send(simulator_pb2.OpenSessionRequest(snapshot=simulator_pb2.SessionSnapshot()))
+        early = session.send(take)
+        for a in prefix[10:]:
+            session.step(a)
+        snapshot = session.send(take)
         assert snapshot.snapshot_id and snapshot.step == len(prefix)
         first = [session.step(a) for a in suffix]
+        # the backend's ways back: from the level start (then the emulator keeps this state as a checkpoint) ...
         restored = session.send(
             simulator_pb2.OpenSessionRequest(restore=simulator_pb2.SessionRestore(snapshot_id=snapshot.snapshot_id))
         )
         assert restored.step == len(prefix)
         second = [session.step(a) for a in suffix]
+        # ... from that checkpoint (nothing to replay) ...
+        session.send(
+            simulator_pb2.OpenSessionRequest(restore=simulator_pb2.SessionRestore(snapshot_id=snapshot.snapshot_id))
+        )
+        third = [session.step(a) for a in suffix]
+        # ... and to an earlier state than the checkpoint: the level start rebuilt by a power cycle, then replay
+        session.send(
+            simulator_pb2.OpenSessionRequest(restore=simulator_pb2.SessionRestore(snapshot_id=early.snapshot_id))
+        )
+        fourth = [session.step(a) for a in prefix[10:] + suffix][-len(suffix) :]
     finally:
         session.close()
     frames = [from_tensor(r.observation) for r in first]
     assert frames[0].shape == (4, 84, 84) and frames[0].dtype == np.uint8
     assert len({f.tobytes() for f in frames}) > 1  # Mario moves: the frames are not all the same picture
-    for a, b in zip(first, second, strict=True):
+    for a, b in [*zip(first, second, strict=True), *zip(first, third, strict=True), *zip(first, fourth, strict=True)]:
         assert np.array_equal(from_tensor(a.observation), from_tensor(b.observation))
         assert (a.reward, a.terminated, a.truncated, a.step) == (b.reward, b.terminated, b.truncated, b.step)
         assert np.array_equal(from_tensor(a.abstract_state), from_tensor(b.abstract_state))  # x and y position

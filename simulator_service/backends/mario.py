@@ -10,10 +10,14 @@ builds on); the observation is the last frame of each of the last 4 steps, grey,
 (uint8, shape 4x84x84). The reward is the emulator's per-frame reward (x progress, clock penalty) summed over the 4
 frames, and -25 when Mario loses a life (the paper's death penalty, 5x the largest per-step progress).
 
-Snapshots: nes-py keeps one native backup slot (`_backup`/`_restore`), which it uses for the level start. A snapshot
-of this env (what `copy.deepcopy` makes, and what the simulator's sessions store) is the state's action history; going
-back to it restores the level start natively and replays the history. The emulator is deterministic, so this is bit
-for bit the same state (tests/test_mario_backend.py checks it); its cost grows with the state's depth.
+Snapshots: nes-py keeps one native backup slot (`_backup`/`_restore`), which it fills with the level start. A
+snapshot of this env (what `copy.deepcopy` makes, and what the simulator's sessions store) is the state's action
+history; going back to it restores the slot natively and replays the rest of the history. After a replay the slot
+holds the state replayed to (a checkpoint), since a search comes back to a state for its other actions and then to
+its descendants: those restores replay only the actions after the checkpoint. Going back to a state that does not
+extend the checkpoint power-cycles the emulator and skips the start screen again, which gives the level start bit for
+bit, then replays the whole history. The emulator is deterministic, so a restored state is bit for bit the same
+(tests/test_mario.py checks it through the simulator's sessions).
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ FRAME_SKIP = 4
 STACK = 4
 SIZE = 84
 DEATH_PENALTY = -25.0
+LEVEL_START = (-1, ())  # what the native slot holds: (no-op frames, action history) of a checkpoint, or the level start
 
 
 def button_byte(buttons: Sequence[str]) -> int:
@@ -77,6 +82,7 @@ class MarioEnv(gym.Env):
         if action_set not in ACTION_SETS:
             raise ValueError(f"action_set must be one of {', '.join(ACTION_SETS)}, got {action_set!r}")
         self._nes = SuperMarioBrosEnv(target=(world, stage))  # ends its constructor with a backup of the level start
+        self._nes._gauntlet_slot = LEVEL_START
         self._bytes = [button_byte(b) for b in ACTION_SETS[action_set]]
         self.action_set = action_set
         self.render_mode = render_mode
@@ -98,8 +104,23 @@ class MarioEnv(gym.Env):
         self._start(noop)
         return self._frames.copy(), self._info()
 
+    def _level_start(self) -> None:
+        nes = self._nes
+        if nes._gauntlet_slot == LEVEL_START:
+            nes.reset()  # restores nes-py's native backup of the level start
+            return
+        # the slot holds a checkpoint: power-cycle and skip the start screen again, as SuperMarioBrosEnv's constructor
+        from nes_py.nes_env import _LIB  # type: ignore[import-not-found]  # only in .venv-mario
+
+        nes._will_reset()
+        _LIB.Reset(nes._env)
+        nes._did_reset()
+        nes._skip_start_screen()
+        nes._did_reset()
+        nes.done = False
+
     def _start(self, noop_frames: int) -> None:
-        self._nes.reset()  # restores nes-py's native backup of the level start
+        self._level_start()
         for _ in range(noop_frames):  # the test input: frames without input before Mario moves
             self._nes.step(0)
         self._noop_frames, self._history = noop_frames, []
@@ -159,17 +180,28 @@ class MarioEnv(gym.Env):
 
     def sync(self) -> None:
         """Puts the shared emulator into this env's state (level start restored natively, history replayed)."""
-        owner = getattr(self._nes, "_gauntlet_owner", None)
+        nes = self._nes
+        owner = getattr(nes, "_gauntlet_owner", None)
         if owner is self and owner._history == self._history:
             return
-        history, frames = list(self._history), self._frames
-        self._start(self._noop_frames)
-        max_x = self.max_x_pos
-        for index in history:
+        history, frames, max_x = list(self._history), self._frames, self.max_x_pos
+        slot_noop, slot_history = nes._gauntlet_slot
+        if slot_noop == self._noop_frames and tuple(history[: len(slot_history)]) == slot_history:
+            nes._restore()  # the checkpoint this state extends
+            nes._did_reset()  # the reward's "last" x and clock from the restored RAM, as after a step
+            nes.done = False
+            self._history = list(slot_history)
+            todo = history[len(slot_history) :]
+        else:
+            self._start(self._noop_frames)
+            todo = history
+        for index in todo:
             self._advance(index)
-            max_x = max(max_x, self.x_pos)
+        if todo:  # a checkpoint here: the search comes back to this state, or to states after it
+            nes._backup()
+            nes._gauntlet_slot = (self._noop_frames, tuple(history))
         self.max_x_pos, self._frames = max_x, frames
-        self._nes._gauntlet_owner = self
+        nes._gauntlet_owner = self
 
 
 class SyncedMario(gym.Wrapper):
