@@ -436,6 +436,9 @@ def _campaign_section(
     scatter_png = _plot_input_scatter(title, records)
     if scatter_png:
         parts.append(_img(scatter_png, f"inputs, {title}"))
+    from analysis_service.performance_report import performance_section  # lazy: it draws with this module
+
+    parts.append(performance_section(title, records))
     parts.append("<h3>Failing inputs</h3>")
     parts.append(_failures_table(entry))
     if archive is not None and "archive" in entry:

@@ -83,6 +83,7 @@ class AnalysisServicer(analysis_pb2_grpc.AnalysisServiceServicer):
                     elapsed_seconds=e.elapsed_seconds,
                     descriptors=tuple(e.descriptors),
                     final_observation=tuple(e.final_observation),
+                    trace_labels=dict(e.test_case.action_trace.labels),
                 )
                 for e in (r.execution for r in listed)
             ]
