@@ -9,12 +9,20 @@
 Ends with `throughput: suite/naive=<x> suite/batched=<y>` (ratios of episodes per second)
 and prints each service's peak resident memory.
 
-    python bench/throughput.py [--episodes 256] [--parallelism 64]
+    python bench/throughput.py [--episodes 256] [--parallelism 64] [--profile DIR]
+
+With --profile DIR, py-spy (the dev extra) samples the simulator, agent, generator and oracle processes
+during the two-group suite run; their collapsed stacks go to DIR/<service>.txt and the busiest frames of
+each are printed (they cost the suite some throughput: compare ratios without it).
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
+import re
+import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -37,6 +45,8 @@ from simulator_service.trace import TraceRecorder
 
 MODEL = "cartpole-ppo"
 SIGNALS = ["observations", "actions", "final_observation"]  # what the CartPole oracle asks the simulator for
+PROFILED = ("simulator", "agent", "generator", "oracle")
+WRAPPERS = ("grpc_method.", "AdmissionLimit.")  # every handler runs inside them: not worth a line of the summary
 
 
 def peak_rss_mb(pid: int) -> float:
@@ -46,7 +56,65 @@ def peak_rss_mb(pid: int) -> float:
     return float("nan")
 
 
-def run_suite(config: CampaignConfig, model_root: Path, pipeline: int) -> tuple[float, int, dict[str, float]]:
+def start_profilers(pids: dict[str, int], folder: Path) -> list[subprocess.Popen[bytes]]:
+    """One py-spy sampler per service process (CPU samples only, 100 Hz, collapsed stacks)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    py_spy = Path(sys.executable).parent / "py-spy"
+    return [
+        subprocess.Popen(
+            [str(py_spy), "record", "--pid", str(pid), "--rate", "100", "--nonblocking", "--format", "raw"]
+            + ["--output", str(folder / f"{name}.txt")],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for name, pid in pids.items()
+    ]
+
+
+def stop_profilers(profilers: list[subprocess.Popen[bytes]]) -> None:
+    for p in profilers:
+        p.send_signal(signal.SIGINT)  # py-spy writes its file on Ctrl-C
+    for p in profilers:
+        p.wait(timeout=60)
+
+
+def flame_summary(path: Path, top: int = 6) -> list[str]:
+    """The frames that hold the most samples in a py-spy collapsed-stack file: self time, and inclusive time of
+    the project's own functions (file paths shortened). py-spy counts a thread blocked in Condition.wait as busy
+    (its timed waits spin in Python), so those lines are hand-offs between threads, not computation."""
+    own: collections.Counter[str] = collections.Counter()
+    inclusive: collections.Counter[str] = collections.Counter()
+    total = 0
+    for line in path.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack:
+            continue
+        n = int(count)
+        total += n
+        frames = [_short(f) for f in stack.split(";") if not f.startswith(("process ", "thread "))]
+        if frames:
+            own[frames[-1]] += n
+        for f in set(frames):
+            if ("_service/" in f or "common/" in f) and not f.startswith(WRAPPERS):
+                inclusive[f] += n
+    lines = [
+        f"{path.stem}: {total} samples; self: "
+        + ", ".join(f"{f} {100 * c / total:.0f}%" for f, c in own.most_common(top))
+    ]
+    lines.append("  within: " + ", ".join(f"{f} {100 * c / total:.0f}%" for f, c in inclusive.most_common(top)))
+    return lines
+
+
+def _short(frame: str) -> str:
+    m = re.match(r"(.*) \((.*?):\d+\)$", frame)
+    if not m:
+        return frame
+    return f"{m.group(1)} ({re.sub(r'.*/(site-packages|bench|main)/', '', m.group(2))})"
+
+
+def run_suite(
+    config: CampaignConfig, model_root: Path, pipeline: int, profile: Path | None = None
+) -> tuple[float, int, dict[str, float]]:
     with tempfile.TemporaryDirectory() as tmp:
         with LocalSuite(
             store_url=f"sqlite:///{tmp}/bench.db",
@@ -55,10 +123,13 @@ def run_suite(config: CampaignConfig, model_root: Path, pipeline: int) -> tuple[
             simulator_pipeline=pipeline,
         ) as local:
             gen = generator_pb2_grpc.GeneratorServiceStub(client_channel(local.endpoint("generator")))
+            pids = {name: local.services[name].process.pid for name in PROFILED}
+            profilers = start_profilers(pids, profile) if profile else []
             started = time.perf_counter()
             cid = gen.StartCampaign(generator_pb2.StartCampaignRequest(spec=config.to_proto())).status.campaign_id
             status = list(gen.WatchCampaign(generator_pb2.WatchCampaignRequest(campaign_id=cid)))[-1].status
             seconds = time.perf_counter() - started
+            stop_profilers(profilers)
             memory = {name: peak_rss_mb(s.process.pid) for name, s in local.services.items()}
     return seconds, int(status.steps), memory
 
@@ -100,6 +171,7 @@ def main() -> None:
     parser.add_argument("--parallelism", type=int, default=64, help="environments in lock-step (default 64)")
     parser.add_argument("--model-root", type=Path, default=DEFAULT_MODEL_ROOT, help="zoo folder (default: bundled)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--profile", type=Path, help="sample the services with py-spy during the suite run")
     args = parser.parse_args()
 
     import torch
@@ -121,7 +193,7 @@ def main() -> None:
     model = algorithm_class("PPO").load(args.model_root / MODEL / "model.zip", device="cpu")
 
     single_s, _, _ = run_suite(config, args.model_root, pipeline=1)
-    suite_s, suite_steps, memory = run_suite(config, args.model_root, pipeline=2)
+    suite_s, suite_steps, memory = run_suite(config, args.model_root, pipeline=2, profile=args.profile)
     naive_s, naive_steps = run_naive(jobs, model)
     batched_s, batched_steps = run_batched(jobs, model, args.parallelism)
     if not suite_steps == naive_steps == batched_steps:
@@ -137,6 +209,8 @@ def main() -> None:
     print(f"{'way':34s} {'seconds':>8s} {'episodes/s':>11s} {'steps/s':>10s}")
     for name, seconds, steps in rows:
         print(f"{name:34s} {seconds:8.2f} {n / seconds:11.1f} {steps / seconds:10.0f}")
+    for name in PROFILED if args.profile else ():
+        print("\n".join(flame_summary(args.profile / f"{name}.txt")))
     print("peak resident memory per service (MiB): " + ", ".join(f"{k} {v:.0f}" for k, v in memory.items()))
     print(f"one group: suite/naive={naive_s / single_s:.2f} suite/batched={batched_s / single_s:.2f}")
     print(f"throughput: suite/naive={naive_s / suite_s:.2f} suite/batched={batched_s / suite_s:.2f}")
