@@ -11,7 +11,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet torch==2.13.0
-	$(BIN)/pip install --quiet -e ".[dev]"
+	$(BIN)/pip install --quiet -e ".[all,dev]"
 	# the airsim backend's client (pyproject's `airsim` extra): its 1.8.1 sdist imports msgpackrpc while it builds,
 	# so msgpack-rpc-python goes in first and airsim without build isolation; --no-deps skips opencv-contrib-python,
 	# which only airsim's image-file helpers use (docs/subjects/airsim.md)

@@ -219,7 +219,7 @@ def test_rendered_manifests_validate_strictly_against_the_kubernetes_schemas(ver
 def test_images_are_pinned_and_come_from_the_kustomization_s_images_entries() -> None:
     kustomization = yaml.safe_load((K8S / "kustomization.yaml").read_text())
     entries = {e["name"]: e for e in kustomization["images"]}
-    assert set(entries) == {"gauntlet", "gauntlet-torch", "postgres"}
+    assert set(entries) == {*(f"gauntlet-{role}" for role in SERVICES), "postgres"}
     for entry in entries.values():
         assert re.fullmatch(r"\d+\.\d+(\.\d+)?", str(entry["newTag"])), entry  # an exact version, never latest/16
     # every manifest names a bare image, so the registry prefix and tag live in one place
@@ -246,7 +246,7 @@ def test_the_registry_overlay_sets_the_prefix_and_tag_of_every_image() -> None:
     validates."""
     overlay = K8S.parent / "k8s-registry"
     entries = {e["name"]: e for e in yaml.safe_load((overlay / "kustomization.yaml").read_text())["images"]}
-    assert set(entries) == {"gauntlet", "gauntlet-torch", "postgres"}
+    assert set(entries) == {*(f"gauntlet-{role}" for role in SERVICES), "postgres"}
     rendered = _render(overlay)
     every = set().union(*_images(rendered).values())
     assert every == {f"{e['newName']}:{e['newTag']}" for e in entries.values()}
