@@ -14,7 +14,12 @@ def main() -> None:
         description="Runs test cases of the declared subjects in lock-step batches (gauntlet.v1.SimulatorService). "
         f"Subjects are YAML files: the built-in ones plus folders listed in ${SUBJECT_PATH_ENV}.",
     )
-    parser.add_argument("--agent-endpoint", default="", help="host:port of the agent service to act with")
+    parser.add_argument(
+        "--agent-endpoint",
+        default="",
+        help="host:port of the agent service to act with; several replicas comma-separated (a:1,b:2): each "
+        "lock-step group of a batch acts with one of them, round robin (--pipeline groups, so at most that many)",
+    )
     parser.add_argument(
         "--translator-endpoint",
         default="",

@@ -105,7 +105,7 @@ def run_lockstep(
     env_factory: Callable[[], gym.Env],
     envs: list[gym.Env],
     jobs: Iterable[Job],
-    act: ActFn | Actor,
+    act: ActFn | Actor | Sequence[Actor],
     recorder_factory: Callable[[], TraceRecorder],
     max_steps: int | None = None,
     groups: int = 1,
@@ -120,13 +120,17 @@ def run_lockstep(
     An environment that raises is replaced by a fresh one from `env_factory` and its job
     yields an Outcome with `error` set; an AgentError propagates (the agent is shared by all slots).
     A `stage` runs between the environments and the agent at every lock-step (see ObservationStage).
+    Given several actors (e.g. streams to several agent replicas), group g sends to actor g % len(actors).
     """
-    actor: Actor = act if isinstance(act, Actor) else LocalActor(act)
+    if isinstance(act, Sequence):
+        actors: list[Actor] = list(act)
+    else:
+        actors = [act if isinstance(act, Actor) else LocalActor(act)]
     pending = iter(jobs)
     slots = [_Slot(env) for env in envs]
     recorders = [recorder_factory() for _ in slots]
     groups = max(1, min(groups, len(slots)))
-    in_flight: deque[list[int]] = deque()
+    in_flight: deque[tuple[list[int], Actor]] = deque()  # each actor answers its own requests in order
 
     def fill(i: int) -> Outcome | None:
         """Starts the next job in slot i (resetting, then replaying its action-trace prefix if it has one); returns
@@ -194,8 +198,9 @@ def run_lockstep(
             batch = pack_observations([slots[i].obs for i in active])
             if stage is not None:
                 batch = stage.expand([slots[i].env for i in active], batch)
+            actor = actors[group % len(actors)]
             actor.send(batch)
-            in_flight.append(active)
+            in_flight.append((active, actor))
 
     for i in range(len(slots)):
         while (err := fill(i)) is not None:
@@ -204,7 +209,7 @@ def run_lockstep(
         launch(g)
 
     while in_flight:
-        active = in_flight.popleft()
+        active, actor = in_flight.popleft()
         actions = actor.receive()
         if stage is not None:
             actions = stage.contract(actions, len(active))

@@ -98,11 +98,15 @@ class SimulatorServicer(simulator_pb2_grpc.SimulatorServiceServicer):
         self.peers = Peers(peers, credentials)
         # A request may name another agent/translator service, but only one the operator configured: a client must
         # never make this service open connections of its choosing (server-side request forgery).
-        self.allowed_endpoints = frozenset(e for e in (agent_endpoint, translator_endpoint, *allowed_endpoints) if e)
+        # several agent endpoints (comma-separated): replicas of one agent service, each lock-step group acts with one
+        self.agent_endpoints = tuple(e.strip() for e in agent_endpoint.split(",") if e.strip())
+        self.allowed_endpoints = frozenset(
+            e for e in (*self.agent_endpoints, translator_endpoint, *allowed_endpoints) if e
+        )
         self.translator_endpoint = translator_endpoint  # image subjects' default translator service
         self.credentials = credentials  # presented to every agent this simulator calls
         self.pipeline = max(1, pipeline)
-        self.agent_endpoint = agent_endpoint
+        self.agent_endpoint = self.agent_endpoints[0] if self.agent_endpoints else ""
         self.default_parallelism = default_parallelism
         self.pool = EnvPool()
         self._channels: dict[str, grpc.Channel] = {}
@@ -350,13 +354,18 @@ class SimulatorServicer(simulator_pb2_grpc.SimulatorServiceServicer):
             TraceRecorder(subject, list(request.trace.signals))  # an unknown signal fails before any episode runs
         except KeyError as exc:
             raise InvalidArgument(str(exc.args[0])) from None
-        agent_endpoint = self._endpoint("agent_endpoint", request.agent_endpoint, self.agent_endpoint)
+        if request.agent_endpoint:
+            agent_endpoints = [self._endpoint("agent_endpoint", request.agent_endpoint, self.agent_endpoint)]
+        else:
+            agent_endpoints = list(self.agent_endpoints) or [""]
         self._endpoint("translator_endpoint", request.translator_endpoint, self.translator_endpoint)  # before any env
-        stub = self._agent_stub(agent_endpoint)
-        key = (agent_endpoint, request.model.name, subject.name)
-        if key not in self._fits:
-            check_model_fits(stub, request.model.name, subject.name, *self._spaces_of(subject))
-            self._fits.add(key)
+        stubs = [self._agent_stub(endpoint) for endpoint in agent_endpoints]
+        for agent_endpoint, stub in zip(agent_endpoints, stubs):
+            key = (agent_endpoint, request.model.name, subject.name)
+            if key not in self._fits:
+                check_model_fits(stub, request.model.name, subject.name, *self._spaces_of(subject))
+                self._fits.add(key)
+        stub = stubs[0]  # the image stage's encoder
 
         repetitions = max(request.repetitions, 1)
         traces = {c.id: self._trace(subject, c) for c in request.test_cases if c.HasField("action_trace")}
@@ -372,33 +381,35 @@ class SimulatorServicer(simulator_pb2_grpc.SimulatorServiceServicer):
         except ServiceError:  # e.g. no translator endpoint: the envs go back unused
             self.pool.give(subject, envs)
             raise
-        agent = AgentStream(stub, request.model.name)
+        # with 2 groups the agent answers one half while this thread steps the other (>= 8 envs a group); with
+        # several agent endpoints group g acts with endpoint g % endpoints (one stream each), round robin
+        groups = max(1, min(self.pipeline, len(envs) // 8))
+        agents = [AgentStream(s, request.model.name) for s in stubs[:groups]]
         ACTIVE.inc()
 
         class MeteredAgent:
-            """The agent stream, counting steps and timing the wait for each answer."""
+            """An agent stream, counting steps and timing the wait for each answer."""
+
+            def __init__(self, agent: AgentStream) -> None:
+                self.agent = agent
 
             def send(self, observations: np.ndarray) -> None:
                 STEPS.labels(subject.name).inc(len(observations))
-                agent.send(observations)
+                self.agent.send(observations)
 
             def receive(self) -> np.ndarray:
                 started = time.perf_counter()
-                actions = agent.receive()
+                actions = self.agent.receive()
                 LOCKSTEP.observe(time.perf_counter() - started)
                 return actions
 
-        act = MeteredAgent()
-
         healthy = True
         try:
-            # with 2 groups the agent answers one half while this thread steps the other (>= 8 envs a group)
-            groups = max(1, min(self.pipeline, len(envs) // 8))
             for out in run_lockstep(
                 lambda: make_env(subject),
                 envs,
                 jobs,
-                act,
+                [MeteredAgent(agent) for agent in agents],
                 lambda: TraceRecorder(subject, list(request.trace.signals)),
                 max_steps=request.max_steps or None,
                 groups=groups,
@@ -428,7 +439,8 @@ class SimulatorServicer(simulator_pb2_grpc.SimulatorServiceServicer):
             raise
         finally:
             ACTIVE.dec()
-            agent.close()
+            for agent in agents:
+                agent.close()
             if healthy:
                 self.pool.give(subject, envs)
 
