@@ -149,6 +149,7 @@ def run_pipeline(
                 "tests": measured.tests,
                 "invalid": measured.invalid,
                 "mean_fail_frequency": measured.mean,
+                "mean_reward": measured.mean_reward,
                 "per_boundary": measured.per_boundary,
                 "wall_seconds": status.wall_seconds,
             }
@@ -205,19 +206,16 @@ def run_pipeline(
 
 
 def correlation(report: dict[str, Any]) -> dict[str, Any]:
-    """Safety vs performance across agents and suites: Pearson r between each (agent, suite)'s mean fail frequency
-    and that agent's simple-performance gap R_a − R_t. NaN with fewer than 3 pairs or a constant side (one agent)."""
-    fails, gaps = [], []
+    """Safety vs performance across agents and suites, as the paper's Section 7 measures it: Pearson r between each
+    (agent, suite)'s mean fail frequency and the mean accumulated reward of the same tests (our RS suite left out).
+    NaN with fewer than 3 pairs or a constant side."""
+    fails, rewards = [], []
     for agent in report["agents"].values():
-        simple = agent.get("performance", {}).get("simple", {})
-        if 0 not in simple.get("R_a", {}) or 0 not in simple.get("R_t", {}):
-            continue
-        gap = simple["R_a"][0] - simple["R_t"][0]
         for name, suite in agent["suites"].items():
-            if name != "RS":
+            if name != "RS" and "mean_reward" in suite:
                 fails.append(suite["mean_fail_frequency"])
-                gaps.append(gap)
-    return {"pairs": len(fails), "pearson_r": pearson(fails, gaps), "agents": len(report["agents"])}
+                rewards.append(suite["mean_reward"])
+    return {"pairs": len(fails), "pearson_r": pearson(fails, rewards), "agents": len(report["agents"])}
 
 
 def boundary_vs_random(report: dict[str, Any]) -> float:
@@ -249,13 +247,14 @@ def write_markdown(report: dict[str, Any], path: Path, command: str) -> None:
         "",
         "## Step 2: safety suites (mean fail frequency over valid tests)",
         "",
-        "| agent | suite | tests | invalid | mean fail frequency |",
-        "|---|---|---|---|---|",
+        "| agent | suite | tests | invalid | mean fail frequency | mean accumulated reward |",
+        "|---|---|---|---|---|---|",
     ]
     for model, agent in report["agents"].items():
         for name, suite in agent["suites"].items():
             lines.append(
-                f"| {model} | {name} | {suite['tests']} | {suite['invalid']} | {suite['mean_fail_frequency']:.3f} |"
+                f"| {model} | {name} | {suite['tests']} | {suite['invalid']} | {suite['mean_fail_frequency']:.3f} | "
+                f"{suite.get('mean_reward', float('nan')):.2f} |"
             )
     fuzz = report.get("fuzzing", {})
     if fuzz:
@@ -294,8 +293,9 @@ def write_markdown(report: dict[str, Any], path: Path, command: str) -> None:
         + " |",
         f"| boundary states | {PAPER['boundary']} | boundary_vs_random_state_fail_rate = {ratio:.2f} |",
         f"| performance | {PAPER['performance']} | see Step 4 and the figure |",
-        f"| correlation | {PAPER['correlation']} | r = {corr.get('pearson_r', float('nan')):.2f} over "
-        f"{corr.get('pairs', 0)} (agent, suite) pairs of {corr.get('agents', 0)} agent(s) |",
+        f"| correlation | {PAPER['correlation']} | r = {corr.get('pearson_r', float('nan')):.2f} (fail frequency vs "
+        f"mean accumulated reward) over {corr.get('pairs', 0)} (agent, suite) pairs of {corr.get('agents', 0)} "
+        "agent(s) |",
         "",
     ]
     path.write_text("\n".join(lines))
@@ -381,7 +381,8 @@ def main(argv: list[str] | None = None) -> int:
         for name, suite in agent["suites"].items():
             print(
                 f"agent={model} suite={name} tests={suite['tests']} invalid={suite['invalid']} "
-                f"mean_fail_frequency={suite['mean_fail_frequency']:.3f}"
+                f"mean_fail_frequency={suite['mean_fail_frequency']:.3f} "
+                f"mean_reward={suite.get('mean_reward', float('nan')):.2f}"
             )
         simple = agent.get("performance", {}).get("simple", {})
         print(f"agent={model} R_a={simple.get('R_a', {}).get(0)} R_t={simple.get('R_t', {}).get(0)}")

@@ -195,3 +195,22 @@ def test_fittest_traces_and_performance_are_measured_from_stored_executions() ->
     assert measured.agent == {0: 3.0, 20: 1.0} and measured.traces == {0: 3.0, 20: 5.0}
     assert pearson([0.1, 0.2, 0.3], [3.0, 2.0, 1.0]) == pytest.approx(-1.0)
     assert np.isnan(pearson([0.1, 0.2, 0.3], [1.0, 1.0, 1.0]))  # one agent: a constant performance side
+
+
+def test_a_suite_is_measured_by_fail_frequency_and_accumulated_reward_over_its_valid_tests() -> None:
+    from common.generated.gauntlet.v1 import generator_pb2, oracle_pb2
+    from generator_service.search_based.safety_metrics import measure_suite
+
+    def execution(case: str, boundary: str, failed: int, reward: float, invalid: bool = False):
+        e = generator_pb2.Execution(repetitions=4, failed_repetitions=failed, total_reward=reward)
+        e.test_case.id = case
+        e.test_case.action_trace.labels["boundary"] = boundary
+        e.verdict = oracle_pb2.VERDICT_KIND_INVALID if invalid else oracle_pb2.VERDICT_KIND_PASS
+        return e
+
+    measured = measure_suite(
+        [execution("a", "0", 1, 10.0), execution("b", "0", 3, 30.0), execution("c", "1", 4, 2.0, invalid=True)]
+    )
+    assert (measured.tests, measured.invalid) == (3, 1)
+    assert measured.mean == pytest.approx(0.5) and measured.per_boundary == {0: 0.5}
+    assert measured.mean_reward == pytest.approx(20.0)  # the invalid test's reward is not counted

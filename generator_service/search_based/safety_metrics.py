@@ -25,11 +25,15 @@ class SuiteMeasurement:
     fail_frequency: dict[str, float] = field(default_factory=dict)  # test-case id -> fail frequency
     per_boundary: dict[int, float] = field(default_factory=dict)  # boundary index -> normalised fail frequency
     mean: float = 0.0
+    # the mean accumulated reward over the valid tests (each execution's total_reward): the performance side of
+    # the paper's safety-vs-performance correlation (Section 7), which is measured while testing with the suites
+    mean_reward: float = 0.0
 
 
 def measure_suite(executions: Iterable[generator_pb2.Execution]) -> SuiteMeasurement:
     out = SuiteMeasurement()
     by_boundary: dict[int, list[float]] = defaultdict(list)
+    rewards: list[float] = []
     for e in executions:
         out.tests += 1
         if e.verdict == oracle_pb2.VERDICT_KIND_INVALID:
@@ -37,8 +41,10 @@ def measure_suite(executions: Iterable[generator_pb2.Execution]) -> SuiteMeasure
             continue
         frequency = e.failed_repetitions / e.repetitions if e.repetitions else 0.0
         out.fail_frequency[e.test_case.id] = frequency
+        rewards.append(float(e.total_reward))
         by_boundary[int(e.test_case.action_trace.labels.get("boundary", "-1"))].append(frequency)
     out.per_boundary = {b: sum(v) / len(v) for b, v in sorted(by_boundary.items())}
     values = list(out.fail_frequency.values())
     out.mean = sum(values) / len(values) if values else 0.0
+    out.mean_reward = sum(rewards) / len(rewards) if rewards else 0.0
     return out
