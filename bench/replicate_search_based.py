@@ -46,6 +46,9 @@ PAPER = {
     "correlation": "safety and performance correlate negatively across agents, Pearson r about -0.7",
 }
 
+# the DFS runs in one OpenSession stream, and a stream's deadline covers all of it
+SESSION_TIMEOUT_SECONDS = 6 * 3600.0
+
 
 def search_reference(
     simulator: simulator_pb2_grpc.SimulatorServiceStub,
@@ -53,13 +56,14 @@ def search_reference(
     path: Path,
     max_samples: int,
     revisit_shorter: bool = True,
+    session_timeout: float = SESSION_TIMEOUT_SECONDS,
 ) -> dict[str, Any]:
     """Step 1: the DFS over a session of `subject`, stored at `path`; returns the stored document."""
     info = simulator.DescribeEnvironment(simulator_pb2.DescribeEnvironmentRequest(subject=subject), timeout=60)
     if not info.HasField("search"):
         raise SystemExit(f"subject {subject} declares no `search` section (docs/strategies/search-based.md)")
     declaration = info.search
-    env = SessionEnvironment(simulator, subject, declaration)
+    env = SessionEnvironment(simulator, subject, declaration, timeout=session_timeout)
     try:
         result = depth_first_search(
             env,
@@ -97,12 +101,15 @@ def run_pipeline(
     n_ep: int = 10,
     width: int = 20,
     revisit_shorter: bool = True,
+    session_timeout: float = SESSION_TIMEOUT_SECONDS,
 ) -> dict[str, Any]:
     """DFS, the suites, trace fuzzing and performance testing on a running suite; what was measured."""
     simulator = simulator_pb2_grpc.SimulatorServiceStub(client_channel(local.endpoint("simulator")))
     gen = generator_pb2_grpc.GeneratorServiceStub(client_channel(local.endpoint("generator")))
     relative = Path("search") / f"{subject}.json"
-    document = search_reference(simulator, subject, local.artifact_root / relative, max_samples, revisit_shorter)
+    document = search_reference(
+        simulator, subject, local.artifact_root / relative, max_samples, revisit_shorter, session_timeout
+    )
     report: dict[str, Any] = {
         "subject": subject,
         "models": models,
@@ -335,6 +342,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", required=True, nargs="+", help="the agent(s) under test, e.g. taxi-qlearning")
     parser.add_argument("--max-samples", type=int, default=20_000, help="DFS budget in sampled transitions")
     parser.add_argument("--printed-visited-rule", action="store_true", help="never re-explore a visited state")
+    parser.add_argument(
+        "--session-timeout",
+        type=float,
+        default=SESSION_TIMEOUT_SECONDS,
+        help=f"deadline of the DFS's one simulator session in seconds (default {SESSION_TIMEOUT_SECONDS:g}; Mario "
+        "samples cost about 0.3-0.8 s each here)",
+    )
     parser.add_argument("--repetitions", type=int, default=10, help="n: runs per safety test case")
     parser.add_argument("--agent-steps", type=int, default=40, help="l: agent steps after a prefix")
     parser.add_argument("--random-states", type=int, default=100, help="RS: random states on τ_ref per agent")
@@ -368,6 +382,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.n_ep,
                 args.width,
                 not args.printed_visited_rule,
+                args.session_timeout,
             )
     command = "python bench/replicate_search_based.py " + " ".join(argv if argv is not None else sys.argv[1:])
     args.out.mkdir(parents=True, exist_ok=True)
