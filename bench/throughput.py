@@ -1,4 +1,4 @@
-"""Episode throughput on CartPole, measured three ways side by side on the same test cases.
+"""Episode throughput on a subject (CartPole by default), measured three ways side by side on the same test cases.
 
 1. suite:   a campaign through the services (generator -> simulator -> agent ActStream, oracle),
             with 64 environments in lock-step, as the simulator runs by default (two pipelined groups
@@ -10,6 +10,7 @@ Ends with `throughput: suite/naive=<x> suite/batched=<y>` (ratios of episodes pe
 and prints each service's peak resident memory.
 
     python bench/throughput.py [--episodes 256] [--parallelism 64] [--profile DIR]
+    python bench/throughput.py --subject lunarlander     # a costlier subject: its zoo model, lunarlander-ppo
 
 With --profile DIR, py-spy (the dev extra) samples the simulator, agent, generator and oracle processes
 during the two-group suite run; their collapsed stacks go to DIR/<service>.txt and the busiest frames of
@@ -28,6 +29,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import yaml
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agent_service.algorithms import algorithm_class
@@ -43,7 +46,6 @@ from simulator_service.runner import Job, run_lockstep
 from simulator_service.subject import get_subject
 from simulator_service.trace import TraceRecorder
 
-MODEL = "cartpole-ppo"
 SIGNALS = ["observations", "actions", "final_observation"]  # what the CartPole oracle asks the simulator for
 PROFILED = ("simulator", "agent", "generator", "oracle")
 WRAPPERS = ("grpc_method.", "AdmissionLimit.")  # every handler runs inside them: not worth a line of the summary
@@ -134,8 +136,8 @@ def run_suite(
     return seconds, int(status.steps), memory
 
 
-def run_naive(jobs: list[Job], model: object) -> tuple[float, int]:
-    subject = get_subject("cartpole")
+def run_naive(subject_name: str, jobs: list[Job], model: object) -> tuple[float, int]:
+    subject = get_subject(subject_name)
     env = make_env(subject)
     steps = 0
     started = time.perf_counter()
@@ -144,14 +146,14 @@ def run_naive(jobs: list[Job], model: object) -> tuple[float, int]:
         done = False
         while not done:
             action, _ = model.predict(obs, deterministic=True)  # type: ignore[attr-defined]
-            obs, _, terminated, truncated, _ = env.step(int(action))
+            obs, _, terminated, truncated, _ = env.step(action)
             steps += 1
             done = terminated or truncated
     return time.perf_counter() - started, steps
 
 
-def run_batched(jobs: list[Job], model: object, parallelism: int) -> tuple[float, int]:
-    subject = get_subject("cartpole")
+def run_batched(subject_name: str, jobs: list[Job], model: object, parallelism: int) -> tuple[float, int]:
+    subject = get_subject(subject_name)
     started = time.perf_counter()
     outcomes = list(
         run_lockstep(
@@ -172,30 +174,37 @@ def main() -> None:
     parser.add_argument("--model-root", type=Path, default=DEFAULT_MODEL_ROOT, help="zoo folder (default: bundled)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--profile", type=Path, help="sample the services with py-spy during the suite run")
+    parser.add_argument("--subject", default="cartpole", help="subject of every episode (default cartpole)")
+    parser.add_argument("--model", help="zoo model under test (default: the zoo's first model of the subject)")
     args = parser.parse_args()
+    models = yaml.safe_load((args.model_root / "manifest.yaml").read_text())["models"]
+    name = args.model or next((m for m, e in models.items() if e["subject"] == args.subject), None)
+    if name not in models or models[name]["subject"] != args.subject:
+        known = ", ".join(m for m, e in models.items() if e["subject"] == args.subject) or "none"
+        parser.error(f"--model: no zoo model {name!r} for subject {args.subject!r} (its models: {known})")
 
     import torch
 
     torch.set_num_threads(1)  # the agent service runs with one thread too
     config = CampaignConfig(
         name="bench",
-        subject="cartpole",
-        model=MODEL,
+        subject=args.subject,
+        model=name,
         seed=args.seed,
         budget={"max_executions": args.episodes},
         batch_size=args.episodes,
         parallelism=args.parallelism,
     )
     # the same test cases and episode seeds the campaign will use
-    space = get_subject("cartpole").space
+    space = get_subject(args.subject).space
     values = make_strategy("random", space, derive_seed(args.seed, "strategy")).ask(args.episodes)
     jobs = [Job(f"t{i + 1:07d}", v, derive_seed(args.seed, f"t{i + 1:07d}", 0)) for i, v in enumerate(values)]
-    model = algorithm_class("PPO").load(args.model_root / MODEL / "model.zip", device="cpu")
+    model = algorithm_class(models[name]["algorithm"]).load(args.model_root / name / "model.zip", device="cpu")
 
     single_s, _, _ = run_suite(config, args.model_root, pipeline=1)
     suite_s, suite_steps, memory = run_suite(config, args.model_root, pipeline=2, profile=args.profile)
-    naive_s, naive_steps = run_naive(jobs, model)
-    batched_s, batched_steps = run_batched(jobs, model, args.parallelism)
+    naive_s, naive_steps = run_naive(args.subject, jobs, model)
+    batched_s, batched_steps = run_batched(args.subject, jobs, model, args.parallelism)
     if not suite_steps == naive_steps == batched_steps:
         print(f"warning: step counts differ (suite {suite_steps}, naive {naive_steps}, batched {batched_steps})")
 
