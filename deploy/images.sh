@@ -15,7 +15,7 @@
 #    image starts (`--help`), print `image sizes (MB): <role>=<n> ...` (MB = 10^6 bytes, as `docker images` counts).
 #
 # Settings (environment): GAUNTLET_TAG (0.1.0), BASE_IMAGE, DEBIAN_MIRROR (http://deb.debian.org/debian),
-# PIP (the pip that fills the wheelhouse: .venv/bin/pip, else python3 -m pip), WHEELHOUSE (build/wheelhouse),
+# PYTHON (.venv/bin/python, else python3), PIP (the pip that fills the wheelhouse: $PYTHON -m pip), WHEELHOUSE (build/wheelhouse),
 # WHEEL_PORT (38471; it is part of the build's cache key, so keep it fixed), DOCKER (docker),
 # SIMULATOR_APT_PACKAGES (empty; libosmesa6 adds CPU rendering of MuJoCo frames to the simulator image, +315 MB).
 set -euo pipefail
@@ -29,9 +29,9 @@ DOCKER=${DOCKER:-docker}
 MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 WHEELHOUSE=${WHEELHOUSE:-build/wheelhouse}
 WHEEL_PORT=${WHEEL_PORT:-38471}
-if [ -z "${PIP:-}" ]; then
-  if [ -x .venv/bin/pip ]; then PIP=.venv/bin/pip; else PIP="python3 -m pip"; fi
-fi
+# Python >= 3.11 (tomllib) for deploy/requirements.py and the wheelhouse's server: the project's venv when there is one
+if [ -x .venv/bin/python ]; then PYTHON=${PYTHON:-.venv/bin/python}; else PYTHON=${PYTHON:-python3}; fi
+PIP=${PIP:-$PYTHON -m pip}
 
 for role in "${ROLES[@]}"; do
   case " ${ALL_ROLES[*]} " in *" $role "*) ;; *) echo "unknown role $role (roles: ${ALL_ROLES[*]})" >&2; exit 2 ;; esac
@@ -81,7 +81,7 @@ requirements=$(mktemp)
 server_pid=
 cleanup() { rm -f "$requirements"; if [ -n "$server_pid" ]; then kill "$server_pid" 2>/dev/null || true; fi; }
 trap cleanup EXIT
-python3 deploy/requirements.py pyproject.toml "${ROLES[@]}" >"$requirements"
+"$PYTHON" deploy/requirements.py pyproject.toml "${ROLES[@]}" >"$requirements"
 # the build backend too (pyproject's build-system.requires): the project itself is installed with --no-index
 echo "setuptools>=68" >>"$requirements"
 echo "wheel" >>"$requirements"
@@ -93,10 +93,10 @@ if ls "$WHEELHOUSE" | grep -Ei '^nvidia[-_]|^torch-[^+]*-' >/dev/null; then
 fi
 echo "wheelhouse: $WHEELHOUSE, $(ls "$WHEELHOUSE" | wc -l) wheels, $(elapsed "$t") s"
 
-python3 -m http.server --bind 127.0.0.1 --directory "$WHEELHOUSE" "$WHEEL_PORT" >/dev/null 2>&1 &
+"$PYTHON" -m http.server --bind 127.0.0.1 --directory "$WHEELHOUSE" "$WHEEL_PORT" >/dev/null 2>&1 &
 server_pid=$!
 for _ in $(seq 50); do
-  python3 - "$WHEEL_PORT" <<'EOF' && break
+  "$PYTHON" - "$WHEEL_PORT" <<'EOF' && break
 import sys, urllib.request
 try:
     urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/", timeout=1)
