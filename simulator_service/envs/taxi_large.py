@@ -42,6 +42,7 @@ MAP_FILE = Path(__file__).with_name("taxi_large_map.yaml")
 MAX_EPISODE_STEPS = 200
 SOUTH, NORTH, EAST, WEST, PICKUP, DROPOFF = range(6)
 _MOVES = {SOUTH: (1, 0), NORTH: (-1, 0), EAST: (0, 1), WEST: (0, -1)}
+_SIDEWAYS = {SOUTH: (EAST, WEST), NORTH: (EAST, WEST), EAST: (SOUTH, NORTH), WEST: (SOUTH, NORTH)}
 
 
 @dataclass(frozen=True)
@@ -110,9 +111,20 @@ def load_map(path: Path = MAP_FILE) -> TaxiMap:
 class TaxiLargeEnv(gym.Env):
     metadata = {"render_modes": ["ansi"], "render_fps": 4}
 
-    def __init__(self, map_path: str | None = None, end_on_fault: bool = True, render_mode: str | None = None) -> None:
+    def __init__(
+        self,
+        map_path: str | None = None,
+        end_on_fault: bool = True,
+        render_mode: str | None = None,
+        slip: float = 0.0,
+    ) -> None:
         self.map = load_map(Path(map_path) if map_path else MAP_FILE)
         self.end_on_fault = bool(end_on_fault)
+        # a stochastic taxi (Gymnasium's rainy Taxi: 0.2): a move goes to one of its two sideways neighbours with this
+        # probability, drawn from np_random; 0 (the default) draws nothing, so the deterministic subject is unchanged
+        if not 0.0 <= float(slip) <= 1.0:
+            raise ValueError(f"slip={slip} is outside [0, 1]")
+        self.slip = float(slip)
         self.render_mode = render_mode
         m = self.map
         self.n_passenger = m.in_taxi + 1
@@ -186,6 +198,8 @@ class TaxiLargeEnv(gym.Env):
     def step(self, action: Any) -> tuple[int, float, bool, bool, dict]:
         a = int(action)
         m = self.map
+        if a < PICKUP and self.slip > 0.0 and self.np_random.random() < self.slip:
+            a = _SIDEWAYS[a][int(self.np_random.integers(2))]
         reward, terminated, fault = -1.0, False, False
         if a < PICKUP:
             if self.picked_up:
