@@ -5,4 +5,7 @@
 case "${1:-}" in
   *_service) exec python -m "$@" ;;
 esac
+# the mario image is a simulator that serves only the mario backend's subjects (a suite's simulator forwards them
+# to it: --peer-simulator)
+[ "${GAUNTLET_ROLE:-}" = mario ] && exec python -m simulator_service --backend mario "$@"
 exec python -m "${GAUNTLET_ROLE:?the image sets GAUNTLET_ROLE}_service" "$@"

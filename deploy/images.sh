@@ -22,6 +22,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 ALL_ROLES=(simulator agent translator oracle generator analysis)
+# built only when named: the Super Mario Bros. simulator (its own numpy < 2 environment, requirements/mario.txt)
+OPTIONAL_ROLES=(mario)
 ROLES=("$@")
 [ ${#ROLES[@]} -gt 0 ] || ROLES=("${ALL_ROLES[@]}")
 TAG=${GAUNTLET_TAG:-0.1.0}
@@ -34,7 +36,10 @@ if [ -x .venv/bin/python ]; then PYTHON=${PYTHON:-.venv/bin/python}; else PYTHON
 PIP=${PIP:-$PYTHON -m pip}
 
 for role in "${ROLES[@]}"; do
-  case " ${ALL_ROLES[*]} " in *" $role "*) ;; *) echo "unknown role $role (roles: ${ALL_ROLES[*]})" >&2; exit 2 ;; esac
+  case " ${ALL_ROLES[*]} ${OPTIONAL_ROLES[*]} " in
+    *" $role "*) ;;
+    *) echo "unknown role $role (roles: ${ALL_ROLES[*]} ${OPTIONAL_ROLES[*]})" >&2; exit 2 ;;
+  esac
 done
 "$DOCKER" info >/dev/null 2>&1 || { echo "no Docker engine answers ($DOCKER info failed)" >&2; exit 1; }
 
@@ -81,11 +86,18 @@ requirements=$(mktemp)
 server_pid=
 cleanup() { rm -f "$requirements"; if [ -n "$server_pid" ]; then kill "$server_pid" 2>/dev/null || true; fi; }
 trap cleanup EXIT
-"$PYTHON" deploy/requirements.py pyproject.toml "${ROLES[@]}" >"$requirements"
+suite_roles=()
+for role in "${ROLES[@]}"; do [ "$role" = mario ] || suite_roles+=("$role"); done
+"$PYTHON" deploy/requirements.py pyproject.toml "${suite_roles[@]}" >"$requirements"
 # the build backend too (pyproject's build-system.requires): the project itself is installed with --no-index
 echo "setuptools>=68" >>"$requirements"
 echo "wheel" >>"$requirements"
 $PIP wheel --quiet --wheel-dir "$WHEELHOUSE" --find-links "$WHEELHOUSE" -r "$requirements"
+# mario's pins clash with the core's (numpy < 2): their own resolution; nes-py's C++ extension is built here, on the
+# host (Debian 12 like the base image), so the image needs no compiler
+if [[ " ${ROLES[*]} " == *" mario "* ]]; then
+  $PIP wheel --quiet --wheel-dir "$WHEELHOUSE" --find-links "$WHEELHOUSE" -r requirements/mario.txt
+fi
 if ls "$WHEELHOUSE" | grep -Ei '^nvidia[-_]|^torch-[^+]*-' >/dev/null; then
   echo "the wheelhouse holds a CUDA torch or nvidia-* wheels: $(ls "$WHEELHOUSE" | grep -Ei '^nvidia|^torch-')" >&2
   echo "configure pip for a CPU torch (e.g. --extra-index-url https://download.pytorch.org/whl/cpu)" >&2

@@ -58,3 +58,51 @@ def test_suite_runs_as_containers_and_heals_a_killed_simulator(engine: None) -> 
     assert int(sizes["agent"]) > int(sizes["oracle"]) + 500, sizes  # torch is in the agent's image, not the oracle's
     assert "600 executions recorded once each" in output
     assert re.search(r"simulator restarted [1-9]\d*x", output)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1500)
+def test_the_mario_image_serves_the_mario_subjects_and_their_sessions(engine: None) -> None:
+    import grpc
+    import numpy as np
+
+    from common.generated.gauntlet.v1 import common_pb2, simulator_pb2, simulator_pb2_grpc
+    from common.tensor import from_tensor, to_tensor
+    from tests.conftest import free_port
+
+    built = subprocess.run(
+        ["deploy/images.sh", "mario"], capture_output=True, text=True, timeout=1400, cwd=ROOT, check=False
+    )
+    assert built.returncode == 0, (built.stdout + built.stderr)[-4000:]
+    size = int(re.search(r"image sizes \(MB\): mario=(\d+)", built.stdout)[1])  # type: ignore[index]
+    assert size < 600, size  # no torch, no gymnasium box2d/mujoco: the emulator and the simulator service only
+    port = free_port()
+    name = f"gauntlet-mario-test-{port}"
+    subprocess.run(
+        ["docker", "run", "-d", "--rm", "--name", name, "-p", f"127.0.0.1:{port}:{port}", "gauntlet-mario:0.1.0"]
+        + ["--host", "0.0.0.0", "--port", str(port), "--metrics-port", "-1"],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    try:
+        channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+        grpc.channel_ready_future(channel).result(timeout=120)
+        stub = simulator_pb2_grpc.SimulatorServiceStub(channel)
+        listed = stub.ListEnvironments(simulator_pb2.ListEnvironmentsRequest(), timeout=60)
+        names = {e.subject for e in listed.environments}
+        assert {"mario_1_1", "mario_1_2"} <= names and "cartpole" not in names  # --backend mario: its subjects only
+        info = stub.DescribeEnvironment(simulator_pb2.DescribeEnvironmentRequest(subject="mario_1_1"), timeout=60)
+        assert list(info.observation_space.shape) == [4, 84, 84] and info.HasField("search")
+        case = common_pb2.TestCase(id="noop")
+        case.values["noop_frames"].integer = 7
+        opened = simulator_pb2.SessionOpen(subject="mario_1_1", test_case=case)
+        requests = [simulator_pb2.OpenSessionRequest(open=opened)]
+        step = simulator_pb2.SessionStep(action=to_tensor(np.int64(1)))
+        requests += [simulator_pb2.OpenSessionRequest(step=step)] * 12
+        replies = list(stub.OpenSession(iter(requests), timeout=300))
+        frames = [from_tensor(r.observation) for r in replies]
+        assert all(f.shape == (4, 84, 84) and f.dtype == np.uint8 for f in frames) and replies[-1].step == 12
+        assert not np.array_equal(frames[0], frames[-1])  # the emulator ran: Mario moved right
+    finally:
+        subprocess.run(["docker", "rm", "-f", name], capture_output=True, timeout=60, check=False)
