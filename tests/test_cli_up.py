@@ -12,8 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from cli.launcher import available_environments
+
 ROOT = Path(__file__).resolve().parent.parent
-SERVICES = {"oracle", "agent", "simulator", "generator", "analysis", "translator"}
+# `gauntlet up` also starts a simulator per simulator environment built here (e.g. "simulator-mario" with .venv-mario)
+SERVICES = {"oracle", "agent", "simulator", "generator", "analysis", "translator"} | {
+    f"simulator-{name}" for name in available_environments()
+}
 
 
 def _up(tmp_path: Path, *flags: str) -> subprocess.Popen:
