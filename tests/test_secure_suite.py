@@ -17,6 +17,7 @@ import grpc
 import pytest
 
 from cli.certificates import create_suite_credentials
+from cli.launcher import available_environments
 from common.credentials import ClientCredentials
 from common.generated.gauntlet.v1 import analysis_pb2, analysis_pb2_grpc, generator_pb2, generator_pb2_grpc
 from common.server import client_channel
@@ -138,7 +139,9 @@ def test_a_client_without_a_certificate_or_with_another_cas_fails_the_handshake(
 def test_no_secret_on_any_service_command_line_and_files_private(secure_suite: dict) -> None:
     token = Path(secure_suite["credentials"]["GAUNTLET_TOKEN_FILE"]).read_text().strip()
     services = {k: v for k, v in secure_suite.items() if isinstance(v, dict) and "pid" in v}
-    assert set(services) == {"oracle", "agent", "simulator", "generator", "analysis", "translator"}
+    # plus a simulator per simulator environment built here (simulator-mario where .venv-mario exists)
+    extra = {f"simulator-{name}" for name in available_environments()}
+    assert set(services) == {"oracle", "agent", "simulator", "generator", "analysis", "translator"} | extra
     for name, d in services.items():
         argv = Path(f"/proc/{d['pid']}/cmdline").read_bytes().split(b"\0")
         assert token.encode() not in b" ".join(argv), f"the token is on {name}'s command line"
