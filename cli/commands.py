@@ -7,6 +7,7 @@ import atexit
 import contextlib
 import json
 import shutil
+import signal
 import time
 import uuid
 from collections.abc import Iterator
@@ -384,6 +385,9 @@ def _comparison_summary(done: analysis_pb2.CompareResponse) -> None:
 
 
 def cmd_up(args: argparse.Namespace) -> None:
+    # Ctrl-C is how the suite stops: Python leaves SIGINT ignored when the parent ignored it (a job started with `&`
+    # from a script, nohup), and then nothing could stop the suite in order
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     local = LocalSuite(
         store_url=resolve_store_url(args),
         model_root=args.model_root,
