@@ -13,6 +13,7 @@ these are the images the campaign judged.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -21,15 +22,14 @@ from typing import Any, Protocol, runtime_checkable
 import grpc
 
 from common.action_trace import to_test_case
-from common.credentials import ClientCredentials
 from common.domain.rules import SubjectRules
 from common.errors import FailedPrecondition
 from common.generated.gauntlet.v1 import common_pb2, simulator_pb2, simulator_pb2_grpc
 from common.remote import local_error
 from common.seeding import derive_seed
-from common.server import client_channel
 from common.space import ParameterSpace
 from generator_service.config import CampaignConfig
+from generator_service.simulators import SimulatorPool
 from generator_service.store import CampaignStore, ExecutionRow
 from generator_service.strategies import Result, make_strategy
 
@@ -37,13 +37,6 @@ from generator_service.strategies import Result, make_strategy
 IMAGE_SIGNALS = ("image", "realistic_image", "label_map", "prediction_realistic", "prediction_simulated", "features")
 RENDER_CHUNK = 64  # members per RunEpisodes call: ListArchive streams the first images while the rest render
 RENDER_TIMEOUT_SECONDS = 600.0
-
-
-def simulator_for_archives(
-    endpoint: str, credentials: ClientCredentials | None
-) -> simulator_pb2_grpc.SimulatorServiceStub:
-    """ListArchive's simulator: single calls (describe, re-render), so the first of the generator's endpoints."""
-    return simulator_pb2_grpc.SimulatorServiceStub(client_channel(endpoint.split(",")[0].strip(), credentials))
 
 
 @runtime_checkable
@@ -111,13 +104,14 @@ def replay(
 
 
 def render(
-    simulator: simulator_pb2_grpc.SimulatorServiceStub,
+    simulators: SimulatorPool,
     config: CampaignConfig,
     space: ParameterSpace,
     members: Sequence[Member],
     request_id: str,
 ) -> Iterator[tuple[Member, common_pb2.EpisodeResult]]:
-    """Each member with its episode run again, recording IMAGE_SIGNALS, in archive order, RENDER_CHUNK at a time."""
+    """Each member with its episode run again, recording IMAGE_SIGNALS, in archive order, RENDER_CHUNK at a time;
+    each chunk on the first simulator that answers (the pool's single-call failover)."""
     for start in range(0, len(members), RENDER_CHUNK):
         chunk = members[start : start + RENDER_CHUNK]
         request = simulator_pb2.RunEpisodesRequest(
@@ -132,7 +126,7 @@ def render(
         )
         request.model.name = config.model
         try:
-            episodes = {r.result.test_case_id: r.result for r in simulator.RunEpisodes(request, RENDER_TIMEOUT_SECONDS)}
+            episodes = simulators.call(functools.partial(_run, request=request))
         except grpc.RpcError as exc:
             raise local_error(exc, "simulator service") from None
         for member in chunk:
@@ -141,6 +135,12 @@ def render(
                 why = episode.error[:300] if episode is not None else "no result"
                 raise FailedPrecondition(f"archive member {member.execution.test_case_id!r} did not render: {why}")
             yield member, episode
+
+
+def _run(
+    stub: simulator_pb2_grpc.SimulatorServiceStub, request: simulator_pb2.RunEpisodesRequest
+) -> dict[str, common_pb2.EpisodeResult]:
+    return {r.result.test_case_id: r.result for r in stub.RunEpisodes(request, RENDER_TIMEOUT_SECONDS)}
 
 
 def _key(values: dict[str, Any]) -> str:

@@ -33,7 +33,7 @@ from common.remote import local_error
 from common.server import client_channel
 from common.space import ParameterSpace
 from common.validation import check_id, resolve_under
-from generator_service.archive import judged_views, render, replay, simulator_for_archives
+from generator_service.archive import judged_views, render, replay
 from generator_service.campaign import VERDICT_NAMES, CampaignRunner
 from generator_service.config import CampaignConfig, explain
 from generator_service.simulators import SimulatorPool
@@ -75,7 +75,6 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
         self._threads: dict[str, threading.Thread] = {}
         self._watchers: dict[str, list[queue.Queue]] = {}
         self._lock = threading.Lock()
-        self._archive_simulator = simulator_for_archives(simulator_endpoint, credentials)
 
     # -- campaign threads ----------------------------------------------------------------------
     def _publish(self, campaign_id: str, kind: str, message: str) -> None:
@@ -311,8 +310,10 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
         except InvalidArgument as exc:
             raise FailedPrecondition(str(exc)) from None
         try:
-            info = self._archive_simulator.DescribeEnvironment(
-                simulator_pb2.DescribeEnvironmentRequest(subject=config.subject), timeout=60
+            info = self.simulators.call(
+                lambda stub: stub.DescribeEnvironment(
+                    simulator_pb2.DescribeEnvironmentRequest(subject=config.subject), timeout=60
+                )
             )
         except grpc.RpcError as exc:
             raise local_error(exc, "simulator service") from None
@@ -327,7 +328,7 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
                 yield generator_pb2.ListArchiveResponse(member=member)
             return
         space = ParameterSpace.from_proto(info.parameter_space)
-        for m, episode in render(self._archive_simulator, config, space, archive.members, f"{row.id}/archive"):
+        for m, episode in render(self.simulators, config, space, archive.members, f"{row.id}/archive"):
             member = generator_pb2.ArchiveMember(
                 execution=_execution(m.execution), f_accuracy=m.f_accuracy, **judged_views(episode)
             )
