@@ -2,27 +2,34 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import grpc
 import numpy as np
+from google.protobuf.message import DecodeError
 from prometheus_client import Counter, Histogram
 
 from agent_service.registry import ModelRegistry
-from common.errors import InvalidArgument, grpc_method
+from common.errors import FailedPrecondition, InvalidArgument, grpc_method, status_of
 from common.generated.gauntlet.v1 import agent_pb2, agent_pb2_grpc, common_pb2
+from common.lane import ERROR, REQUEST, RESPONSE, LaneConnection, LaneError, LaneOffer, encode_error
 from common.space_spec import space_to_proto
 from common.tensor import TensorError, from_tensor, to_tensor
 from common.validation import non_finite_summary
 
 ACT_LATENCY = Histogram("gauntlet_agent_act_seconds", "Latency of one batched act call", ["model"])
 ACT_OBSERVATIONS = Counter("gauntlet_agent_observations_total", "Observations acted on", ["model"])
+log = logging.getLogger("agent")
+LANES = Counter("gauntlet_agent_lanes_total", "Same-host lanes offered, by what became of them", ["outcome"])
 
 
 class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
-    def __init__(self, registry: ModelRegistry) -> None:
+    def __init__(self, registry: ModelRegistry, lane_dir: Path | None = None) -> None:
         self.registry = registry
+        self.lane_dir = lane_dir  # None: no same-host lanes (OpenLane answers FAILED_PRECONDITION)
 
     def _summary(self, name: str) -> agent_pb2.ModelSummary:
         e = self.registry.entry(name)
@@ -87,7 +94,67 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
                 raise InvalidArgument("ActStreamRequest.model.name must be set on the first message of a stream")
             yield agent_pb2.ActStreamResponse(actions=self._act(name, request.observations))
 
+    @grpc_method
+    def OpenLane(
+        self, request: agent_pb2.OpenLaneRequest, context: grpc.ServicerContext
+    ) -> Iterator[agent_pb2.OpenLaneResponse]:
+        name = request.model.name
+        self.registry.entry(name)  # NOT_FOUND now, not on the lane's first frame
+        if self.lane_dir is None:
+            raise FailedPrecondition("this agent service offers no same-host lanes (--lane-dir off); use ActStream")
+        try:
+            offer = LaneOffer(self.lane_dir)
+        except (LaneError, OSError) as exc:  # e.g. the folder was removed: the caller uses ActStream instead
+            log.warning("cannot offer a same-host lane: %s", exc)
+            raise FailedPrecondition("this agent service cannot offer a same-host lane now; use ActStream") from None
+        context.add_callback(offer.withdraw)  # a caller that gives up (another host) cancels: stop waiting at once
+        yield agent_pb2.OpenLaneResponse(socket_path=offer.path, secret=offer.secret)
+        lane = offer.accept()
+        if lane is None:
+            LANES.labels("unused").inc()
+            return
+        LANES.labels("used").inc()
+        try:
+            if not context.add_callback(lane.shutdown):  # cancelled or stopping: the lane's blocked receive ends
+                return  # the call has ended already
 
-def register(server: grpc.Server, registry: ModelRegistry) -> list[str]:
-    agent_pb2_grpc.add_AgentServiceServicer_to_server(AgentServicer(registry), server)
+            self._serve_lane(name, lane)
+        finally:
+            lane.close()
+
+    def _serve_lane(self, name: str, lane: LaneConnection) -> None:
+        """Answers the lane's frames as ActStream answers its messages, until the caller closes it; a failure is
+        sent as one ERROR frame with the status ActStream would have ended with, and ends the lane."""
+        while True:
+            try:
+                kind, payload = lane.receive()
+            except (EOFError, LaneError):  # the caller is done, or gone
+                return
+            try:
+                if kind != REQUEST:
+                    raise InvalidArgument(f"lane frame kind {kind} where a request ({REQUEST}) belongs")
+                try:
+                    message = agent_pb2.ActStreamRequest.FromString(payload)
+                except DecodeError:
+                    raise InvalidArgument("lane frame: not an ActStreamRequest") from None
+                if message.model.name and message.model.name != name:
+                    raise InvalidArgument(
+                        f"ActStreamRequest.model.name {message.model.name!r} on a lane opened for {name!r}"
+                    )
+                answer = agent_pb2.ActStreamResponse(actions=self._act(name, message.observations))
+            except Exception as exc:  # noqa: BLE001 - sent to the caller as its status, as grpc_method would
+                code, detail = status_of(exc, "OpenLane")
+                try:
+                    lane.send(ERROR, encode_error(code, detail))
+                except LaneError:
+                    pass
+                return
+            try:
+                lane.send(RESPONSE, answer.SerializeToString())
+            except LaneError:
+                return
+
+
+def register(server: grpc.Server, registry: ModelRegistry, lane_dir: Path | None = None) -> list[str]:
+    agent_pb2_grpc.add_AgentServiceServicer_to_server(AgentServicer(registry, lane_dir), server)
     return [agent_pb2.DESCRIPTOR.services_by_name["AgentService"].full_name]

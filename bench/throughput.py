@@ -1,8 +1,10 @@
 """Episode throughput on a subject (CartPole by default), measured three ways side by side on the same test cases.
 
-1. suite:   a campaign through the services (generator -> simulator -> agent ActStream, oracle),
-            with 64 environments in lock-step, as the simulator runs by default (two pipelined groups
-            of 32, each one batched call per step); also shown: one group of 64 (`--pipeline 1`);
+1. suite:   a campaign through the services (generator -> simulator -> agent, oracle), with 64
+            environments in lock-step, as the suite runs by default: two pipelined groups of 32, each one
+            batched call per step, over a same-host lane (the agent runs on this host); also shown: one group
+            of 64 (`--pipeline 1`), and the two groups over gRPC's ActStream (`--agent-lanes off`, the path
+            between hosts);
 2. naive:   the seed tools' loop, in process: one env, `model.predict` one step at a time;
 3. batched: in process, 64 environments in lock-step, one batched `model.predict` per step.
 
@@ -115,7 +117,7 @@ def _short(frame: str) -> str:
 
 
 def run_suite(
-    config: CampaignConfig, model_root: Path, pipeline: int, profile: Path | None = None
+    config: CampaignConfig, model_root: Path, pipeline: int, lanes: bool = True, profile: Path | None = None
 ) -> tuple[float, int, dict[str, float]]:
     with tempfile.TemporaryDirectory() as tmp:
         with LocalSuite(
@@ -123,6 +125,7 @@ def run_suite(
             log_dir=Path(tmp) / "logs",
             model_root=model_root,
             simulator_pipeline=pipeline,
+            agent_lanes=lanes,
         ) as local:
             gen = generator_pb2_grpc.GeneratorServiceStub(client_channel(local.endpoint("generator")))
             pids = {name: local.services[name].process.pid for name in PROFILED}
@@ -202,6 +205,7 @@ def main() -> None:
     model = algorithm_class(models[name]["algorithm"]).load(args.model_root / name / "model.zip", device="cpu")
 
     single_s, _, _ = run_suite(config, args.model_root, pipeline=1)
+    grpc_s, _, _ = run_suite(config, args.model_root, pipeline=2, lanes=False)
     suite_s, suite_steps, memory = run_suite(config, args.model_root, pipeline=2, profile=args.profile)
     naive_s, naive_steps = run_naive(args.subject, jobs, model)
     batched_s, batched_steps = run_batched(args.subject, jobs, model, args.parallelism)
@@ -210,8 +214,9 @@ def main() -> None:
 
     n = args.episodes
     rows = [
-        ("suite (gRPC, 64 envs, 2 groups)", suite_s, suite_steps),
+        ("suite (64 envs, 2 groups, lane)", suite_s, suite_steps),
         ("suite, one group (1 call per step)", single_s, suite_steps),
+        ("suite, 2 groups over ActStream", grpc_s, suite_steps),
         ("naive (predict per step)", naive_s, naive_steps),
         ("batched in process", batched_s, batched_steps),
     ]
@@ -222,6 +227,7 @@ def main() -> None:
         print("\n".join(flame_summary(args.profile / f"{name}.txt")))
     print("peak resident memory per service (MiB): " + ", ".join(f"{k} {v:.0f}" for k, v in memory.items()))
     print(f"one group: suite/naive={naive_s / single_s:.2f} suite/batched={batched_s / single_s:.2f}")
+    print(f"over ActStream: suite/naive={naive_s / grpc_s:.2f} suite/batched={batched_s / grpc_s:.2f}")
     print(f"throughput: suite/naive={naive_s / suite_s:.2f} suite/batched={batched_s / suite_s:.2f}")
 
 

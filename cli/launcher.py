@@ -110,6 +110,8 @@ class LocalSuite:
     artifact_root: Path = Path("runs")  # what campaigns' surrogate/log parameters are relative to
     generator_retry_seconds: float = 60.0
     simulator_pipeline: int = 2
+    # True: a simulator acts over a same-host lane where the agent offers one (common/lane.py); False: ActStream
+    agent_lanes: bool = True
     # simulator processes ("simulator", "simulator-2", ...): the generator spreads each batch over all of them
     simulators: int = 1
     # simulator environments to start too (names in SIMULATOR_ENVIRONMENTS, e.g. "mario"): one more simulator
@@ -182,6 +184,8 @@ class LocalSuite:
                 translator.endpoint,
                 "--pipeline",
                 str(self.simulator_pipeline),
+                "--agent-lanes",
+                "auto" if self.agent_lanes else "off",
             )
             peers: list[str] = []
             for name in self.environments:

@@ -100,9 +100,11 @@ def correlation_id() -> str:
     return uuid.uuid4().hex[:16]
 
 
-def _abort(context: grpc.ServicerContext, exc: BaseException, method: str) -> None:
+def status_of(exc: BaseException, method: str) -> tuple[grpc.StatusCode, str]:
+    """The status a caller gets for `exc` raised in `method`: a ServiceError's own code and (bounded) sentence; for
+    anything else INTERNAL with a correlation id, logged here with the traceback under the same id."""
     if isinstance(exc, ServiceError):
-        context.abort(exc.code, bounded(str(exc)))
+        return exc.code, bounded(str(exc))
     cid = correlation_id()
     log.error(
         "internal error in %s (correlation id %s): %s: %s",
@@ -113,9 +115,14 @@ def _abort(context: grpc.ServicerContext, exc: BaseException, method: str) -> No
         exc_info=exc,
         extra={"correlation_id": cid},
     )
-    context.abort(
-        grpc.StatusCode.INTERNAL, f"internal error in {method} (correlation id {cid}); the service log has the details"
+    return (
+        grpc.StatusCode.INTERNAL,
+        f"internal error in {method} (correlation id {cid}); the service log has the details",
     )
+
+
+def _abort(context: grpc.ServicerContext, exc: BaseException, method: str) -> None:
+    context.abort(*status_of(exc, method))
 
 
 def _status_set(context: grpc.ServicerContext) -> bool:

@@ -60,9 +60,16 @@ def local_error(exc: grpc.RpcError, context: str = "") -> ServiceError:
     INTERNAL and carries the peer's correlation id in its sentence.
     """
     code = status_code(exc) or grpc.StatusCode.UNKNOWN
+    details = exc.details() if callable(getattr(exc, "details", None)) else str(exc)
+    return error_from_status(code, details or "", context)
+
+
+def error_from_status(code: grpc.StatusCode, details: str, context: str = "") -> ServiceError:
+    """local_error() for a status that came another way than a gRPC call (e.g. a same-host lane, common/lane.py)."""
     if code in _CALLER_MISTAKES:
-        message = exc.details() or code.name
+        message = details or code.name
     else:
-        message = f"{context}: {describe(exc)}" if context else describe(exc)
+        described = f"{code.name}: {details}"
+        message = f"{context}: {described}" if context else described
     cls = _TYPED.get(code)
     return cls(message) if cls is not None else RelayedError(message, code)

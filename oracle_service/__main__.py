@@ -15,8 +15,10 @@ def main() -> None:
     )
     add_service_arguments(parser, port=50053, metrics_port=9103)
     options = options_from_args(parser.parse_args())
+    from oracle_service.oracles import oracles
     from oracle_service.server import register
 
+    oracles()  # import every oracle plug-in now: the first campaign after a start should not pay for it
     serve("oracle", options, register)
 
 

@@ -59,6 +59,14 @@ def main() -> None:
         "steps the other; each group still makes one batched call per step; 1 = one call per "
         "step for all environments)",
     )
+    parser.add_argument(
+        "--agent-lanes",
+        choices=["auto", "off"],
+        default="auto",
+        help="auto (default): where the agent runs on this host, act over a same-host lane it offers (a Unix "
+        "socket negotiated with OpenLane, the same messages as ActStream without gRPC's per-message cost), else "
+        "over ActStream; off: always ActStream (docs/contracts/lanes.md)",
+    )
     add_service_arguments(parser, port=50051, metrics_port=9101)
     add_outgoing_arguments(parser)
     args = parser.parse_args()
@@ -87,6 +95,7 @@ def main() -> None:
             translator_endpoint=args.translator_endpoint,
             allowed_endpoints=args.allow_endpoint,
             peers=args.peer_simulator,
+            agent_lanes=args.agent_lanes == "auto",
         ),
     )
 

@@ -1,16 +1,20 @@
-"""The simulator's side of the agent service: one ActStream per episode batch, one message per lock-step."""
+"""The simulator's side of the agent service: per lock-step group of a batch, one ActStream or, where the agent
+runs on this host, one same-host lane (common/lane.py); one message per lock-step either way."""
 
 from __future__ import annotations
 
 import queue
+from collections import deque
 from collections.abc import Iterator
 
 import grpc
 import numpy as np
+from google.protobuf.message import DecodeError
 
 from common.errors import FailedPrecondition, Unavailable
 from common.generated.gauntlet.v1 import agent_pb2, agent_pb2_grpc, common_pb2
-from common.remote import local_error
+from common.lane import ERROR, REQUEST, RESPONSE, LaneConnection, LaneError, connect_lane, decode_error
+from common.remote import error_from_status, local_error
 from common.retry import Retry
 from common.space_spec import compatible, describe, space_to_proto
 from common.tensor import from_tensor, to_tensor
@@ -58,6 +62,75 @@ class AgentStream:
         cancel = getattr(self._responses, "cancel", None)
         if cancel:
             cancel()
+
+
+class AgentLane:
+    """The same act() over a same-host lane (common/lane.py): the frames of an ActStream on a Unix socket, offered
+    by the agent inside an OpenLane call that stays open for the lane's life (its credentials, its admission)."""
+
+    def __init__(self, call: grpc.Call, connection: LaneConnection, model: str) -> None:
+        self._call = call
+        self._connection = connection
+        self._model = model
+        # At most one request on the socket at a time: two large frames crossing (an image batch out, a label map
+        # back) could fill both socket buffers and block both ends. Later sends wait here until an answer is read.
+        self._waiting: deque[bytes] = deque()
+        self._in_flight = False
+
+    @classmethod
+    def open(cls, stub: agent_pb2_grpc.AgentServiceStub, model: str) -> AgentLane | None:
+        """A lane to the agent, or None where it offers none or its socket is not reachable from here."""
+        request = agent_pb2.OpenLaneRequest(model=common_pb2.ModelRef(name=model))
+        call = stub.OpenLane(request)
+        try:
+            offer = next(call)
+            connection = connect_lane(offer.socket_path, offer.secret)
+        except (grpc.RpcError, StopIteration, LaneError):  # any refusal: ActStream gives the same answer its way
+            call.cancel()
+            return None
+        return cls(call, connection, model)
+
+    def act(self, observations: np.ndarray) -> np.ndarray:
+        self.send(observations)
+        return self.receive()
+
+    def send(self, observations: np.ndarray) -> None:
+        self._waiting.append(agent_pb2.ActStreamRequest(observations=to_tensor(observations)).SerializeToString())
+        if not self._in_flight:
+            self._send_next()
+
+    def _send_next(self) -> None:
+        self._in_flight = bool(self._waiting)
+        if self._waiting:
+            try:
+                self._connection.send(REQUEST, self._waiting.popleft())
+            except LaneError:
+                pass  # the agent is gone; receive() says so, with the agent's status if it sent one
+
+    def receive(self) -> np.ndarray:
+        try:
+            kind, payload = self._connection.receive()
+            if kind == RESPONSE:
+                self._send_next()  # the agent works on the next request while the caller uses this answer
+            if kind == ERROR:
+                code, detail = decode_error(payload)
+                raise error_from_status(code, detail, f"model {self._model!r}: {AGENT}")
+            if kind != RESPONSE:
+                raise LaneError(f"frame kind {kind} where a response belongs")
+            return from_tensor(agent_pb2.ActStreamResponse.FromString(payload).actions)
+        except (EOFError, LaneError, DecodeError):  # as a stream that ended without a status: transient
+            raise Unavailable(f"model {self._model!r}: the agent service closed the action lane") from None
+
+    def close(self) -> None:
+        self._connection.close()
+        self._call.cancel()
+
+
+def open_actor(stub: agent_pb2_grpc.AgentServiceStub, model: str, lanes: bool = True) -> AgentLane | AgentStream:
+    """A same-host lane to the agent where it offers one and this process can reach it (lanes=True), else an
+    ActStream: the answers are the same on both."""
+    lane = AgentLane.open(stub, model) if lanes else None
+    return lane if lane is not None else AgentStream(stub, model)
 
 
 def check_model_fits(

@@ -39,7 +39,7 @@ from common.space import case_values
 from common.space_spec import pack_observation, space_to_proto
 from common.tensor import TensorError, from_tensor, to_tensor
 from common.validation import check_id, shown
-from simulator_service.agent_client import AgentStream, check_model_fits
+from simulator_service.agent_client import AgentLane, AgentStream, check_model_fits, open_actor
 from simulator_service.backends import check_first_observation, make_env
 from simulator_service.image_stage import ImageStage, is_image_env
 from simulator_service.peers import Peers
@@ -90,6 +90,7 @@ class SimulatorServicer(simulator_pb2_grpc.SimulatorServiceServicer):
         translator_endpoint: str = "",
         allowed_endpoints: Iterable[str] = (),
         peers: Iterable[str] = (),
+        agent_lanes: bool = True,
     ) -> None:
         # a subject whose backend needs modules this environment lacks is not served here (docs/subjects/mario.md):
         # a peer simulator in an environment that has them serves it, and this one forwards its calls there
@@ -106,6 +107,7 @@ class SimulatorServicer(simulator_pb2_grpc.SimulatorServiceServicer):
         self.translator_endpoint = translator_endpoint  # image subjects' default translator service
         self.credentials = credentials  # presented to every agent this simulator calls
         self.pipeline = max(1, pipeline)
+        self.agent_lanes = agent_lanes  # try a same-host lane to the agent before ActStream (common/lane.py)
         self.agent_endpoint = self.agent_endpoints[0] if self.agent_endpoints else ""
         self.default_parallelism = default_parallelism
         self.pool = EnvPool()
@@ -381,16 +383,17 @@ class SimulatorServicer(simulator_pb2_grpc.SimulatorServiceServicer):
         except ServiceError:  # e.g. no translator endpoint: the envs go back unused
             self.pool.give(subject, envs)
             raise
-        # with 2 groups the agent answers one half while this thread steps the other (>= 8 envs a group); with
-        # several agent endpoints group g acts with endpoint g % endpoints (one stream each), round robin
+        # with 2 groups the agent answers one half while this thread steps the other (>= 8 envs a group); group g
+        # acts over a stream (or lane) of its own to agent endpoint g % endpoints, so at most one request of a group
+        # is ever in flight on it
         groups = max(1, min(self.pipeline, len(envs) // 8))
-        agents = [AgentStream(s, request.model.name) for s in stubs[:groups]]
+        agents = [open_actor(stubs[g % len(stubs)], request.model.name, self.agent_lanes) for g in range(groups)]
         ACTIVE.inc()
 
         class MeteredAgent:
             """An agent stream, counting steps and timing the wait for each answer."""
 
-            def __init__(self, agent: AgentStream) -> None:
+            def __init__(self, agent: AgentLane | AgentStream) -> None:
                 self.agent = agent
 
             def send(self, observations: np.ndarray) -> None:
@@ -562,10 +565,19 @@ def register(
     translator_endpoint: str = "",
     allowed_endpoints: Iterable[str] = (),
     peers: Iterable[str] = (),
+    agent_lanes: bool = True,
 ) -> list[str]:
     simulator_pb2_grpc.add_SimulatorServiceServicer_to_server(
         SimulatorServicer(
-            subjects, agent_endpoint, parallelism, pipeline, credentials, translator_endpoint, allowed_endpoints, peers
+            subjects,
+            agent_endpoint,
+            parallelism,
+            pipeline,
+            credentials,
+            translator_endpoint,
+            allowed_endpoints,
+            peers,
+            agent_lanes,
         ),
         server,
     )

@@ -299,6 +299,8 @@ def test_killed_simulator_mid_campaign_records_every_execution_once(suite: Local
             "0",
             "--agent-endpoint",
             suite.endpoint("agent"),
+            "--translator-endpoint",  # as the suite started it: later tests of the session run image subjects
+            suite.endpoint("translator"),
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,

@@ -248,6 +248,52 @@ class ActStreamResponse(_message.Message):
 Global___ActStreamResponse: _TypeAlias = ActStreamResponse  # noqa: Y015
 
 @_typing.final
+class OpenLaneRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MODEL_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def model(self) -> _common_pb2.ModelRef:
+        """The model every message of the lane acts with."""
+
+    def __init__(
+        self,
+        *,
+        model: _common_pb2.ModelRef | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["model", b"model"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["model", b"model"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___OpenLaneRequest: _TypeAlias = OpenLaneRequest  # noqa: Y015
+
+@_typing.final
+class OpenLaneResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SOCKET_PATH_FIELD_NUMBER: _builtins.int
+    SECRET_FIELD_NUMBER: _builtins.int
+    socket_path: _builtins.str
+    """Absolute path of a Unix stream socket on the agent's host; it accepts one connection, for a few seconds."""
+    secret: _builtins.bytes
+    """Random bytes the caller sends first on the socket: proof that it holds this call (and its credentials)."""
+    def __init__(
+        self,
+        *,
+        socket_path: _builtins.str = ...,
+        secret: _builtins.bytes = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["secret", b"secret", "socket_path", b"socket_path"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___OpenLaneResponse: _TypeAlias = OpenLaneResponse  # noqa: Y015
+
+@_typing.final
 class EmbedRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

@@ -61,6 +61,11 @@ class AgentServiceStub:
                 request_serializer=gauntlet_dot_v1_dot_agent__pb2.ActStreamRequest.SerializeToString,
                 response_deserializer=gauntlet_dot_v1_dot_agent__pb2.ActStreamResponse.FromString,
                 _registered_method=True)
+        self.OpenLane = channel.unary_stream(
+                '/gauntlet.v1.AgentService/OpenLane',
+                request_serializer=gauntlet_dot_v1_dot_agent__pb2.OpenLaneRequest.SerializeToString,
+                response_deserializer=gauntlet_dot_v1_dot_agent__pb2.OpenLaneResponse.FromString,
+                _registered_method=True)
         self.Embed = channel.unary_unary(
                 '/gauntlet.v1.AgentService/Embed',
                 request_serializer=gauntlet_dot_v1_dot_agent__pb2.EmbedRequest.SerializeToString,
@@ -107,6 +112,18 @@ class AgentServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def OpenLane(self, request, context):
+        """A same-host fast path for ActStream, negotiated here (docs/contracts/lanes.md). The agent answers with one
+        OpenLaneResponse naming a Unix socket on its host and a one-time secret, then keeps this call open for the
+        lane's life: the lane holds one of the agent's admitted calls, and cancelling the call closes it. The caller
+        connects, sends the secret and then exchanges the ActStreamRequest/ActStreamResponse messages of an ActStream,
+        framed on the socket. FAILED_PRECONDITION when the agent serves no lanes (--lane-dir off); a caller that
+        cannot reach the socket (another host, another container) cancels this call and uses ActStream instead.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Embed(self, request, context):
         """Feature vectors of a batch of images from the model's frozen encoder (segmentation models only; the
         distance DESIGNATE's F_similarity uses). FAILED_PRECONDITION for a model without an encoder,
@@ -138,6 +155,11 @@ def add_AgentServiceServicer_to_server(servicer, server):
                     servicer.ActStream,
                     request_deserializer=gauntlet_dot_v1_dot_agent__pb2.ActStreamRequest.FromString,
                     response_serializer=gauntlet_dot_v1_dot_agent__pb2.ActStreamResponse.SerializeToString,
+            ),
+            'OpenLane': grpc.unary_stream_rpc_method_handler(
+                    servicer.OpenLane,
+                    request_deserializer=gauntlet_dot_v1_dot_agent__pb2.OpenLaneRequest.FromString,
+                    response_serializer=gauntlet_dot_v1_dot_agent__pb2.OpenLaneResponse.SerializeToString,
             ),
             'Embed': grpc.unary_unary_rpc_method_handler(
                     servicer.Embed,
@@ -260,6 +282,33 @@ class AgentService:
             '/gauntlet.v1.AgentService/ActStream',
             gauntlet_dot_v1_dot_agent__pb2.ActStreamRequest.SerializeToString,
             gauntlet_dot_v1_dot_agent__pb2.ActStreamResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def OpenLane(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/gauntlet.v1.AgentService/OpenLane',
+            gauntlet_dot_v1_dot_agent__pb2.OpenLaneRequest.SerializeToString,
+            gauntlet_dot_v1_dot_agent__pb2.OpenLaneResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -50,6 +50,14 @@ class AgentServiceStub:
     observations are uint8 images (batch, height, width, 3), row-major RGB, and its "actions" are uint8
     label maps (batch, height, width) of class indices.
     """
+    OpenLane: _grpc.UnaryStreamMultiCallable[_agent_pb2.OpenLaneRequest, _agent_pb2.OpenLaneResponse]
+    """A same-host fast path for ActStream, negotiated here (docs/contracts/lanes.md). The agent answers with one
+    OpenLaneResponse naming a Unix socket on its host and a one-time secret, then keeps this call open for the
+    lane's life: the lane holds one of the agent's admitted calls, and cancelling the call closes it. The caller
+    connects, sends the secret and then exchanges the ActStreamRequest/ActStreamResponse messages of an ActStream,
+    framed on the socket. FAILED_PRECONDITION when the agent serves no lanes (--lane-dir off); a caller that
+    cannot reach the socket (another host, another container) cancels this call and uses ActStream instead.
+    """
     Embed: _grpc.UnaryUnaryMultiCallable[_agent_pb2.EmbedRequest, _agent_pb2.EmbedResponse]
     """Feature vectors of a batch of images from the model's frozen encoder (segmentation models only; the
     distance DESIGNATE's F_similarity uses). FAILED_PRECONDITION for a model without an encoder,
@@ -77,6 +85,14 @@ class AgentServiceAsyncStub(AgentServiceStub):
     A segmentation model (algorithm "SEGMENTATION", DESIGNATE's DNN under test) acts the same way: its
     observations are uint8 images (batch, height, width, 3), row-major RGB, and its "actions" are uint8
     label maps (batch, height, width) of class indices.
+    """
+    OpenLane: _aio.UnaryStreamMultiCallable[_agent_pb2.OpenLaneRequest, _agent_pb2.OpenLaneResponse]  # type: ignore[assignment]
+    """A same-host fast path for ActStream, negotiated here (docs/contracts/lanes.md). The agent answers with one
+    OpenLaneResponse naming a Unix socket on its host and a one-time secret, then keeps this call open for the
+    lane's life: the lane holds one of the agent's admitted calls, and cancelling the call closes it. The caller
+    connects, sends the secret and then exchanges the ActStreamRequest/ActStreamResponse messages of an ActStream,
+    framed on the socket. FAILED_PRECONDITION when the agent serves no lanes (--lane-dir off); a caller that
+    cannot reach the socket (another host, another container) cancels this call and uses ActStream instead.
     """
     Embed: _aio.UnaryUnaryMultiCallable[_agent_pb2.EmbedRequest, _agent_pb2.EmbedResponse]  # type: ignore[assignment]
     """Feature vectors of a batch of images from the model's frozen encoder (segmentation models only; the
@@ -126,6 +142,20 @@ class AgentServiceServicer(metaclass=_abc_1.ABCMeta):
         A segmentation model (algorithm "SEGMENTATION", DESIGNATE's DNN under test) acts the same way: its
         observations are uint8 images (batch, height, width, 3), row-major RGB, and its "actions" are uint8
         label maps (batch, height, width) of class indices.
+        """
+
+    @_abc_1.abstractmethod
+    def OpenLane(
+        self,
+        request: _agent_pb2.OpenLaneRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_agent_pb2.OpenLaneResponse], _abc.AsyncIterator[_agent_pb2.OpenLaneResponse]]:
+        """A same-host fast path for ActStream, negotiated here (docs/contracts/lanes.md). The agent answers with one
+        OpenLaneResponse naming a Unix socket on its host and a one-time secret, then keeps this call open for the
+        lane's life: the lane holds one of the agent's admitted calls, and cancelling the call closes it. The caller
+        connects, sends the secret and then exchanges the ActStreamRequest/ActStreamResponse messages of an ActStream,
+        framed on the socket. FAILED_PRECONDITION when the agent serves no lanes (--lane-dir off); a caller that
+        cannot reach the socket (another host, another container) cancels this call and uses ActStream instead.
         """
 
     @_abc_1.abstractmethod

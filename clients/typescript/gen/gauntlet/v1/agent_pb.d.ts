@@ -200,6 +200,49 @@ export declare type ActStreamResponse = Message<"gauntlet.v1.ActStreamResponse">
 export declare const ActStreamResponseSchema: GenMessage<ActStreamResponse>;
 
 /**
+ * @generated from message gauntlet.v1.OpenLaneRequest
+ */
+export declare type OpenLaneRequest = Message<"gauntlet.v1.OpenLaneRequest"> & {
+  /**
+   * The model every message of the lane acts with.
+   *
+   * @generated from field: gauntlet.v1.ModelRef model = 1;
+   */
+  model?: ModelRef | undefined;
+};
+
+/**
+ * Describes the message gauntlet.v1.OpenLaneRequest.
+ * Use `create(OpenLaneRequestSchema)` to create a new message.
+ */
+export declare const OpenLaneRequestSchema: GenMessage<OpenLaneRequest>;
+
+/**
+ * @generated from message gauntlet.v1.OpenLaneResponse
+ */
+export declare type OpenLaneResponse = Message<"gauntlet.v1.OpenLaneResponse"> & {
+  /**
+   * Absolute path of a Unix stream socket on the agent's host; it accepts one connection, for a few seconds.
+   *
+   * @generated from field: string socket_path = 1;
+   */
+  socketPath: string;
+
+  /**
+   * Random bytes the caller sends first on the socket: proof that it holds this call (and its credentials).
+   *
+   * @generated from field: bytes secret = 2;
+   */
+  secret: Uint8Array;
+};
+
+/**
+ * Describes the message gauntlet.v1.OpenLaneResponse.
+ * Use `create(OpenLaneResponseSchema)` to create a new message.
+ */
+export declare const OpenLaneResponseSchema: GenMessage<OpenLaneResponse>;
+
+/**
  * @generated from message gauntlet.v1.EmbedRequest
  */
 export declare type EmbedRequest = Message<"gauntlet.v1.EmbedRequest"> & {
@@ -290,6 +333,21 @@ export declare const AgentService: GenService<{
     methodKind: "bidi_streaming";
     input: typeof ActStreamRequestSchema;
     output: typeof ActStreamResponseSchema;
+  },
+  /**
+   * A same-host fast path for ActStream, negotiated here (docs/contracts/lanes.md). The agent answers with one
+   * OpenLaneResponse naming a Unix socket on its host and a one-time secret, then keeps this call open for the
+   * lane's life: the lane holds one of the agent's admitted calls, and cancelling the call closes it. The caller
+   * connects, sends the secret and then exchanges the ActStreamRequest/ActStreamResponse messages of an ActStream,
+   * framed on the socket. FAILED_PRECONDITION when the agent serves no lanes (--lane-dir off); a caller that
+   * cannot reach the socket (another host, another container) cancels this call and uses ActStream instead.
+   *
+   * @generated from rpc gauntlet.v1.AgentService.OpenLane
+   */
+  openLane: {
+    methodKind: "server_streaming";
+    input: typeof OpenLaneRequestSchema;
+    output: typeof OpenLaneResponseSchema;
   },
   /**
    * Feature vectors of a batch of images from the model's frozen encoder (segmentation models only; the
