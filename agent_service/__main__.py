@@ -45,11 +45,12 @@ def main() -> None:
     registry.preload()
     from agent_service.server import register
 
+    own_folder = lane_dir if not args.lane_dir else None  # the default, private folder is ours to remove
     serve(
         "agent",
         options,
         lambda server: register(server, registry, lane_dir),
-        on_stop=lambda: shutil.rmtree(lane_dir, ignore_errors=True) if lane_dir and not args.lane_dir else None,
+        on_stop=(lambda: shutil.rmtree(own_folder, ignore_errors=True)) if own_folder else None,
     )
 
 

@@ -179,7 +179,7 @@ def _predict(model: Any, observations: np.ndarray) -> np.ndarray:
     import torch
 
     policy = model.policy
-    if policy.training:  # once: set_training_mode walks every submodule, a tenth of a CartPole campaign's agent time
+    if policy.training:  # once: set_training_mode walks every submodule (~40 % of a CartPole policy's act here)
         policy.set_training_mode(False)
     with torch.inference_mode():
         obs = torch.from_numpy(np.asarray(observations, dtype=np.float32))  # the padded block is a writable copy

@@ -276,6 +276,18 @@ def test_lanes_off_is_failed_precondition_and_acts_over_act_stream(tmp_path: Pat
         local.stop()
 
 
+def test_the_default_lane_folder_is_private_and_removed_at_stop(tmp_path: Path) -> None:
+    local = _agent_suite(tmp_path)
+    try:
+        call, offer = _offer(local)
+        call.cancel()
+        folder = Path(offer.socket_path).parent
+        assert folder.name.startswith("gauntlet-lanes-") and stat.S_IMODE(folder.stat().st_mode) == 0o700
+    finally:
+        local.stop()
+    assert not folder.exists()
+
+
 def test_a_lane_dir_too_long_for_a_socket_path_is_refused_at_start(tmp_path: Path) -> None:
     long_dir = tmp_path / ("d" * 120)
     run = subprocess.run(
