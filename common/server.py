@@ -43,6 +43,16 @@ TOKEN_HEADER = "authorization"
 # A peer that restarts (the local launcher restarts a crashed service on the same port) is found again within
 # about 2 s: gRPC's default reconnect backoff grows to 120 s, long after the peer is back.
 RECONNECT_OPTIONS = [("grpc.initial_reconnect_backoff_ms", 250), ("grpc.max_reconnect_backoff_ms", 2000)]
+# A client keeps its connections as long as they work, so it learns of new replicas behind a `dns:///` name (pods
+# added by a scale-up) only when it reconnects. Servers therefore end each connection after MAX_CONNECTION_AGE_MS
+# (gRPC adds +-10 % jitter): they send GOAWAY, the client re-resolves the name and opens new calls on fresh
+# connections. Calls already open go on over the old connection for up to MAX_CONNECTION_AGE_GRACE_MS after the
+# GOAWAY, and only then are cut (UNAVAILABLE); the grace is long so that a campaign's WatchCampaign or a big batch's
+# RunEpisodes runs to its end (the CLI's follower and the generator's simulator pool retry one that is cut).
+# GAUNTLET_MAX_CONNECTION_AGE_MS overrides the age (milliseconds; tests use a short one).
+MAX_CONNECTION_AGE_MS = 5 * 60 * 1000
+MAX_CONNECTION_AGE_GRACE_MS = 60 * 60 * 1000
+MAX_CONNECTION_AGE_ENV = "GAUNTLET_MAX_CONNECTION_AGE_MS"
 
 
 @dataclass(frozen=True)
@@ -191,6 +201,18 @@ def cap_malloc_arenas(arenas: int = MALLOC_ARENAS) -> bool:
         return False
 
 
+def server_options() -> list[tuple[str, int]]:
+    """The gRPC server's channel arguments: message limits and the connection age (MAX_CONNECTION_AGE_MS)."""
+    age = os.environ.get(MAX_CONNECTION_AGE_ENV, "").strip()
+    if age and not (age.isdigit() and int(age) > 0):
+        raise SystemExit(f"error: {MAX_CONNECTION_AGE_ENV} must be a positive number of milliseconds, not {age!r}")
+    return [
+        *GRPC_OPTIONS,
+        ("grpc.max_connection_age_ms", int(age) if age else MAX_CONNECTION_AGE_MS),
+        ("grpc.max_connection_age_grace_ms", MAX_CONNECTION_AGE_GRACE_MS),
+    ]
+
+
 def serve(
     service: str,
     options: ServiceOptions,
@@ -209,7 +231,7 @@ def serve(
     interceptors.append(AdmissionLimit(service, options.workers))  # streams cannot take the health checks' threads
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=pool_size(options.workers)),
-        options=GRPC_OPTIONS,
+        options=server_options(),
         interceptors=interceptors,
     )
     names = list(register(server))
