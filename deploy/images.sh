@@ -5,8 +5,9 @@
 #   deploy/images.sh oracle generator    # some of them
 #
 # 1. Base: $BASE_IMAGE when set; else python:3.11-slim-bookworm when it is already local; else the local
-#    gauntlet-base:bookworm, made here the first time with `debootstrap --variant=minbase bookworm` (Debian 12's
-#    own python3.11, from the Debian mirror) and `docker import` - no registry is needed.
+#    gauntlet-base:bookworm-2, made here the first time with `debootstrap --variant=minbase bookworm` (Debian 12's
+#    own python3.11, from the Debian mirror; without docs and message translations) and `docker import` - no
+#    registry is needed.
 # 2. Dependencies: the host's pip, with the host's own configuration (its index, find-links and constraints, so
 #    torch is the CPU wheel 2.13.0+cpu the host has), builds a wheelhouse (build/wheelhouse) for the roles' pinned
 #    requirements (deploy/requirements.py), served over loopback while the images build; the builds install with
@@ -51,11 +52,12 @@ if [ -z "${BASE_IMAGE:-}" ]; then
   if "$DOCKER" image inspect python:3.11-slim-bookworm >/dev/null 2>&1; then
     BASE_IMAGE=python:3.11-slim-bookworm
   else
-    BASE_IMAGE=gauntlet-base:bookworm
+    # the suffix names the recipe below: bump it when that changes, so that a machine's older base is not reused
+    BASE_IMAGE=gauntlet-base:bookworm-2
   fi
 fi
 if ! "$DOCKER" image inspect "$BASE_IMAGE" >/dev/null 2>&1; then
-  [ "$BASE_IMAGE" = gauntlet-base:bookworm ] || { echo "base image $BASE_IMAGE is not here" >&2; exit 1; }
+  [ "$BASE_IMAGE" = gauntlet-base:bookworm-2 ] || { echo "base image $BASE_IMAGE is not here" >&2; exit 1; }
   command -v debootstrap >/dev/null || { echo "no base image and no debootstrap (apt-get install debootstrap)" >&2; exit 1; }
   [ "$(id -u)" = 0 ] || { echo "debootstrap needs root to make the base image" >&2; exit 1; }
   t=$(now)
@@ -65,9 +67,11 @@ if ! "$DOCKER" image inspect "$BASE_IMAGE" >/dev/null 2>&1; then
   debootstrap --variant=minbase --include=python3.11,python3.11-venv,python3-distutils bookworm "$rootfs" "$MIRROR" >"$rootfs.log" 2>&1 \
     || { tail -20 "$rootfs.log" >&2; exit 1; }
   rm -f "$rootfs.log"
-  # what an image does not need: apt's lists and caches, docs (the runtime stage runs apt-get update itself)
+  # what an image does not need: apt's lists and caches (the stages that install packages run apt-get update
+  # themselves), docs, and the programs' message translations (/usr/share/locale, 33 MB: the images run with
+  # LANG=C.UTF-8, whose definition is in /usr/lib/locale)
   rm -rf "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/cache/apt/*.bin "$rootfs"/var/cache/apt/archives/*.deb \
-    "$rootfs"/usr/share/doc/* "$rootfs"/usr/share/man/* "$rootfs"/usr/share/info/*
+    "$rootfs"/usr/share/doc/* "$rootfs"/usr/share/man/* "$rootfs"/usr/share/info/* "$rootfs"/usr/share/locale/*
   tar -C "$rootfs" -c . | "$DOCKER" import \
     --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
     --change 'ENV LANG=C.UTF-8' \

@@ -16,6 +16,8 @@ Phases, each timed (`phase <name>: <s> s`, then `smoke: total <s> s`):
              new one answers and the campaign completes
   check      the simulator restarted, ListExecutions has indices 1..N once each and N distinct test-case ids,
              the report the analysis container wrote is copied out (docker cp) and names the campaign
+  strategies a short campaign of each strategy whose libraries the generator imports only on a campaign's first
+             batch (pyribs, pymoo, scipy, scikit-learn: STRATEGIES): the images' trimming must leave them working
 Exit status: 0 passed, 1 failed, 77 no Docker engine (the reason is printed).
 """
 
@@ -56,6 +58,30 @@ CAMPAIGN = {
         "batch_size": 100,
         "parallelism": 16,
     }
+}
+# strategy -> its campaign's other settings; the comment says what the generator imports for it
+STRATEGIES: dict[str, dict[str, Any]] = {
+    "map_elites": {  # pyribs (numba, llvmlite, pandas)
+        "subject": "lunarlander_qd",
+        "model": "lunarlander-ppo",
+        "strategy_params": {"initial_tests": 20, "cells": 10, "descriptor_bounds": [[-1.0, 1.0], [-2.0, 0.5]]},
+    },
+    "designate": {  # pymoo's NSGA-II operators (without a translator: the image-to-image model is not the point)
+        "subject": "urban",
+        "model": "segnet-urban",
+        "observation_translator": "none",
+        "strategy_params": {"population_size": 12, "seed_populations": 1, "generations": 2},
+    },
+    "novelty_search": {  # scipy's cKDTree
+        "subject": "cartpole",
+        "model": "cartpole-ppo",
+        "strategy_params": {"initial_tests": 20, "population": 10},
+    },
+    "mdpfuzz": {  # scikit-learn's GaussianMixture
+        "subject": "cartpole",
+        "model": "cartpole-ppo",
+        "strategy_params": {"initial_tests": 20},
+    },
 }
 _VARIABLE = re.compile(r"\$\{(\w+)(?::-([^}]*))?\}")
 
@@ -224,6 +250,24 @@ def main(argv: list[str]) -> int:
             f"each; report fetched: {', '.join(names)}",
             flush=True,
         )
+
+        t = time.monotonic()
+        for strategy, settings in STRATEGIES.items():
+            spec = {"name": f"container-{strategy}", "strategy": strategy, "seed": 3, **settings}
+            spec |= {"budget": {"max_executions": 48, "max_wall_seconds": 300}, "batch_size": 12, "parallelism": 8}
+            (work / f"{strategy}.yaml").write_text(yaml.safe_dump({"campaign": spec}))
+            run = subprocess.run(
+                [str(Path(sys.executable).parent / "gauntlet"), "run", str(work / f"{strategy}.yaml"),
+                 "--id", f"{campaign_id}-{strategy}", "--generator", generator, "--analysis", analysis,
+                 "--report-dir", f"{campaign_id}-{strategy}"],
+                capture_output=True, text=True, timeout=600,
+            )  # fmt: skip
+            if run.returncode != 0:
+                raise RuntimeError(
+                    f"the {strategy} campaign exited {run.returncode}: {(run.stdout + run.stderr)[-3000:]}"
+                )
+        times["strategies"] = time.monotonic() - t
+        print(f"smoke: strategy campaigns completed: {', '.join(STRATEGIES)}", flush=True)
         shutil.rmtree(work, ignore_errors=True)
         return 0
     except (RuntimeError, subprocess.CalledProcessError, subprocess.TimeoutExpired) as error:

@@ -50,13 +50,13 @@ def test_suite_runs_as_containers_and_heals_a_killed_simulator(engine: None) -> 
     assert done.returncode == 0, output[-6000:]
     sizes = dict(re.findall(r"(\w+)=(\d+)", re.search(r"image sizes \(MB\): (.*)", output)[1]))  # type: ignore[index]
     assert set(sizes) == {"simulator", "agent", "translator", "oracle", "generator", "analysis"}
-    for role in ("simulator", "oracle", "analysis"):  # images without torch
+    # the images without torch; the generator's ribs (numba, llvmlite, pandas), pymoo, scipy and scikit-learn make
+    # it the closest (830 MB before deploy/slim_venv.py, the startup-only bytecode and matplotlib's removal)
+    for role in ("simulator", "oracle", "generator", "analysis"):
         assert int(sizes[role]) < 600, sizes
-    # the generator has no torch either, but ribs (numba, llvmlite, pandas), pymoo (matplotlib), scipy and
-    # scikit-learn weigh ~650 MB installed: 830 MB measured, over the 600 MB target (deploy/README.md)
-    assert int(sizes["generator"]) < 1000, sizes
     assert int(sizes["agent"]) > int(sizes["oracle"]) + 500, sizes  # torch is in the agent's image, not the oracle's
     assert "600 executions recorded once each" in output
+    assert "strategy campaigns completed: map_elites, designate, novelty_search, mdpfuzz" in output
     assert re.search(r"simulator restarted [1-9]\d*x", output)
 
 
