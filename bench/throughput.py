@@ -8,10 +8,13 @@
 2. naive:   the seed tools' loop, in process: one env, `model.predict` one step at a time;
 3. batched: in process, 64 environments in lock-step, one batched `model.predict` per step.
 
+Each suite way runs --repeats campaigns (default 3) one after another on one fresh suite, and the batched loop
+runs as many times; a way's time is the median, and every run's time is printed too (the first campaign of a
+suite includes its warm-up: environments built, streams opened). The naive loop runs once (half a minute).
 Ends with `throughput: suite/naive=<x> suite/batched=<y>` (ratios of episodes per second)
 and prints each service's peak resident memory.
 
-    python bench/throughput.py [--episodes 256] [--parallelism 64] [--profile DIR]
+    python bench/throughput.py [--episodes 256] [--parallelism 64] [--repeats 3] [--profile DIR]
     python bench/throughput.py --subject lunarlander     # a costlier subject: its zoo model, lunarlander-ppo
 
 With --profile DIR, py-spy (the dev extra) samples the simulator, agent, generator and oracle processes
@@ -25,6 +28,7 @@ import argparse
 import collections
 import re
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -117,8 +121,14 @@ def _short(frame: str) -> str:
 
 
 def run_suite(
-    config: CampaignConfig, model_root: Path, pipeline: int, lanes: bool = True, profile: Path | None = None
-) -> tuple[float, int, dict[str, float]]:
+    config: CampaignConfig,
+    model_root: Path,
+    pipeline: int,
+    repeats: int,
+    lanes: bool = True,
+    profile: Path | None = None,
+) -> tuple[list[float], int, dict[str, float]]:
+    """Seconds of `repeats` campaigns with the same spec, one after another on one fresh suite."""
     with tempfile.TemporaryDirectory() as tmp:
         with LocalSuite(
             store_url=f"sqlite:///{tmp}/bench.db",
@@ -130,10 +140,12 @@ def run_suite(
             gen = generator_pb2_grpc.GeneratorServiceStub(client_channel(local.endpoint("generator")))
             pids = {name: local.services[name].process.pid for name in PROFILED}
             profilers = start_profilers(pids, profile) if profile else []
-            started = time.perf_counter()
-            cid = gen.StartCampaign(generator_pb2.StartCampaignRequest(spec=config.to_proto())).status.campaign_id
-            status = list(gen.WatchCampaign(generator_pb2.WatchCampaignRequest(campaign_id=cid)))[-1].status
-            seconds = time.perf_counter() - started
+            seconds = []
+            for _ in range(repeats):
+                started = time.perf_counter()
+                cid = gen.StartCampaign(generator_pb2.StartCampaignRequest(spec=config.to_proto())).status.campaign_id
+                status = list(gen.WatchCampaign(generator_pb2.WatchCampaignRequest(campaign_id=cid)))[-1].status
+                seconds.append(time.perf_counter() - started)
             stop_profilers(profilers)
             memory = {name: peak_rss_mb(s.process.pid) for name, s in local.services.items()}
     return seconds, int(status.steps), memory
@@ -179,6 +191,13 @@ def main() -> None:
     parser.add_argument("--profile", type=Path, help="sample the services with py-spy during the suite run")
     parser.add_argument("--subject", default="cartpole", help="subject of every episode (default cartpole)")
     parser.add_argument("--model", help="zoo model under test (default: the zoo's first model of the subject)")
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=3,
+        help="campaigns per suite way, one after another on one suite, and batched loops; each way's time is their "
+        "median (default 3; the naive loop runs once)",
+    )
     args = parser.parse_args()
     models = yaml.safe_load((args.model_root / "manifest.yaml").read_text())["models"]
     name = args.model or next((m for m, e in models.items() if e["subject"] == args.subject), None)
@@ -204,11 +223,14 @@ def main() -> None:
     jobs = [Job(f"t{i + 1:07d}", v, derive_seed(args.seed, f"t{i + 1:07d}", 0)) for i, v in enumerate(values)]
     model = algorithm_class(models[name]["algorithm"]).load(args.model_root / name / "model.zip", device="cpu")
 
-    single_s, _, _ = run_suite(config, args.model_root, pipeline=1)
-    grpc_s, _, _ = run_suite(config, args.model_root, pipeline=2, lanes=False)
-    suite_s, suite_steps, memory = run_suite(config, args.model_root, pipeline=2, profile=args.profile)
+    repeats = args.repeats
+    single_all, _, _ = run_suite(config, args.model_root, pipeline=1, repeats=repeats)
+    grpc_all, _, _ = run_suite(config, args.model_root, pipeline=2, repeats=repeats, lanes=False)
+    suite_all, suite_steps, memory = run_suite(config, args.model_root, 2, repeats, profile=args.profile)
     naive_s, naive_steps = run_naive(args.subject, jobs, model)
-    batched_s, batched_steps = run_batched(args.subject, jobs, model, args.parallelism)
+    batched = [run_batched(args.subject, jobs, model, args.parallelism) for _ in range(repeats)]
+    batched_all, batched_steps = [b[0] for b in batched], batched[0][1]
+    single_s, grpc_s, suite_s, batched_s = map(statistics.median, (single_all, grpc_all, suite_all, batched_all))
     if not suite_steps == naive_steps == batched_steps:
         print(f"warning: step counts differ (suite {suite_steps}, naive {naive_steps}, batched {batched_steps})")
 
@@ -223,6 +245,8 @@ def main() -> None:
     print(f"{'way':34s} {'seconds':>8s} {'episodes/s':>11s} {'steps/s':>10s}")
     for name, seconds, steps in rows:
         print(f"{name:34s} {seconds:8.2f} {n / seconds:11.1f} {steps / seconds:10.0f}")
+    runs = {"suite": suite_all, "one group": single_all, "ActStream": grpc_all, "batched": batched_all}
+    print("each run (s): " + "; ".join(f"{k} " + " ".join(f"{t:.2f}" for t in v) for k, v in runs.items()))
     for name in PROFILED if args.profile else ():
         print("\n".join(flame_summary(args.profile / f"{name}.txt")))
     print("peak resident memory per service (MiB): " + ", ".join(f"{k} {v:.0f}" for k, v in memory.items()))
