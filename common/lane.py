@@ -3,9 +3,9 @@
 Why: Python gRPC spends about 0.2-0.3 ms of CPU per message on each side (thread hand-offs in its synchronous
 stack; its asyncio stack measured no better here), more than a small policy's forward pass, and a campaign sends
 one message per lock-step. Where the simulator and the agent share a host, a lane carries the same serialized
-messages for a few microseconds each. The lane is only ever an offer: the agent makes it inside an authenticated
-gRPC call, and a caller that cannot use it (another host, another container, an agent that serves none) uses
-ActStream, so every result is the same either way (docs/contracts/lanes.md).
+messages for about 0.06 ms a round trip (bench/act_link.py). The lane is only ever an offer: the agent makes it
+inside an authenticated gRPC call, and a caller that cannot use it (another host, another container, an agent
+that serves none) uses ActStream, so every result is the same either way (docs/contracts/lanes.md).
 
 Protocol, after OpenLane answered with a socket path and a secret:
   1. the caller connects and sends the SECRET_BYTES secret;
