@@ -48,7 +48,7 @@ FENCE = re.compile(r"^(?P<indent>\s*)(?P<fence>```+|~~~+)\s*(?P<lang>[\w+-]*)")
 KINDS = ("run", "parse", "campaign", "subject", "recipe", "output", "excerpt")
 # a token that stands for a value the reader fills in: N, MODEL, <id>, ..., [ID ...], A|B
 PLACEHOLDER = re.compile(r"^[A-Z][A-Z0-9_]*$|[<>\[\]|]|\.\.\.|…")
-COMMAND_SPAN = re.compile(r"^(gauntlet |python bench/|python -m |make )")
+COMMAND_SPAN = re.compile(r"^(gauntlet |python bench/|python replications/|python -m |make )")
 
 
 @dataclass(frozen=True)
@@ -210,7 +210,8 @@ def _expect_parse(
 
 
 def _read_by_code(name: str) -> bool:
-    folders = [p for p in ROOT.iterdir() if p.is_dir() and ((p / "__init__.py").exists() or p.name == "bench")]
+    scripts = ("bench", "replications")
+    folders = [p for p in ROOT.iterdir() if p.is_dir() and ((p / "__init__.py").exists() or p.name in scripts)]
     return any(name in f.read_text() for folder in folders if folder.name != "tests" for f in folder.rglob("*.py"))
 
 

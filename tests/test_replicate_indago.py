@@ -8,7 +8,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from bench.replicate_indago import (
+from common.generated.gauntlet.v1 import simulator_pb2
+from replications.replicate_indago import (
     APPROACHES,
     BenchSpec,
     failure_ratios,
@@ -18,7 +19,6 @@ from bench.replicate_indago import (
     replicate,
     summarise,
 )
-from common.generated.gauntlet.v1 import simulator_pb2
 
 
 def fake_runs(failures: dict[str, list[int]]) -> list[dict[str, Any]]:
@@ -93,8 +93,8 @@ def test_bad_arguments_are_named() -> None:
 def test_tiny_replication_through_the_suite(suite: Any, tmp_path: Path) -> None:
     """1 run x 3 approaches x 6 inputs on Parking (its agent fails on ~35 % of random inputs; the LunarLander
     agents now fail too rarely for 6 inputs), the whole path: campaigns, trajectory re-runs, clustering, the table."""
-    from bench.campaigns import Clients
     from offline.surrogate_training import TuningGrid, train_zoo_surrogate
+    from replications.harness import Clients
 
     # under the generator's artifact root: a campaign can name no surrogate elsewhere
     surrogate = train_zoo_surrogate(
@@ -130,7 +130,7 @@ def test_resume_keeps_runs_made_with_the_same_settings_only(tmp_path: Path) -> N
     import json
     from dataclasses import asdict
 
-    from bench.replicate_indago import resumable_runs
+    from replications.replicate_indago import resumable_runs
 
     spec = BenchSpec(
         subject="cartpole",

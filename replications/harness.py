@@ -1,4 +1,4 @@
-"""Bench helpers beyond bench/common.py: a throwaway local suite, its clients, and re-running failing test cases
+"""Replication helpers beyond bench/common.py: a throwaway local suite, its clients, and re-running failing test cases
 with every repetition judged, to read the trajectories the campaign store does not keep.
 
 Everything talks to the real services over gRPC, as `gauntlet run` does.

@@ -30,9 +30,9 @@ before the last two says so.
 Stochastic subjects (DescribeEnvironment says not deterministic) run each input 10 times and count it failing
 when more than half of the runs fail (the paper's "> 0.5"); their trajectory is the mean of the failing runs'.
 
-    python bench/replicate_indago.py --subject lunarlander --runs 10 --max-iterations 100  # as in results/
-    python bench/replicate_indago.py --subject parking --runs 10
-    python bench/replicate_indago.py --subject cartpole --runs 1 --configs 5 --approaches random,hc_rnd  # smoke
+    python replications/replicate_indago.py --subject lunarlander --runs 10 --max-iterations 100  # as in results/
+    python replications/replicate_indago.py --subject parking --runs 10
+    python replications/replicate_indago.py --subject cartpole --runs 1 --configs 5 --approaches random,hc_rnd  # smoke
 """
 
 from __future__ import annotations
@@ -68,12 +68,12 @@ from analysis_service.failure_clusters import (
     pad_trajectories,
 )
 from analysis_service.statistics import compare
-from bench.campaigns import Clients, failing_traces, temporary_suite
 from bench.common import campaign_executions, run_campaign
 from common.generated.gauntlet.v1 import oracle_pb2, simulator_pb2
 from common.space import ParameterSpace, value_from_proto
 from generator_service.config import CampaignConfig
 from generator_service.strategies.indago import SETTINGS
+from replications.harness import Clients, failing_traces, temporary_suite
 
 # approach name -> (strategy, needs the surrogate); the paper's row order, train. fail. last (Table 5's baseline)
 APPROACHES: dict[str, tuple[str, bool]] = {
