@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.common import campaign_executions, run_campaign
+from bench.harness import campaign_executions, run_campaign
 from cli.launcher import LocalSuite
 from common.generated.gauntlet.v1 import generator_pb2_grpc
 from common.server import client_channel

@@ -1,13 +1,15 @@
-"""Replication helpers beyond bench/common.py: a throwaway local suite, its clients, and re-running failing test cases
-with every repetition judged, to read the trajectories the campaign store does not keep.
+"""Helpers the replications share (beyond bench/harness.py's run_campaign and campaign_executions): read the runs a
+replication saved (one JSON line per finished run) back for a merged table; a throwaway local suite, its clients, and
+re-running failing test cases with every repetition judged, to read the trajectories the campaign store does not keep.
 
 Everything talks to the real services over gRPC, as `gauntlet run` does.
 """
 
 from __future__ import annotations
 
+import json
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,9 +31,59 @@ from common.space import ParameterSpace
 from common.tensor import from_tensor
 
 
+def load_saved_runs(
+    paths: Iterable[Path],
+    name_field: str,
+    settings: Sequence[str],
+    *,
+    settings_required: bool = True,
+    parse: Callable[[dict[str, Any]], None] | None = None,
+) -> tuple[dict[str, list[dict[str, Any]]], dict[str, Any]]:
+    """Runs saved one JSON object per line in a replication's .runs.jsonl files, per method (`name_field`) in seed
+    order, and the settings every run shares.
+
+    Raises SystemExit naming the file (and line, and field) for an unreadable file, a malformed line, a run that
+    differs from earlier ones in a setting, or the same (method, seed) saved twice (overlapping shares). With
+    `settings_required=False`, a run that lacks a setting (saved before the replication recorded it) is accepted.
+    `parse` may convert a row's fields in place; what it raises (ValueError, KeyError, TypeError) is reported
+    at the row's file:line. Rows are returned with `name_field` removed and everything else as saved."""
+    found: dict[str, dict[int, dict[str, Any]]] = {}
+    shared: dict[str, Any] = {}
+    for path in paths:
+        try:
+            lines = [(n, line) for n, line in enumerate(path.read_text().splitlines(), 1) if line.strip()]
+        except OSError as err:
+            raise SystemExit(f"error: cannot read saved runs {path}: {err.strerror}") from err
+        for number, line in lines:
+            try:
+                row = json.loads(line)
+                name, seed = str(row.pop(name_field)), int(row["seed"])
+            except (ValueError, KeyError, TypeError, AttributeError) as err:
+                raise SystemExit(f"error: {path}:{number}: not a saved run ({type(err).__name__}: {err})") from err
+            for key in settings:
+                if key not in row and not settings_required:
+                    continue
+                if key not in row:
+                    raise SystemExit(f"error: {path}:{number}: not a saved run (no {key!r})")
+                if shared.setdefault(key, row[key]) != row[key]:
+                    raise SystemExit(
+                        f"error: {path}:{number}: {key} is {row[key]!r} but earlier runs have "
+                        f"{shared[key]!r}; summarise runs with different settings apart"
+                    )
+            if parse is not None:
+                try:
+                    parse(row)
+                except (ValueError, KeyError, TypeError) as err:
+                    raise SystemExit(f"error: {path}:{number}: not a saved run ({type(err).__name__}: {err})") from err
+            if seed in found.setdefault(name, {}):
+                raise SystemExit(f"error: {path}:{number}: {name} seed {seed} is saved twice (overlapping shares?)")
+            found[name][seed] = row
+    return {name: [runs[seed] for seed in sorted(runs)] for name, runs in found.items()}, shared
+
+
 @dataclass
 class Clients:
-    """Stubs for the services a bench talks to."""
+    """Stubs for the services a replication talks to."""
 
     generator: generator_pb2_grpc.GeneratorServiceStub
     simulator: simulator_pb2_grpc.SimulatorServiceStub

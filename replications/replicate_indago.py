@@ -68,7 +68,7 @@ from analysis_service.failure_clusters import (
     pad_trajectories,
 )
 from analysis_service.statistics import compare
-from bench.common import campaign_executions, run_campaign
+from bench.harness import campaign_executions, run_campaign
 from common.generated.gauntlet.v1 import oracle_pb2, simulator_pb2
 from common.space import ParameterSpace, value_from_proto
 from generator_service.config import CampaignConfig

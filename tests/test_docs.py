@@ -361,6 +361,6 @@ def test_a_wrong_flag_fails_the_parse_check() -> None:
     with pytest.raises(pytest.fail.Exception, match="refused by its parser"):
         parse_check(["gauntlet", "run", "examples/cartpole_random.yaml", "--no-such-flag"], "example")
     with pytest.raises(pytest.fail.Exception, match="refused by its parser"):
-        parse_check(["python", "bench/replicate_qd.py", "--subject", "taxi_large", "--seedz", "5"], "example")
+        parse_check(["python", "replications/replicate_qd.py", "--subject", "taxi_large", "--seedz", "5"], "example")
     with pytest.raises(pytest.fail.Exception, match="does not know how to check"):
         parse_check(["rm", "-rf", "runs"], "example")

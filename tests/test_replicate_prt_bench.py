@@ -1,4 +1,4 @@
-"""bench/replicate_prt.py re-renders a stored Table 3 run: table, paper rows, notes and the exact final line."""
+"""replications/replicate_prt.py re-renders a stored Table 3 run: table, paper rows, notes and the exact final line."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def test_render_rewrites_a_stored_run_without_running_campaigns(tmp_path: Path) 
     path = tmp_path / "stored.json"
     path.write_text(json.dumps(stored))
     out = subprocess.run(
-        [sys.executable, "bench/replicate_prt.py", "--render", str(path), "--out", str(tmp_path)],
+        [sys.executable, "replications/replicate_prt.py", "--render", str(path), "--out", str(tmp_path)],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -52,7 +52,7 @@ def test_render_rewrites_a_stored_run_without_running_campaigns(tmp_path: Path) 
 
 def test_bad_options_are_named() -> None:
     out = subprocess.run(
-        [sys.executable, "bench/replicate_prt.py", "--strategies", "prt,bogus"],
+        [sys.executable, "replications/replicate_prt.py", "--strategies", "prt,bogus"],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -60,7 +60,7 @@ def test_bad_options_are_named() -> None:
     )
     assert out.returncode == 2 and "unknown bogus" in out.stderr and "Traceback" not in out.stderr
     out = subprocess.run(
-        [sys.executable, "bench/replicate_prt.py", "--strategies", "random,map_elites"],
+        [sys.executable, "replications/replicate_prt.py", "--strategies", "random,map_elites"],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -91,7 +91,7 @@ def saved_run(strategy: str, seed: int, tests: float, found: bool = True, **sett
 
 def bench(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "bench/replicate_prt.py", *args], cwd=ROOT, capture_output=True, text=True, timeout=600
+        [sys.executable, "replications/replicate_prt.py", *args], cwd=ROOT, capture_output=True, text=True, timeout=600
     )
 
 

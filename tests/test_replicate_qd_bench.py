@@ -1,4 +1,5 @@
-"""bench/replicate_qd.py split over processes: two one-seed shares summarised together equal one two-seed table."""
+"""replications/replicate_qd.py split over processes: two one-seed shares summarised together equal one two-seed
+table."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ COMMON = [
 
 def _bench(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "bench/replicate_qd.py", *args], cwd=ROOT, capture_output=True, text=True, timeout=600
+        [sys.executable, "replications/replicate_qd.py", *args], cwd=ROOT, capture_output=True, text=True, timeout=600
     )
 
 
@@ -72,7 +73,7 @@ def test_split_seeds_merge_into_one_table(tmp_path: Path) -> None:
 
 
 def test_ffs_is_averaged_over_the_runs_that_have_one_and_the_table_says_how_many() -> None:
-    from bench.replicate_qd import summarise
+    from replications.replicate_qd import summarise
 
     def run(seed: int, fs: float, ffs: float) -> dict:
         return {

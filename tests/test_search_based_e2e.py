@@ -6,8 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from bench.common import campaign_executions, run_campaign
-from bench.replicate_search_based import search_reference
+from bench.harness import campaign_executions, run_campaign
 from cli.launcher import LocalSuite
 from common.generated.gauntlet.v1 import (
     analysis_pb2,
@@ -22,6 +21,7 @@ from generator_service.config import CampaignConfig
 from generator_service.search_based.performance import write_traces
 from generator_service.search_based.safety_metrics import measure_suite
 from generator_service.search_based.trace_fuzzing import fittest_traces
+from replications.replicate_search_based import search_reference
 
 # A hand-made reference on taxi_large from its search start (row 8, col 6): east, east, west, then its boundary
 # states at depths 1 and 2, so that the suites stay small (the DFS's own reference there has |DB| = 8; see the docs

@@ -43,7 +43,7 @@ import torch
 import yaml
 
 from analysis_service.statistics import compare
-from bench.common import campaign_executions, run_campaign
+from bench.harness import campaign_executions, run_campaign
 from cli.designate_archive import calibrate_rows
 from cli.launcher import LocalSuite
 from common.generated.gauntlet.v1 import (
@@ -344,7 +344,7 @@ def render(subject: str, s: dict[str, Any], args: argparse.Namespace) -> str:
     lines = [
         f"# DESIGNATE replication on {subject} ({s['runs']} runs)",
         "",
-        f"Command: `python bench/replicate_designate.py --subject {subject} --runs {s['runs']}"
+        f"Command: `python replications/replicate_designate.py --subject {subject} --runs {s['runs']}"
         + ("" if s["diversity_percentile"] == 50 else f" --diversity-percentile {s['diversity_percentile']:g}")
         + "`"
         f" (generations {s['generations']}, random budget {s['random_budget']}, retraining {s['retrain_epochs']} "

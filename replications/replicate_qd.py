@@ -10,15 +10,15 @@ median and quartiles over seeds, FS/FFS as the mean over runs divided by random 
 aggregation), one-sided Mann-Whitney U (method > random) and Vargha-Delaney Â12 on the final counts, and the
 paper's numbers beside ours; writes results/qd_<subject>.{md,json,png}.
 
-    python bench/replicate_qd.py --subject taxi_large --seeds 5 --budget 5000
+    python replications/replicate_qd.py --subject taxi_large --seeds 5 --budget 5000
 
 One bench runs its campaigns one after another; to use two cores, split the seeds over two processes and
 summarise their saved runs together (each run line records its budget, batch and initialisation, and runs with
 different settings are refused):
 
-    python bench/replicate_qd.py --subject lunarlander_qd --seeds 3 --out runs/qd-a
-    python bench/replicate_qd.py --subject lunarlander_qd --seeds 2 --first-seed 3 --out runs/qd-b
-    python bench/replicate_qd.py --subject lunarlander_qd \
+    python replications/replicate_qd.py --subject lunarlander_qd --seeds 3 --out runs/qd-a
+    python replications/replicate_qd.py --subject lunarlander_qd --seeds 2 --first-seed 3 --out runs/qd-b
+    python replications/replicate_qd.py --subject lunarlander_qd \
         --from-runs runs/qd-a/qd_lunarlander_qd.runs.jsonl runs/qd-b/qd_lunarlander_qd.runs.jsonl
 
 Choices where the paper is silent are documented in SUBJECTS below and in the README ("QD fault diversity").
@@ -51,12 +51,13 @@ from analysis_service.fault_diversity import (
     run_curves,
 )
 from analysis_service.statistics import compare
-from bench.common import campaign_executions, load_saved_runs, run_campaign
+from bench.harness import campaign_executions, run_campaign
 from cli.launcher import LocalSuite
 from common.generated.gauntlet.v1 import generator_pb2_grpc, oracle_pb2
 from common.server import client_channel
 from common.space import value_from_proto
 from generator_service.config import CampaignConfig
+from replications.harness import load_saved_runs
 from simulator_service.subject import get_subject
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -470,7 +471,7 @@ def main() -> None:
         flags += f" --first-seed {args.first_seed}"
     seeds = min(len(r) for r in results.values())
     text += (
-        f"\n\nCommand: `python bench/replicate_qd.py --subject {args.subject} --seeds {seeds} --budget "
+        f"\n\nCommand: `python replications/replicate_qd.py --subject {args.subject} --seeds {seeds} --budget "
         f"{args.budget} --batch {args.batch} --initial {initial} --methods {','.join(methods)}{flags}`; "
         f"wall {wall:.0f} s" + (" (summed over the saved runs)." if args.from_runs else ".")
     )

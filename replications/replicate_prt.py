@@ -15,8 +15,8 @@ initialisation) drawn like random testing's from the same seed, so until then it
 failure is random's; the fuzzers collect `--fuzz-init` seeds (a random input and one mutant
 each) before any guidance. Both are parameters so that a shorter initialisation can be tried.
 
-    python bench/replicate_prt.py --subject cartpole --reps 20
-    python bench/replicate_prt.py --subject mountaincar_continuous --reps 5 --max-tests 2000
+    python replications/replicate_prt.py --subject cartpole --reps 20
+    python replications/replicate_prt.py --subject mountaincar_continuous --reps 5 --max-tests 2000
 
 Every finished campaign is appended to <out>/prt_table3_<subject>[_<tag>].runs.jsonl with the settings it ran
 under. `--resume` keeps that file and skips the (strategy, seed) pairs it already holds, so a long bench survives
@@ -25,9 +25,9 @@ each with its own --out, which may leave out prt or random), and `--from-runs A 
 saved runs without running anything (runs with different settings are refused, naming the field):
 
     S="--subject mountaincar_continuous"
-    python bench/replicate_prt.py $S --reps 10 --strategies random --first-rep 0 --out runs/a
-    python bench/replicate_prt.py $S --reps 10 --strategies random --first-rep 10 --out runs/b
-    python bench/replicate_prt.py $S --from-runs runs/a/*.runs.jsonl runs/b/*.runs.jsonl ...
+    python replications/replicate_prt.py $S --reps 10 --strategies random --first-rep 0 --out runs/a
+    python replications/replicate_prt.py $S --reps 10 --strategies random --first-rep 10 --out runs/b
+    python replications/replicate_prt.py $S --from-runs runs/a/*.runs.jsonl runs/b/*.runs.jsonl ...
 """
 
 from __future__ import annotations
@@ -46,12 +46,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from rich.progress import Progress
 
 from analysis_service.statistics import compare
-from bench.common import load_saved_runs
 from cli.launcher import LocalSuite
 from common.generated.gauntlet.v1 import analysis_pb2, analysis_pb2_grpc, generator_pb2, generator_pb2_grpc
 from common.server import client_channel
 from generator_service.config import CampaignConfig
 from generator_service.strategies import strategies
+from replications.harness import load_saved_runs
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = {
@@ -162,8 +162,9 @@ def _parse_run(row: dict[str, Any]) -> None:
 
 
 def load_runs(paths: list[Path]) -> tuple[dict[str, list[dict[str, Any]]], dict[str, Any]]:
-    """Runs saved in .runs.jsonl files, per strategy in seed order, and the settings they share (bench/common.py's
-    reader: malformed lines, mixed settings and a (strategy, seed) saved twice are refused, naming file:line)."""
+    """Runs saved in .runs.jsonl files, per strategy in seed order, and the settings they share
+    (replications/harness.py's reader: malformed lines, mixed settings and a (strategy, seed) saved twice are refused,
+    naming file:line)."""
     results, settings = load_saved_runs(paths, "strategy", RUN_SETTINGS, parse=_parse_run)
     for runs in results.values():
         for row in runs:  # the settings are the table's, not each run's

@@ -9,7 +9,7 @@ RS, the agent started from states on τ_ref drawn uniformly at random; Step 3 ru
 per agent. Writes results/search_based_<subject>.{md,json,png} with the paper's statements beside ours and ends with
 `boundary_vs_random_state_fail_rate=<mean ST fail frequency / mean RS fail frequency>`.
 
-    python bench/replicate_search_based.py --subject taxi_large --model taxi-qlearning
+    python replications/replicate_search_based.py --subject taxi_large --model taxi-qlearning
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import campaign_executions, run_campaign
+from bench.harness import campaign_executions, run_campaign
 from cli.launcher import LocalSuite, environments_for
 from common.generated.gauntlet.v1 import generator_pb2_grpc, simulator_pb2, simulator_pb2_grpc
 from common.performance_testing import measure_performance, pearson
@@ -384,7 +384,7 @@ def main(argv: list[str] | None = None) -> int:
                 not args.printed_visited_rule,
                 args.session_timeout,
             )
-    command = "python bench/replicate_search_based.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = "python replications/replicate_search_based.py " + " ".join(argv if argv is not None else sys.argv[1:])
     args.out.mkdir(parents=True, exist_ok=True)
     stem = args.out / f"search_based_{args.subject}"
     stem.with_suffix(".json").write_text(json.dumps(report, indent=1))

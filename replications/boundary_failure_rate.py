@@ -6,7 +6,7 @@ This draws `--tests` inputs uniformly on the boundary (one parameter, chosen at 
 end; the others uniform), runs them in-process with the subject's oracle, and prints their failure rate beside
 the manifest's uniform-input rate, with Wilson 95 % intervals.
 
-    python bench/boundary_failure_rate.py lunarlander-continuous-ppo --tests 2000
+    python replications/boundary_failure_rate.py lunarlander-continuous-ppo --tests 2000
 """
 
 from __future__ import annotations
