@@ -9,6 +9,13 @@ point in its own ``pyproject.toml`` and installing itself; nothing in Gauntlet n
 Gauntlet's own plug-ins are declared the same way in its ``pyproject.toml``. The entry point's name is the name
 campaigns and subjects use; what it points at depends on the group (a strategy class, an oracle factory, ...), and
 the module owning the group says what it expects.
+
+A *subject pack* (``subjects/<family>/``: one subject family's YAML files, env or backend, injector, oracles, validity
+rules and search operators) is a package that declares its parts under these groups, plus its folder of subject YAML
+files under ``gauntlet.subject_dirs``. Each service loads only the groups of its role (``ROLE_GROUPS``): the simulator
+the backends, injectors, subject folders, validators and search operators; the oracle service the oracles; the
+generator the strategies, validators and search operators. A pack's modules are split the same way, so a service never
+imports the part of a pack that another role runs.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ import logging
 from collections.abc import Callable
 from functools import cache
 from importlib.metadata import entry_points
+from pathlib import Path
 from typing import Any, TypeVar
 
 from common.errors import FailedPrecondition
@@ -27,11 +35,20 @@ INJECTORS = "gauntlet.injectors"
 VALIDATORS = "gauntlet.validators"
 SEARCH_OPERATORS = "gauntlet.search_operators"
 SIMULATORS = "gauntlet.simulators"
+# a folder of subject YAML files: the entry point names a module attribute holding the folder (a str or Path)
+SUBJECT_DIRS = "gauntlet.subject_dirs"
 
 log = logging.getLogger("gauntlet.plugins")
 T = TypeVar("T")
 
-GROUPS = (STRATEGIES, ORACLES, INJECTORS, VALIDATORS, SEARCH_OPERATORS, SIMULATORS)
+GROUPS = (STRATEGIES, ORACLES, INJECTORS, VALIDATORS, SEARCH_OPERATORS, SIMULATORS, SUBJECT_DIRS)
+
+# The groups each service loads: a pack's part reaches only the processes of its role.
+ROLE_GROUPS: dict[str, tuple[str, ...]] = {
+    "simulator": (SIMULATORS, INJECTORS, SUBJECT_DIRS, VALIDATORS, SEARCH_OPERATORS),
+    "oracle": (ORACLES,),
+    "generator": (STRATEGIES, VALIDATORS, SEARCH_OPERATORS),
+}
 
 
 class PluginError(FailedPrecondition):
@@ -90,3 +107,20 @@ def loadable(group: str, load: Callable[[str], T]) -> dict[str, T]:
         except PluginError as exc:
             log.warning("left out of the %s listing: %s", group, exc)
     return found
+
+
+def plugin_folders(group: str) -> list[Path]:
+    """The folders that the plug-ins of ``group`` name (e.g. each pack's subject folder), in name order; a plug-in
+    that fails to load or names something that is not an existing folder is logged and left out."""
+    folders = []
+    for name in plugin_names(group):
+        try:
+            folder = Path(load_plugin(group, name))
+        except (PluginError, TypeError) as exc:
+            log.warning("left out of %s: %s", group, exc)
+            continue
+        if not folder.is_dir():
+            log.warning("left out of %s: plug-in %r names %s, which is not a folder", group, name, folder)
+            continue
+        folders.append(folder)
+    return folders

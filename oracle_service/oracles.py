@@ -263,7 +263,7 @@ def bipedal_oracle(suffix: str) -> Oracle:
 
 
 PARKING_SUCCESS_ERROR = 0.12  # highway-env's success_goal_reward: parked when the weighted goal error is below it
-PARKING_STEP_LIMIT = 100  # the parking subject's max_steps (simulator_service/subjects/parking.yaml)
+PARKING_STEP_LIMIT = 100  # the parking subject's max_steps (subjects/parking/parking.yaml)
 
 
 def _parking(ep: Episode) -> Judgement:

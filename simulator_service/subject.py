@@ -15,12 +15,13 @@ import yaml
 from common.domain.operators import ParameterOperators, make_operators
 from common.domain.rules import SubjectRules
 from common.domain.validators import Validator, make_validator
-from common.plugins import PluginError
+from common.plugins import SUBJECT_DIRS, PluginError, plugin_folders
 from common.space import ParameterSpace, ParamValue, SpaceError
 from simulator_service.search_spec import SEARCH_SIGNALS, SearchSpec, parse_search
 
-BUILTIN_SUBJECTS = Path(__file__).parent / "subjects"
-# Extra folders of subject YAML files, separated by os.pathsep (lets users add subjects without code).
+# Subject files come from the installed subject packs (each pack's folder, entry-point group gauntlet.subject_dirs;
+# subjects/<family>/ in this repository) and from
+# extra folders of subject YAML files, separated by os.pathsep (lets users add subjects without code).
 SUBJECT_PATH_ENV = "GAUNTLET_SUBJECT_PATH"
 
 # Signals every backend records; subjects add their own (e.g. lunar's game_over).
@@ -199,12 +200,13 @@ def _translator_name(path: Path, raw: object) -> str:
 
 
 def subject_dirs() -> list[Path]:
+    """The installed packs' subject folders, then those of $GAUNTLET_SUBJECT_PATH."""
     extra = [Path(p) for p in os.environ.get(SUBJECT_PATH_ENV, "").split(os.pathsep) if p]
-    return [BUILTIN_SUBJECTS, *extra]
+    return [*plugin_folders(SUBJECT_DIRS), *extra]
 
 
 def load_subjects(dirs: list[Path] | None = None) -> dict[str, Subject]:
-    """Every subject in the given folders (default: the built-in ones plus $GAUNTLET_SUBJECT_PATH)."""
+    """Every subject in the given folders (default: the installed packs' plus $GAUNTLET_SUBJECT_PATH's)."""
     subjects: dict[str, Subject] = {}
     for folder in dirs or subject_dirs():
         for path in sorted(folder.glob("*.yaml")):

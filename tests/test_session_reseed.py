@@ -26,7 +26,7 @@ START = {"taxi_row": 8, "taxi_col": 6, "passenger": 0, "destination": 1}
 @pytest.fixture(scope="module")
 def simulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[simulator_pb2_grpc.SimulatorServiceStub]:
     folder = tmp_path_factory.mktemp("rainy")
-    subject = yaml.safe_load((ROOT / "simulator_service" / "subjects" / "taxi_large.yaml").read_text())
+    subject = yaml.safe_load((ROOT / "subjects" / "taxi" / "taxi_large.yaml").read_text())
     subject.update(subject="taxi_rainy", deterministic=False, env_kwargs={"end_on_fault": False, "slip": 0.5})
     (folder / "subjects").mkdir()
     (folder / "subjects" / "taxi_rainy.yaml").write_text(yaml.safe_dump(subject))

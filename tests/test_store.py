@@ -263,7 +263,7 @@ def test_a_campaign_whose_environment_gives_nan_rewards_completes_with_every_exe
 
     (tmp_path / "plugins").mkdir()
     (tmp_path / "plugins" / "nan_cartpole.py").write_text(NAN_ENV)
-    subject = yaml.safe_load((Path(__file__).parent.parent / "simulator_service/subjects/cartpole.yaml").read_text())
+    subject = yaml.safe_load((Path(__file__).parent.parent / "subjects/classic/cartpole.yaml").read_text())
     subject.update(subject="nan_cartpole", env_id="nan_cartpole:NaNRewardCartPole-v1", deterministic=True)
     (tmp_path / "subjects").mkdir()
     (tmp_path / "subjects" / "nan_cartpole.yaml").write_text(yaml.safe_dump(subject))

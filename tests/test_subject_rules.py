@@ -36,7 +36,7 @@ from generator_service.surrogates.search import subject_validity
 from simulator_service.subject import SUBJECT_PATH_ENV, SubjectError, get_subject, load_subject_file, load_subjects
 
 ROOT = Path(__file__).resolve().parent.parent
-TAXI_YAML = ROOT / "simulator_service" / "subjects" / "taxi_large.yaml"
+TAXI_YAML = ROOT / "subjects" / "taxi" / "taxi_large.yaml"
 # A rule plug-in installed only where the simulator runs: a module and the dist-info that declares its entry point
 ZIGZAG_MODULE = """
 from common.domain.validators import Validator
