@@ -630,6 +630,7 @@ class EpisodeResult(_message.Message):
     SIGNALS_FIELD_NUMBER: _builtins.int
     WALL_SECONDS_FIELD_NUMBER: _builtins.int
     ERROR_FIELD_NUMBER: _builtins.int
+    VIOLATIONS_FIELD_NUMBER: _builtins.int
     test_case_id: _builtins.str
     seed: _builtins.int
     """Seed the environment was reset with."""
@@ -648,6 +649,15 @@ class EpisodeResult(_message.Message):
     def signals(self) -> _containers.MessageMap[_builtins.str, Global___Tensor]:
         """Recorded signals by name, as asked for in the TraceSpec."""
 
+    @_builtins.property
+    def violations(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Non-empty when the test case is invalid (outside its parameter space, or
+        breaking a validity rule of the subject): one sentence per violation, naming
+        the parameter and its domain. Such a test case was not run: it gets this one
+        result (repetition 0, no steps, no signals), not one per repetition. Only
+        sent when RunEpisodesRequest.invalid_as_results is set.
+        """
+
     def __init__(
         self,
         *,
@@ -661,10 +671,11 @@ class EpisodeResult(_message.Message):
         signals: _abc.Mapping[_builtins.str, Global___Tensor] | None = ...,
         wall_seconds: _builtins.float = ...,
         error: _builtins.str = ...,
+        violations: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["error", b"error", "repetition", b"repetition", "seed", b"seed", "signals", b"signals", "steps", b"steps", "terminated", b"terminated", "test_case_id", b"test_case_id", "total_reward", b"total_reward", "truncated", b"truncated", "wall_seconds", b"wall_seconds"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error", b"error", "repetition", b"repetition", "seed", b"seed", "signals", b"signals", "steps", b"steps", "terminated", b"terminated", "test_case_id", b"test_case_id", "total_reward", b"total_reward", "truncated", b"truncated", "violations", b"violations", "wall_seconds", b"wall_seconds"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

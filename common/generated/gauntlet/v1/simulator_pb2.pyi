@@ -483,6 +483,7 @@ class RunEpisodesRequest(_message.Message):
     MAX_STEPS_FIELD_NUMBER: _builtins.int
     OBSERVATION_TRANSLATOR_FIELD_NUMBER: _builtins.int
     TRANSLATOR_ENDPOINT_FIELD_NUMBER: _builtins.int
+    INVALID_AS_RESULTS_FIELD_NUMBER: _builtins.int
     request_id: _builtins.str
     """Idempotency key of the whole batch (e.g. "<campaign id>/batch/<n>")."""
     subject: _builtins.str
@@ -509,6 +510,12 @@ class RunEpisodesRequest(_message.Message):
     """Translator service to translate with ("host:port"); empty = the simulator's default. Only an endpoint the
     simulator was started with, as agent_endpoint.
     """
+    invalid_as_results: _builtins.bool
+    """How an invalid test case (outside the parameter space, or breaking a validity rule: what ValidateConfigs
+    reports) is answered. Unset: the whole batch is refused with INVALID_ARGUMENT naming the test case and the
+    violation. Set: each invalid test case gets one result with EpisodeResult.violations and is not run, and
+    the valid ones run as usual, so one call both checks and runs a batch (what the generator does).
+    """
     @_builtins.property
     def model(self) -> _common_pb2.ModelRef: ...
     @_builtins.property
@@ -530,10 +537,11 @@ class RunEpisodesRequest(_message.Message):
         max_steps: _builtins.int = ...,
         observation_translator: _builtins.str = ...,
         translator_endpoint: _builtins.str = ...,
+        invalid_as_results: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["model", b"model", "trace", b"trace"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_endpoint", b"agent_endpoint", "max_steps", b"max_steps", "model", b"model", "observation_translator", b"observation_translator", "parallelism", b"parallelism", "repetitions", b"repetitions", "request_id", b"request_id", "seed", b"seed", "subject", b"subject", "test_cases", b"test_cases", "trace", b"trace", "translator_endpoint", b"translator_endpoint"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_endpoint", b"agent_endpoint", "invalid_as_results", b"invalid_as_results", "max_steps", b"max_steps", "model", b"model", "observation_translator", b"observation_translator", "parallelism", b"parallelism", "repetitions", b"repetitions", "request_id", b"request_id", "seed", b"seed", "subject", b"subject", "test_cases", b"test_cases", "trace", b"trace", "translator_endpoint", b"translator_endpoint"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -113,7 +113,8 @@ class SimulatorServiceServicer:
         """Runs a batch of test cases to the end of their episodes. The simulator keeps
         `parallelism` environments in lock-step, asks the agent service once per
         lock-step for all of them, and refills a finished slot at once. Results
-        stream back in completion order, one per (test case, repetition).
+        stream back in completion order, one per (test case, repetition); with invalid_as_results, an invalid
+        test case gets one result naming its violations instead of refusing the batch.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -54,7 +54,8 @@ class SimulatorServiceStub:
     """Runs a batch of test cases to the end of their episodes. The simulator keeps
     `parallelism` environments in lock-step, asks the agent service once per
     lock-step for all of them, and refills a finished slot at once. Results
-    stream back in completion order, one per (test case, repetition).
+    stream back in completion order, one per (test case, repetition); with invalid_as_results, an invalid
+    test case gets one result naming its violations instead of refusing the batch.
     """
     OpenSession: _grpc.StreamStreamMultiCallable[_simulator_pb2.OpenSessionRequest, _simulator_pb2.OpenSessionResponse]
     """An interactive episode for trace-level strategies: reset, step, snapshot,
@@ -89,7 +90,8 @@ class SimulatorServiceAsyncStub(SimulatorServiceStub):
     """Runs a batch of test cases to the end of their episodes. The simulator keeps
     `parallelism` environments in lock-step, asks the agent service once per
     lock-step for all of them, and refills a finished slot at once. Results
-    stream back in completion order, one per (test case, repetition).
+    stream back in completion order, one per (test case, repetition); with invalid_as_results, an invalid
+    test case gets one result naming its violations instead of refusing the batch.
     """
     OpenSession: _aio.StreamStreamMultiCallable[_simulator_pb2.OpenSessionRequest, _simulator_pb2.OpenSessionResponse]  # type: ignore[assignment]
     """An interactive episode for trace-level strategies: reset, step, snapshot,
@@ -145,7 +147,8 @@ class SimulatorServiceServicer(metaclass=_abc_1.ABCMeta):
         """Runs a batch of test cases to the end of their episodes. The simulator keeps
         `parallelism` environments in lock-step, asks the agent service once per
         lock-step for all of them, and refills a finished slot at once. Results
-        stream back in completion order, one per (test case, repetition).
+        stream back in completion order, one per (test case, repetition); with invalid_as_results, an invalid
+        test case gets one result naming its violations instead of refusing the batch.
         """
 
     @_abc_1.abstractmethod

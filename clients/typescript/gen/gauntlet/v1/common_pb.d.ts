@@ -530,6 +530,17 @@ export declare type EpisodeResult = Message<"gauntlet.v1.EpisodeResult"> & {
    * @generated from field: string error = 10;
    */
   error: string;
+
+  /**
+   * Non-empty when the test case is invalid (outside its parameter space, or
+   * breaking a validity rule of the subject): one sentence per violation, naming
+   * the parameter and its domain. Such a test case was not run: it gets this one
+   * result (repetition 0, no steps, no signals), not one per repetition. Only
+   * sent when RunEpisodesRequest.invalid_as_results is set.
+   *
+   * @generated from field: repeated string violations = 11;
+   */
+  violations: string[];
 };
 
 /**

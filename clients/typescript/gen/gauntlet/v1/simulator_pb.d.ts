@@ -490,6 +490,16 @@ export declare type RunEpisodesRequest = Message<"gauntlet.v1.RunEpisodesRequest
    * @generated from field: string translator_endpoint = 12;
    */
   translatorEndpoint: string;
+
+  /**
+   * How an invalid test case (outside the parameter space, or breaking a validity rule: what ValidateConfigs
+   * reports) is answered. Unset: the whole batch is refused with INVALID_ARGUMENT naming the test case and the
+   * violation. Set: each invalid test case gets one result with EpisodeResult.violations and is not run, and
+   * the valid ones run as usual, so one call both checks and runs a batch (what the generator does).
+   *
+   * @generated from field: bool invalid_as_results = 13;
+   */
+  invalidAsResults: boolean;
 };
 
 /**
@@ -841,7 +851,8 @@ export declare const SimulatorService: GenService<{
    * Runs a batch of test cases to the end of their episodes. The simulator keeps
    * `parallelism` environments in lock-step, asks the agent service once per
    * lock-step for all of them, and refills a finished slot at once. Results
-   * stream back in completion order, one per (test case, repetition).
+   * stream back in completion order, one per (test case, repetition); with invalid_as_results, an invalid
+   * test case gets one result naming its violations instead of refusing the batch.
    *
    * @generated from rpc gauntlet.v1.SimulatorService.RunEpisodes
    */
