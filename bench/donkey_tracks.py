@@ -20,7 +20,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from common.domain.donkey_track import (
+from subjects.donkey.track import (
     TrackOperators,
     TrackRules,
     draw_candidate,

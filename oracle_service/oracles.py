@@ -150,20 +150,6 @@ def _taxi(ep: Episode) -> Judgement:
     return Judgement(False, 0.0, descriptors, f"no fault, but the passenger was not delivered within {ep.steps} steps")
 
 
-def _donkey(ep: Episode) -> Judgement:
-    # Indago Driving: failure = the car left the road (|cte - lane centre| > max_cte; the backend sets off_road);
-    # success = the end line; running out of steps without either passes. Margin: the slack to the off-road
-    # threshold at the worst moment (negative once off the road).
-    worst = float(np.asarray(ep.signals["max_abs_deviation"]).item())
-    margin = float(np.asarray(ep.signals["cte_limit"]).item()) - worst
-    descriptors = (worst, float(ep.steps))
-    if _flag(ep, "off_road"):
-        return Judgement(True, margin, descriptors, f"left the road at step {ep.steps} (|cte - centre| {worst:.2f} m)")
-    if _flag(ep, "reached_end"):
-        return Judgement(False, margin, descriptors, f"crossed the end line after {ep.steps} steps")
-    return Judgement(False, margin, descriptors, f"stayed on the road for {ep.steps} steps without reaching the end")
-
-
 def _airsim_crash(ep: Episode) -> Judgement:
     # AirSim driving: failure = a collision (simGetCollisionInfo) or leaving the road (further than half_width from
     # the subject's centre line; the backend sets both). Margin: the slack to the road's edge at the worst moment.
@@ -385,16 +371,6 @@ TAXI_FAULT = Oracle(
     ("moves_before_pickup", "moves_after_pickup"),
     "1.0 delivered, 0.0 timed out without a fault, -1.0 a fault (illegal action or crash)",
     _taxi,
-)
-
-DONKEY_OFF_ROAD = Oracle(
-    "donkey_off_road",
-    "Donkey fails when the car leaves the road (cross-track error beyond the "
-    "subject's max_cte around the lane centre; Indago Driving); the end line or the step limit pass.",
-    ("off_road", "reached_end", "max_abs_deviation", "cte_limit"),
-    ("max_abs_deviation", "steps"),
-    "max_cte minus the largest |cte - lane centre| of the episode (m)",
-    _donkey,
 )
 
 AIRSIM_CRASH = Oracle(

@@ -164,17 +164,6 @@ def terrain_obstacles(subject: Subject, options: Mapping[str, Any]) -> Injector:
     return inject
 
 
-def donkey_track(subject: Subject, options: Mapping[str, Any]) -> Injector:
-    """Donkey: the test case's track (parameter ``parameter``, default "track") is sent to the remote simulator,
-    which builds it and resets the car (backends/donkey.py ``DonkeyEnv.load_track``)."""
-    name = str(options.get("parameter", "track"))
-
-    def inject(env: gym.Env, values: Mapping[str, ParamValue], seed: int | None) -> np.ndarray:
-        return env.unwrapped.load_track(values[name])  # type: ignore[attr-defined]
-
-    return inject
-
-
 def parking_scene(subject: Subject, options: Mapping[str, Any]) -> Injector:
     """Parking (GauntletParking-v0): the test case is the scene the env builds on reset (goal spot, parked cars,
     ego position and heading; simulator_service/envs/parking.py). `flags` is the prefix of the 0/1 spot flags

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from common.domain.donkey_track import UNIT_LENGTH, centre_line, parse_track_string
+from subjects.donkey.track import UNIT_LENGTH, centre_line, parse_track_string
 from tests.fake_tcp_host import FakeTcpHost
 
 

@@ -15,14 +15,14 @@ import numpy as np
 import pytest
 
 from cli.launcher import LocalSuite
-from common.domain.donkey_track import as_records, track_string
 from oracle_service.oracles import Episode, get_oracle
 from simulator_service.backends import backends, make_env
-from simulator_service.backends.donkey import ENDPOINT_ENV, DonkeyEnv
-from simulator_service.backends.donkey_client import SimProtocolError, SimUnavailable, parse_endpoint
 from simulator_service.runner import Job, run_lockstep
 from simulator_service.subject import Subject, load_subjects
 from simulator_service.trace import TraceRecorder
+from subjects.donkey.backend import ENDPOINT_ENV, DonkeyEnv
+from subjects.donkey.client import SimProtocolError, SimUnavailable, parse_endpoint
+from subjects.donkey.track import as_records, track_string
 from tests.fake_donkey_sim import FakeDonkeySim
 
 # valid under the paper's rules; the toy car takes every curve (radius >= 11 m), so it reaches the end line

@@ -7,7 +7,10 @@ import math
 import numpy as np
 import pytest
 
-from common.domain.donkey_track import (
+from generator_service.surrogates.encoding import Encoder
+from generator_service.surrogates.search import Budget, Mutator, crossover, genetic, hill_climb, subject_validity
+from simulator_service.subject import load_subjects
+from subjects.donkey.track import (
     UNIT_LENGTH,
     TrackOperators,
     TrackRules,
@@ -19,9 +22,6 @@ from common.domain.donkey_track import (
     track_string,
     violations,
 )
-from generator_service.surrogates.encoding import Encoder
-from generator_service.surrogates.search import Budget, Mutator, crossover, genetic, hill_climb, subject_validity
-from simulator_service.subject import load_subjects
 
 # 3 curves: 120 deg left, 60 deg right, 60 deg left; 30 + 12 + ... units, no self-approach
 VALID = [
@@ -258,7 +258,7 @@ def test_indago_search_uses_the_track_operators_and_keeps_every_candidate_valid(
     assert validity.ok(seed)
 
     def hardest(inputs: list) -> np.ndarray:  # a stand-in surrogate: prefers sharp curves
-        from common.domain.donkey_track import as_pairs, curves
+        from subjects.donkey.track import as_pairs, curves
 
         return np.array([max(abs(t) for _, t in curves(as_pairs(c["track"]))) / 170 for c in inputs])
 
@@ -326,10 +326,10 @@ def test_indago_end_to_end_on_tracks_log_surrogate_and_all_searches(tmp_path) ->
     import gzip
     import json
 
-    from common.domain.donkey_track import as_pairs, curves
     from generator_service.strategies import make_strategy
     from generator_service.surrogates.model import TrainSettings
     from offline.surrogate_training import TuningGrid, train_surrogate
+    from subjects.donkey.track import as_pairs, curves
 
     subject = load_subjects()["donkey"]
     rng = np.random.default_rng(0)

@@ -8,8 +8,8 @@ operators (Indago) sample, mutate and cross over that parameter with it instead.
 
 A plug-in is a factory ``factory(parameter, options, names) -> ParameterOperators``: ``parameter`` is the parameter
 it owns, ``options`` the JSON-like options the subject declared (numbers may arrive as floats: they travel in a
-protobuf Struct), ``names`` every parameter name of the subject. Gauntlet's own (``donkey_track``) is declared in
-its pyproject.toml; another package declares its own under the same group.
+protobuf Struct), ``names`` every parameter name of the subject. Gauntlet's own (``donkey_track``, donkey pack) is
+declared in its pyproject.toml; another package declares its own under the same group.
 """
 
 from __future__ import annotations

@@ -10,8 +10,9 @@ A subject declares them in YAML, e.g. Taxi's "the passenger does not start at it
 ``factory(options, names) -> Validator``: ``options`` are JSON-like (they travel to the generator in a protobuf
 Struct, so numbers may arrive as floats: ``3`` as ``3.0``), ``names`` are the subject's parameter names. The
 simulator builds its rules from its YAML with ``make_validator``; the generator builds the very same ones from
-DescribeEnvironment (common/domain/rules.py). Gauntlet's own kinds (distinct, spot_free, donkey_track) are declared
-in its pyproject.toml; another package adds one by declaring its own entry point.
+DescribeEnvironment (common/domain/rules.py). Gauntlet's generic kinds (distinct, spot_free) and its packs'
+(donkey_track, road_lanes) are declared in its pyproject.toml; another package adds one by declaring its own entry
+point.
 
 Each rule turns a test case into a list of violations, one sentence each (empty: valid). A rule skips parameters
 the test case lacks: the domain check already names those.

@@ -14,7 +14,7 @@ Encoding, one block of features per parameter, in the order of the space:
   (command, value) records is thus Indago's 24 dims: 12 command ids, then 12 values. Variable-length sequences
   and other field kinds are refused with a ValueError naming the parameter. ``parameter_moves`` skips sequence
   blocks (a record field is no parameter of its own): the subject's operator for the sequence turns the block's
-  attribution into moves (search.Mutator.directed; Donkey: common/domain/donkey_track.py).
+  attribution into moves (search.Mutator.directed; Donkey: subjects/donkey/track.py).
 
 ``decode`` inverts ``encode`` (numbers are unscaled, clipped into the domain, integers rounded; a one-hot block
 decodes to its largest entry), so ``decode(encode(v)) == v`` for every valid input up to float rounding.

@@ -30,7 +30,7 @@ Mutation:
 
 * random: one parameter chosen uniformly, mutated by mutation.py's operator of its kind (``mutate_one``), or by
   the subject's own operator for a parameter that has one (``Validity.operators``: Donkey's track, whose
-  mutation and crossover are Indago's per-pair operators, common/domain/donkey_track.py);
+  mutation and crossover are Indago's per-pair operators, subjects/donkey/track.py);
 * saliency: captum Saliency of the failure score at the input, mapped back to parameters
   (encoding.Encoder.parameter_moves); the parameter with the largest attribution magnitude that can still
   move is changed: a number by U(0, scale * range) in the sign's direction (mutation.py ``mutate_towards``), a

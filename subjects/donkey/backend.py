@@ -7,7 +7,7 @@ connects and gives it back when it closes (``EndpointLeases``); an env that find
 with SimUnavailable asking for lower parallelism or more hosts. Run campaigns with a parallelism of at most the
 number of endpoints.
 
-Episode (protocol in donkey_client.py):
+Episode (protocol in client.py):
 
 1. first reset: connect; on ``scene_selection_ready`` send ``load_scene`` (``scene``), on ``need_car_config``
    send ``cam_config`` (the image size), until ``car_loaded``;
@@ -41,22 +41,22 @@ from __future__ import annotations
 import base64
 import io
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
-from common.domain.donkey_track import track_string
-from simulator_service.backends.donkey_client import (
+from common.space import ParamValue
+from simulator_service.plugin_api import EndpointLeases, Injector, RemoteSubjectEnv, Subject
+from subjects.donkey.client import (
     DonkeyConnection,
     Endpoint,
     SimProtocolError,
     SimUnavailable,
     parse_endpoint,
 )
-from simulator_service.backends.hosts import EndpointLeases
-from simulator_service.subject import Subject
+from subjects.donkey.track import track_string
 
 ENDPOINT_ENV = "GAUNTLET_DONKEY_ENDPOINT"
 REQUIRED_TELEMETRY = ("image", "cte", "pos_x", "pos_z")
@@ -295,8 +295,6 @@ class DonkeyEnv(gym.Env):
 
 def make_env(subject: Subject, render_mode: str | None = None) -> gym.Env:
     """The subject's SubjectEnv over a DonkeyEnv; the endpoint(s) come from $GAUNTLET_DONKEY_ENDPOINT or env_kwargs."""
-    from simulator_service.backends.gymnasium import RemoteSubjectEnv
-
     kwargs = dict(subject.env_kwargs)
     endpoint = os.environ.get(ENDPOINT_ENV) or kwargs.pop("endpoint", None)
     kwargs.pop("endpoint", None)
@@ -314,3 +312,14 @@ def make_env(subject: Subject, render_mode: str | None = None) -> gym.Env:
     except TypeError as exc:
         raise ValueError(f"subject {subject.name}: env_kwargs do not fit the donkey backend ({exc})") from None
     return RemoteSubjectEnv(env, subject)
+
+
+def donkey_track(subject: Subject, options: Mapping[str, Any]) -> Injector:
+    """The ``donkey_track`` injector: the test case's track (parameter ``parameter``, default "track") is sent to the
+    remote simulator, which builds it and resets the car (``DonkeyEnv.load_track``)."""
+    name = str(options.get("parameter", "track"))
+
+    def inject(env: gym.Env, values: Mapping[str, ParamValue], seed: int | None) -> np.ndarray:
+        return env.unwrapped.load_track(values[name])  # type: ignore[attr-defined]
+
+    return inject

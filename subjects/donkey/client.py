@@ -32,8 +32,8 @@ from typing import Any
 import grpc
 
 from common.errors import ServiceError, Unavailable
-from simulator_service.backends.hosts import Endpoint
-from simulator_service.backends.hosts import parse_endpoint as parse_host
+from simulator_service.plugin_api import Endpoint
+from simulator_service.plugin_api import parse_endpoint as parse_host
 
 MAX_LINE_BYTES = 16 * 1024 * 1024  # a telemetry line carries one base64 image: far below this
 ENDPOINT_DEFAULT_PORT = 9091  # the simulator's default port
