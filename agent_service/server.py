@@ -33,7 +33,13 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
 
     def _summary(self, name: str) -> agent_pb2.ModelSummary:
         e = self.registry.entry(name)
-        return agent_pb2.ModelSummary(name=e.name, algorithm=e.algorithm, subject=e.subject, description=e.description)
+        return agent_pb2.ModelSummary(
+            name=e.name,
+            algorithm=e.algorithm,
+            subject=e.subject,
+            description=e.description,
+            metadata={k: str(v) for k, v in e.metadata.items()},
+        )
 
     @grpc_method
     def ListModels(

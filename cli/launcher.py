@@ -6,16 +6,19 @@ import ctypes
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
 from cli.certificates import SuiteCredentials
-from cli.supervisor import RestartPolicy, Supervisor, describe_exit
+from cli.processes import Service, describe_exit
+from cli.supervisor import RestartPolicy, Supervisor
 from common.credentials import (
     CA_ENV,
     CLIENT_CERT_ENV,
@@ -83,25 +86,17 @@ def available_environments() -> tuple[str, ...]:
     return tuple(n for n, e in SIMULATOR_ENVIRONMENTS.items() if e.available())
 
 
-@dataclass
-class Service:
-    name: str
-    process: subprocess.Popen
-    port: int
-    metrics_port: int
-    log_path: Path
-    module: str = ""  # what a restart runs again: python -m <module> <args>
-    args: tuple[str, ...] = ()
-    python: str = sys.executable  # the interpreter (a simulator environment's own, e.g. .venv-mario's)
-
-    @property
-    def endpoint(self) -> str:
-        return f"127.0.0.1:{self.port}"
+# The suite's roles in start order: each one's dependencies come before it.
+ROLES = ("oracle", "agent", "translator", "simulator", "generator", "analysis")
+__all__ = ["ROLES", "LaunchError", "LocalSuite", "Service", "available_environments", "environments_for"]
 
 
 @dataclass
 class LocalSuite:
-    """Context manager: oracle, agent, simulator, generator, analysis, translator on free loopback ports."""
+    """Context manager: oracle, agent, simulator, generator, analysis, translator on free loopback ports.
+
+    `roles` starts only some of them (e.g. {"generator", "analysis"} to render a report): each role left out still
+    gets a free port, which the started ones are pointed at, so `start_roles` can bring it up there later."""
 
     store_url: str
     log_dir: Path = Path("runs/logs")
@@ -124,6 +119,10 @@ class LocalSuite:
     # False: the generator's first start leaves older interrupted campaigns alone (a one-shot `gauntlet run`)
     resume_on_start: bool = True
     supervisor: Supervisor | None = field(default=None, init=False)
+    # the roles to start (names in ROLES); None: all of them
+    roles: frozenset[str] | None = None
+    # role -> the port it serves on, chosen before anything starts (port 0 where it picks its own)
+    _ports: dict[str, int] = field(default_factory=dict, init=False)
 
     def start_service(
         self,
@@ -172,64 +171,110 @@ class LocalSuite:
         return service
 
     def start(self) -> LocalSuite:
+        roles = set(ROLES if self.roles is None else self.roles)
+        if unknown := roles - set(ROLES):
+            raise LaunchError(f"unknown service role(s) {', '.join(sorted(unknown))}; roles: {', '.join(ROLES)}")
+        # a role left out still has its port, so the roles that call it are pointed there (and it can start later)
+        self._ports = {r: 0 if r in roles else _free_port() for r in ROLES}
         try:
-            oracle = self.start_service("oracle", "oracle_service")
-            agent_args = ["--model-root", str(self.model_root)] if self.model_root else []
-            agent = self.start_service("agent", "agent_service", *agent_args)
-            translator = self.start_service("translator", "translator_service")  # image subjects' GAN stage
-            simulator_args = (
-                "--agent-endpoint",
-                agent.endpoint,
-                "--translator-endpoint",
-                translator.endpoint,
-                "--pipeline",
-                str(self.simulator_pipeline),
-                "--agent-lanes",
-                "auto" if self.agent_lanes else "off",
-            )
-            peers: list[str] = []
-            for name in self.environments:
-                environment = self._environment(name)
-                backends = [a for b in environment.backends for a in ("--backend", b)]
-                peer = self.start_service(
-                    f"simulator-{name}",
-                    "simulator_service",
-                    *simulator_args,
-                    *backends,
-                    python=str(environment.python),
-                )
-                peers += ["--peer-simulator", peer.endpoint]
-            simulators = [
-                self.start_service(simulator_name(i), "simulator_service", *simulator_args, *peers)
-                for i in range(self.simulators)
-            ]
-            generator = self.start_service(
-                "generator",
-                "generator_service",
-                "--simulator-endpoint",
-                ",".join(s.endpoint for s in simulators),
-                "--oracle-endpoint",
-                oracle.endpoint,
-                "--retry-seconds",
-                str(self.generator_retry_seconds),
-                "--artifact-root",
-                str(self.artifact_root),
-                *([] if self.resume_on_start else ["--no-resume-interrupted"]),
-            )
-            self.start_service(
-                "analysis",
-                "analysis_service",
-                "--generator-endpoint",
-                generator.endpoint,
-                "--report-root",
-                str(self.report_root),
-            )
+            self.start_roles(roles)
         except BaseException:
             self.stop()
             raise
         if self.restart_policy is not None:
             self.supervisor = Supervisor(self, self.restart_policy).start()
         return self
+
+    def start_roles(self, roles: Iterable[str]) -> None:
+        """Starts these roles (in ROLES order), each on the port the suite gave it; one already running is left
+        as it is."""
+        wanted = set(roles)
+        for role in ROLES:
+            if role in wanted and not self._running(role):
+                getattr(self, f"_start_{role}")()
+
+    def _running(self, role: str) -> bool:
+        return role in self.services or (role == "simulator" and simulator_name(0) in self.services)
+
+    def _role_endpoint(self, role: str) -> str:
+        """Where `role` serves: its process's endpoint once started, else the port set aside for it."""
+        if role in self.services:
+            return self.services[role].endpoint
+        return f"127.0.0.1:{self._ports[role]}"
+
+    def _start_oracle(self) -> None:
+        self.start_service("oracle", "oracle_service", port=self._ports["oracle"])
+
+    def _start_agent(self) -> None:
+        agent_args = ["--model-root", str(self.model_root)] if self.model_root else []
+        self.start_service("agent", "agent_service", *agent_args, port=self._ports["agent"])
+
+    def _start_translator(self) -> None:  # image subjects' GAN stage
+        self.start_service("translator", "translator_service", port=self._ports["translator"])
+
+    def _start_simulator(self) -> None:
+        simulator_args = (
+            "--agent-endpoint",
+            self._role_endpoint("agent"),
+            "--translator-endpoint",
+            self._role_endpoint("translator"),
+            "--pipeline",
+            str(self.simulator_pipeline),
+            "--agent-lanes",
+            "auto" if self.agent_lanes else "off",
+        )
+        peers: list[str] = []
+        for name in self.environments:
+            environment = self._environment(name)
+            backends = [a for b in environment.backends for a in ("--backend", b)]
+            peer = self.start_service(
+                f"simulator-{name}",
+                "simulator_service",
+                *simulator_args,
+                *backends,
+                python=str(environment.python),
+            )
+            peers += ["--peer-simulator", peer.endpoint]
+        for i in range(self.simulators):
+            self.start_service(
+                simulator_name(i),
+                "simulator_service",
+                *simulator_args,
+                *peers,
+                port=self._ports["simulator"] if i == 0 else 0,
+            )
+
+    def _simulator_endpoints(self) -> str:
+        if not self._running("simulator"):
+            return f"127.0.0.1:{self._ports['simulator']}"
+        return ",".join(self.services[simulator_name(i)].endpoint for i in range(self.simulators))
+
+    def _start_generator(self) -> None:
+        self.start_service(
+            "generator",
+            "generator_service",
+            "--simulator-endpoint",
+            self._simulator_endpoints(),
+            "--oracle-endpoint",
+            self._role_endpoint("oracle"),
+            "--retry-seconds",
+            str(self.generator_retry_seconds),
+            "--artifact-root",
+            str(self.artifact_root),
+            *([] if self.resume_on_start else ["--no-resume-interrupted"]),
+            port=self._ports["generator"],
+        )
+
+    def _start_analysis(self) -> None:
+        self.start_service(
+            "analysis",
+            "analysis_service",
+            "--generator-endpoint",
+            self._role_endpoint("generator"),
+            "--report-root",
+            str(self.report_root),
+            port=self._ports["analysis"],
+        )
 
     def wait(self) -> str:
         """Blocks while the suite runs; returns why it stopped: the supervisor gave up on a service, or (without
@@ -296,6 +341,13 @@ class LocalSuite:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _free_port() -> int:
+    """A loopback port free now, for a role that starts later (or never) but that others must be pointed at."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def simulator_name(index: int) -> str:

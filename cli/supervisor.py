@@ -9,16 +9,16 @@ short-lived thread would be stopped as soon as that thread returned.
 from __future__ import annotations
 
 import json
-import signal
 import sys
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from cli.launcher import LocalSuite, Service
+from cli.processes import Service, describe_exit
+
+__all__ = ["FIRST_START_ONLY", "RestartPolicy", "Supervisor", "SupervisedSuite", "describe_exit"]
 
 # Options of a service's first start that its restarts drop: a restarted generator resumes the campaigns its
 # predecessor was running, even in a suite whose first generator was told not to resume older ones.
@@ -45,28 +45,42 @@ def _to_stderr(message: str) -> None:
     print(f"gauntlet: {message}", file=sys.stderr, flush=True)
 
 
-def describe_exit(returncode: int) -> str:
-    """'exit code 3' or 'signal SIGKILL' (Popen reports a signal as a negative return code)."""
-    if returncode < 0:
-        try:
-            return f"signal {signal.Signals(-returncode).name}"
-        except ValueError:
-            return f"signal {-returncode}"
-    return f"exit code {returncode}"
+class SupervisedSuite(Protocol):
+    """What the supervisor needs of a suite (cli/launcher.py's LocalSuite): its services, a way to start one again
+    on its ports, and a way to stop them all."""
+
+    services: dict[str, Service]
+
+    def start_service(
+        self,
+        name: str,
+        module: str,
+        *args: str,
+        timeout: float = ...,
+        port: int = ...,
+        metrics_port: int = ...,
+        python: str = ...,
+    ) -> Service: ...
+
+    def stop(self) -> None: ...
 
 
 class Supervisor:
     """Watches every service of `suite`; see the module docstring. `notify` receives one line per event."""
 
-    def __init__(self, suite: LocalSuite, policy: RestartPolicy, notify: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self, suite: SupervisedSuite, policy: RestartPolicy, notify: Callable[[str], None] | None = None
+    ) -> None:
         self.suite = suite
         self.policy = policy
         self.notify = notify or _to_stderr
         self.failure = ""  # why the supervisor gave up; empty while it has not
         self.gave_up = threading.Event()
-        self.restarts: dict[str, int] = {name: 0 for name in suite.services}
-        self._quick_crashes: dict[str, int] = {name: 0 for name in suite.services}
-        self._started_at: dict[str, float] = {name: time.monotonic() for name in suite.services}
+        # services the suite starts later (LocalSuite.start_roles) count from the supervisor's start
+        self.restarts: dict[str, int] = dict.fromkeys(suite.services, 0)
+        self._quick_crashes: dict[str, int] = dict.fromkeys(suite.services, 0)
+        self._started_at: dict[str, float] = dict.fromkeys(suite.services, time.monotonic())
+        self._created = time.monotonic()
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="gauntlet-supervisor", daemon=True)
 
@@ -92,8 +106,8 @@ class Supervisor:
 
     def _restart(self, name: str, service: Service, returncode: int) -> bool:
         """Restarts a dead service on its ports; False once it crashed `max_quick_crashes` times in a row."""
-        ran = time.monotonic() - self._started_at[name]
-        crashes = self._quick_crashes[name] + 1 if ran < self.policy.stable_seconds else 1
+        ran = time.monotonic() - self._started_at.get(name, self._created)
+        crashes = self._quick_crashes.get(name, 0) + 1 if ran < self.policy.stable_seconds else 1
         self._quick_crashes[name] = crashes
         what = f"{name} service (pid {service.process.pid}) exited with {describe_exit(returncode)} after {ran:.1f}s"
         while True:

@@ -202,7 +202,12 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
             defaults.update(dict(info.defaults))
             out.append(
                 generator_pb2.StrategyInfo(
-                    name=info.name, description=info.description, source=info.source, default_params=defaults
+                    name=info.name,
+                    description=info.description,
+                    source=info.source,
+                    default_params=defaults,
+                    params_schema=json.dumps(info.json_schema),
+                    package=info.package,
                 )
             )
         return generator_pb2.ListStrategiesResponse(strategies=out)

@@ -7,6 +7,7 @@ from prometheus_client import Counter
 
 from common.errors import InvalidArgument, grpc_method
 from common.generated.gauntlet.v1 import oracle_pb2, oracle_pb2_grpc
+from common.plugins import ORACLES, plugin_package
 from common.tensor import TensorError, from_tensor
 from common.validation import shown
 from oracle_service.oracles import Episode, MissingSignals, get_oracle, oracles
@@ -32,6 +33,7 @@ class OracleServicer(oracle_pb2_grpc.OracleServiceServicer):
                     required_signals=o.required_signals,
                     descriptor_names=o.descriptor_names,
                     margin_description=o.margin_description,
+                    package=plugin_package(ORACLES, o.name),
                 )
                 for o in oracles().values()
             ]

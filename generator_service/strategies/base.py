@@ -73,6 +73,11 @@ class StrategyInfo:
     def parameters(self) -> tuple[ParameterDoc, ...]:
         return describe(self.schema)
 
+    @property
+    def json_schema(self) -> dict[str, Any]:
+        """The JSON Schema (draft 2020-12) of this strategy's parameters, from the model that validates them."""
+        return self.schema.model_json_schema()
+
 
 def strategy_info(name: str) -> StrategyInfo:
     """The installed strategy ``name`` (entry-point group gauntlet.strategies); KeyError naming those installed."""

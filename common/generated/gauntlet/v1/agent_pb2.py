@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from common.generated.gauntlet.v1 import common_pb2 as gauntlet_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17gauntlet/v1/agent.proto\x12\x0bgauntlet.v1\x1a\x18gauntlet/v1/common.proto\"\x13\n\x11ListModelsRequest\"U\n\x0cModelSummary\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\talgorithm\x18\x02 \x01(\t\x12\x0f\n\x07subject\x18\x03 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x04 \x01(\t\"?\n\x12ListModelsResponse\x12)\n\x06models\x18\x01 \x03(\x0b\x32\x19.gauntlet.v1.ModelSummary\"$\n\x14\x44\x65scribeModelRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"\x99\x02\n\x15\x44\x65scribeModelResponse\x12*\n\x07summary\x18\x01 \x01(\x0b\x32\x19.gauntlet.v1.ModelSummary\x12\x31\n\x11observation_space\x18\x02 \x01(\x0b\x32\x16.gauntlet.v1.SpaceSpec\x12,\n\x0c\x61\x63tion_space\x18\x03 \x01(\x0b\x32\x16.gauntlet.v1.SpaceSpec\x12\x42\n\x08metadata\x18\x04 \x03(\x0b\x32\x30.gauntlet.v1.DescribeModelResponse.MetadataEntry\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"]\n\nActRequest\x12$\n\x05model\x18\x01 \x01(\x0b\x32\x15.gauntlet.v1.ModelRef\x12)\n\x0cobservations\x18\x02 \x01(\x0b\x32\x13.gauntlet.v1.Tensor\"3\n\x0b\x41\x63tResponse\x12$\n\x07\x61\x63tions\x18\x01 \x01(\x0b\x32\x13.gauntlet.v1.Tensor\"c\n\x10\x41\x63tStreamRequest\x12$\n\x05model\x18\x01 \x01(\x0b\x32\x15.gauntlet.v1.ModelRef\x12)\n\x0cobservations\x18\x02 \x01(\x0b\x32\x13.gauntlet.v1.Tensor\"9\n\x11\x41\x63tStreamResponse\x12$\n\x07\x61\x63tions\x18\x01 \x01(\x0b\x32\x13.gauntlet.v1.Tensor\"7\n\x0fOpenLaneRequest\x12$\n\x05model\x18\x01 \x01(\x0b\x32\x15.gauntlet.v1.ModelRef\"7\n\x10OpenLaneResponse\x12\x13\n\x0bsocket_path\x18\x01 \x01(\t\x12\x0e\n\x06secret\x18\x02 \x01(\x0c\"Y\n\x0c\x45mbedRequest\x12$\n\x05model\x18\x01 \x01(\x0b\x32\x15.gauntlet.v1.ModelRef\x12#\n\x06images\x18\x02 \x01(\x0b\x32\x13.gauntlet.v1.Tensor\"6\n\rEmbedResponse\x12%\n\x08\x66\x65\x61tures\x18\x01 \x01(\x0b\x32\x13.gauntlet.v1.Tensor2\xca\x03\n\x0c\x41gentService\x12M\n\nListModels\x12\x1e.gauntlet.v1.ListModelsRequest\x1a\x1f.gauntlet.v1.ListModelsResponse\x12V\n\rDescribeModel\x12!.gauntlet.v1.DescribeModelRequest\x1a\".gauntlet.v1.DescribeModelResponse\x12\x38\n\x03\x41\x63t\x12\x17.gauntlet.v1.ActRequest\x1a\x18.gauntlet.v1.ActResponse\x12N\n\tActStream\x12\x1d.gauntlet.v1.ActStreamRequest\x1a\x1e.gauntlet.v1.ActStreamResponse(\x01\x30\x01\x12I\n\x08OpenLane\x12\x1c.gauntlet.v1.OpenLaneRequest\x1a\x1d.gauntlet.v1.OpenLaneResponse0\x01\x12>\n\x05\x45mbed\x12\x19.gauntlet.v1.EmbedRequest\x1a\x1a.gauntlet.v1.EmbedResponseBI\n\x0f\x64\x65v.gauntlet.v1P\x01Z&gauntlet/gen/go/gauntlet/v1;gauntletv1\xaa\x02\x0bGauntlet.V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17gauntlet/v1/agent.proto\x12\x0bgauntlet.v1\x1a\x18gauntlet/v1/common.proto\"\x13\n\x11ListModelsRequest\"\xc1\x01\n\x0cModelSummary\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\talgorithm\x18\x02 \x01(\t\x12\x0f\n\x07subject\x18\x03 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x04 \x01(\t\x12\x39\n\x08metadata\x18\x05 \x03(\x0b\x32\'.gauntlet.v1.ModelSummary.MetadataEntry\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"?\n\x12ListModelsResponse\x12)\n\x06models\x18\x01 \x03(\x0b\x32\x19.gauntlet.v1.ModelSummary\"$\n\x14\x44\x65scribeModelRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"\x99\x02\n\x15\x44\x65scribeModelResponse\x12*\n\x07summary\x18\x01 \x01(\x0b\x32\x19.gauntlet.v1.ModelSummary\x12\x31\n\x11observation_space\x18\x02 \x01(\x0b\x32\x16.gauntlet.v1.SpaceSpec\x12,\n\x0c\x61\x63tion_space\x18\x03 \x01(\x0b\x32\x16.gauntlet.v1.SpaceSpec\x12\x42\n\x08metadata\x18\x04 \x03(\x0b\x32\x30.gauntlet.v1.DescribeModelResponse.MetadataEntry\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"]\n\nActRequest\x12$\n\x05model\x18\x01 \x01(\x0b\x32\x15.gauntlet.v1.ModelRef\x12)\n\x0cobservations\x18\x02 \x01(\x0b\x32\x13.gauntlet.v1.Tensor\"3\n\x0b\x41\x63tResponse\x12$\n\x07\x61\x63tions\x18\x01 \x01(\x0b\x32\x13.gauntlet.v1.Tensor\"c\n\x10\x41\x63tStreamRequest\x12$\n\x05model\x18\x01 \x01(\x0b\x32\x15.gauntlet.v1.ModelRef\x12)\n\x0cobservations\x18\x02 \x01(\x0b\x32\x13.gauntlet.v1.Tensor\"9\n\x11\x41\x63tStreamResponse\x12$\n\x07\x61\x63tions\x18\x01 \x01(\x0b\x32\x13.gauntlet.v1.Tensor\"7\n\x0fOpenLaneRequest\x12$\n\x05model\x18\x01 \x01(\x0b\x32\x15.gauntlet.v1.ModelRef\"7\n\x10OpenLaneResponse\x12\x13\n\x0bsocket_path\x18\x01 \x01(\t\x12\x0e\n\x06secret\x18\x02 \x01(\x0c\"Y\n\x0c\x45mbedRequest\x12$\n\x05model\x18\x01 \x01(\x0b\x32\x15.gauntlet.v1.ModelRef\x12#\n\x06images\x18\x02 \x01(\x0b\x32\x13.gauntlet.v1.Tensor\"6\n\rEmbedResponse\x12%\n\x08\x66\x65\x61tures\x18\x01 \x01(\x0b\x32\x13.gauntlet.v1.Tensor2\xca\x03\n\x0c\x41gentService\x12M\n\nListModels\x12\x1e.gauntlet.v1.ListModelsRequest\x1a\x1f.gauntlet.v1.ListModelsResponse\x12V\n\rDescribeModel\x12!.gauntlet.v1.DescribeModelRequest\x1a\".gauntlet.v1.DescribeModelResponse\x12\x38\n\x03\x41\x63t\x12\x17.gauntlet.v1.ActRequest\x1a\x18.gauntlet.v1.ActResponse\x12N\n\tActStream\x12\x1d.gauntlet.v1.ActStreamRequest\x1a\x1e.gauntlet.v1.ActStreamResponse(\x01\x30\x01\x12I\n\x08OpenLane\x12\x1c.gauntlet.v1.OpenLaneRequest\x1a\x1d.gauntlet.v1.OpenLaneResponse0\x01\x12>\n\x05\x45mbed\x12\x19.gauntlet.v1.EmbedRequest\x1a\x1a.gauntlet.v1.EmbedResponseBI\n\x0f\x64\x65v.gauntlet.v1P\x01Z&gauntlet/gen/go/gauntlet/v1;gauntletv1\xaa\x02\x0bGauntlet.V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,36 +33,40 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'gauntlet.v1.agent_pb2', _gl
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\017dev.gauntlet.v1P\001Z&gauntlet/gen/go/gauntlet/v1;gauntletv1\252\002\013Gauntlet.V1'
+  _globals['_MODELSUMMARY_METADATAENTRY']._loaded_options = None
+  _globals['_MODELSUMMARY_METADATAENTRY']._serialized_options = b'8\001'
   _globals['_DESCRIBEMODELRESPONSE_METADATAENTRY']._loaded_options = None
   _globals['_DESCRIBEMODELRESPONSE_METADATAENTRY']._serialized_options = b'8\001'
   _globals['_LISTMODELSREQUEST']._serialized_start=66
   _globals['_LISTMODELSREQUEST']._serialized_end=85
-  _globals['_MODELSUMMARY']._serialized_start=87
-  _globals['_MODELSUMMARY']._serialized_end=172
-  _globals['_LISTMODELSRESPONSE']._serialized_start=174
-  _globals['_LISTMODELSRESPONSE']._serialized_end=237
-  _globals['_DESCRIBEMODELREQUEST']._serialized_start=239
-  _globals['_DESCRIBEMODELREQUEST']._serialized_end=275
-  _globals['_DESCRIBEMODELRESPONSE']._serialized_start=278
-  _globals['_DESCRIBEMODELRESPONSE']._serialized_end=559
-  _globals['_DESCRIBEMODELRESPONSE_METADATAENTRY']._serialized_start=512
-  _globals['_DESCRIBEMODELRESPONSE_METADATAENTRY']._serialized_end=559
-  _globals['_ACTREQUEST']._serialized_start=561
-  _globals['_ACTREQUEST']._serialized_end=654
-  _globals['_ACTRESPONSE']._serialized_start=656
-  _globals['_ACTRESPONSE']._serialized_end=707
-  _globals['_ACTSTREAMREQUEST']._serialized_start=709
-  _globals['_ACTSTREAMREQUEST']._serialized_end=808
-  _globals['_ACTSTREAMRESPONSE']._serialized_start=810
-  _globals['_ACTSTREAMRESPONSE']._serialized_end=867
-  _globals['_OPENLANEREQUEST']._serialized_start=869
-  _globals['_OPENLANEREQUEST']._serialized_end=924
-  _globals['_OPENLANERESPONSE']._serialized_start=926
-  _globals['_OPENLANERESPONSE']._serialized_end=981
-  _globals['_EMBEDREQUEST']._serialized_start=983
-  _globals['_EMBEDREQUEST']._serialized_end=1072
-  _globals['_EMBEDRESPONSE']._serialized_start=1074
-  _globals['_EMBEDRESPONSE']._serialized_end=1128
-  _globals['_AGENTSERVICE']._serialized_start=1131
-  _globals['_AGENTSERVICE']._serialized_end=1589
+  _globals['_MODELSUMMARY']._serialized_start=88
+  _globals['_MODELSUMMARY']._serialized_end=281
+  _globals['_MODELSUMMARY_METADATAENTRY']._serialized_start=234
+  _globals['_MODELSUMMARY_METADATAENTRY']._serialized_end=281
+  _globals['_LISTMODELSRESPONSE']._serialized_start=283
+  _globals['_LISTMODELSRESPONSE']._serialized_end=346
+  _globals['_DESCRIBEMODELREQUEST']._serialized_start=348
+  _globals['_DESCRIBEMODELREQUEST']._serialized_end=384
+  _globals['_DESCRIBEMODELRESPONSE']._serialized_start=387
+  _globals['_DESCRIBEMODELRESPONSE']._serialized_end=668
+  _globals['_DESCRIBEMODELRESPONSE_METADATAENTRY']._serialized_start=234
+  _globals['_DESCRIBEMODELRESPONSE_METADATAENTRY']._serialized_end=281
+  _globals['_ACTREQUEST']._serialized_start=670
+  _globals['_ACTREQUEST']._serialized_end=763
+  _globals['_ACTRESPONSE']._serialized_start=765
+  _globals['_ACTRESPONSE']._serialized_end=816
+  _globals['_ACTSTREAMREQUEST']._serialized_start=818
+  _globals['_ACTSTREAMREQUEST']._serialized_end=917
+  _globals['_ACTSTREAMRESPONSE']._serialized_start=919
+  _globals['_ACTSTREAMRESPONSE']._serialized_end=976
+  _globals['_OPENLANEREQUEST']._serialized_start=978
+  _globals['_OPENLANEREQUEST']._serialized_end=1033
+  _globals['_OPENLANERESPONSE']._serialized_start=1035
+  _globals['_OPENLANERESPONSE']._serialized_end=1090
+  _globals['_EMBEDREQUEST']._serialized_start=1092
+  _globals['_EMBEDREQUEST']._serialized_end=1181
+  _globals['_EMBEDRESPONSE']._serialized_start=1183
+  _globals['_EMBEDRESPONSE']._serialized_end=1237
+  _globals['_AGENTSERVICE']._serialized_start=1240
+  _globals['_AGENTSERVICE']._serialized_end=1698
 # @@protoc_insertion_point(module_scope)

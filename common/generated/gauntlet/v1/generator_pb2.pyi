@@ -80,10 +80,22 @@ class StrategyInfo(_message.Message):
     DESCRIPTION_FIELD_NUMBER: _builtins.int
     SOURCE_FIELD_NUMBER: _builtins.int
     DEFAULT_PARAMS_FIELD_NUMBER: _builtins.int
+    PARAMS_SCHEMA_FIELD_NUMBER: _builtins.int
+    PACKAGE_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     description: _builtins.str
     source: _builtins.str
     """The paper the strategy comes from, if any."""
+    params_schema: _builtins.str
+    """The JSON Schema (draft 2020-12) of StartCampaignRequest.spec.strategy_params for this strategy, as JSON
+    text: one property per parameter with its type, bounds or allowed values, default and description, and
+    "additionalProperties": false. It is generated from the same model the generator validates a request's
+    parameters with, so a client in any language can check or build them before it sends a campaign. Checks
+    across parameters or against the subject (e.g. a surrogate that must fit the subject's space) are not
+    expressible here; StartCampaign still refuses those with INVALID_ARGUMENT naming the parameter.
+    """
+    package: _builtins.str
+    """The Python distribution that provides the strategy's plug-in (entry point group gauntlet.strategies)."""
     @_builtins.property
     def default_params(self) -> _struct_pb2.Struct:
         """Parameter names with their defaults, as JSON values."""
@@ -95,10 +107,12 @@ class StrategyInfo(_message.Message):
         description: _builtins.str = ...,
         source: _builtins.str = ...,
         default_params: _struct_pb2.Struct | None = ...,
+        params_schema: _builtins.str = ...,
+        package: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["default_params", b"default_params"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["default_params", b"default_params", "description", b"description", "name", b"name", "source", b"source"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["default_params", b"default_params", "description", b"description", "name", b"name", "package", b"package", "params_schema", b"params_schema", "source", b"source"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from common.generated.gauntlet.v1 import common_pb2 as gauntlet_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18gauntlet/v1/oracle.proto\x12\x0bgauntlet.v1\x1a\x18gauntlet/v1/common.proto\"\x14\n\x12ListOraclesRequest\"\x7f\n\nOracleInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12\x18\n\x10required_signals\x18\x03 \x03(\t\x12\x18\n\x10\x64\x65scriptor_names\x18\x04 \x03(\t\x12\x1a\n\x12margin_description\x18\x05 \x01(\t\"?\n\x13ListOraclesResponse\x12(\n\x07oracles\x18\x01 \x03(\x0b\x32\x17.gauntlet.v1.OracleInfo\"O\n\x0f\x45valuateRequest\x12\x0e\n\x06oracle\x18\x01 \x01(\t\x12,\n\x08\x65pisodes\x18\x02 \x03(\x0b\x32\x1a.gauntlet.v1.EpisodeResult\"\x93\x01\n\x07Verdict\x12\x14\n\x0ctest_case_id\x18\x01 \x01(\t\x12\x12\n\nrepetition\x18\x02 \x01(\r\x12)\n\x07verdict\x18\x03 \x01(\x0e\x32\x18.gauntlet.v1.VerdictKind\x12\x0e\n\x06margin\x18\x04 \x01(\x01\x12\x13\n\x0b\x64\x65scriptors\x18\x05 \x03(\x01\x12\x0e\n\x06reason\x18\x06 \x01(\t\":\n\x10\x45valuateResponse\x12&\n\x08verdicts\x18\x01 \x03(\x0b\x32\x14.gauntlet.v1.Verdict*s\n\x0bVerdictKind\x12\x1c\n\x18VERDICT_KIND_UNSPECIFIED\x10\x00\x12\x15\n\x11VERDICT_KIND_PASS\x10\x01\x12\x15\n\x11VERDICT_KIND_FAIL\x10\x02\x12\x18\n\x14VERDICT_KIND_INVALID\x10\x03\x32\xaa\x01\n\rOracleService\x12P\n\x0bListOracles\x12\x1f.gauntlet.v1.ListOraclesRequest\x1a .gauntlet.v1.ListOraclesResponse\x12G\n\x08\x45valuate\x12\x1c.gauntlet.v1.EvaluateRequest\x1a\x1d.gauntlet.v1.EvaluateResponseBI\n\x0f\x64\x65v.gauntlet.v1P\x01Z&gauntlet/gen/go/gauntlet/v1;gauntletv1\xaa\x02\x0bGauntlet.V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18gauntlet/v1/oracle.proto\x12\x0bgauntlet.v1\x1a\x18gauntlet/v1/common.proto\"\x14\n\x12ListOraclesRequest\"\x90\x01\n\nOracleInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12\x18\n\x10required_signals\x18\x03 \x03(\t\x12\x18\n\x10\x64\x65scriptor_names\x18\x04 \x03(\t\x12\x1a\n\x12margin_description\x18\x05 \x01(\t\x12\x0f\n\x07package\x18\x06 \x01(\t\"?\n\x13ListOraclesResponse\x12(\n\x07oracles\x18\x01 \x03(\x0b\x32\x17.gauntlet.v1.OracleInfo\"O\n\x0f\x45valuateRequest\x12\x0e\n\x06oracle\x18\x01 \x01(\t\x12,\n\x08\x65pisodes\x18\x02 \x03(\x0b\x32\x1a.gauntlet.v1.EpisodeResult\"\x93\x01\n\x07Verdict\x12\x14\n\x0ctest_case_id\x18\x01 \x01(\t\x12\x12\n\nrepetition\x18\x02 \x01(\r\x12)\n\x07verdict\x18\x03 \x01(\x0e\x32\x18.gauntlet.v1.VerdictKind\x12\x0e\n\x06margin\x18\x04 \x01(\x01\x12\x13\n\x0b\x64\x65scriptors\x18\x05 \x03(\x01\x12\x0e\n\x06reason\x18\x06 \x01(\t\":\n\x10\x45valuateResponse\x12&\n\x08verdicts\x18\x01 \x03(\x0b\x32\x14.gauntlet.v1.Verdict*s\n\x0bVerdictKind\x12\x1c\n\x18VERDICT_KIND_UNSPECIFIED\x10\x00\x12\x15\n\x11VERDICT_KIND_PASS\x10\x01\x12\x15\n\x11VERDICT_KIND_FAIL\x10\x02\x12\x18\n\x14VERDICT_KIND_INVALID\x10\x03\x32\xaa\x01\n\rOracleService\x12P\n\x0bListOracles\x12\x1f.gauntlet.v1.ListOraclesRequest\x1a .gauntlet.v1.ListOraclesResponse\x12G\n\x08\x45valuate\x12\x1c.gauntlet.v1.EvaluateRequest\x1a\x1d.gauntlet.v1.EvaluateResponseBI\n\x0f\x64\x65v.gauntlet.v1P\x01Z&gauntlet/gen/go/gauntlet/v1;gauntletv1\xaa\x02\x0bGauntlet.V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,20 +33,20 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'gauntlet.v1.oracle_pb2', _g
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\017dev.gauntlet.v1P\001Z&gauntlet/gen/go/gauntlet/v1;gauntletv1\252\002\013Gauntlet.V1'
-  _globals['_VERDICTKIND']._serialized_start=574
-  _globals['_VERDICTKIND']._serialized_end=689
+  _globals['_VERDICTKIND']._serialized_start=592
+  _globals['_VERDICTKIND']._serialized_end=707
   _globals['_LISTORACLESREQUEST']._serialized_start=67
   _globals['_LISTORACLESREQUEST']._serialized_end=87
-  _globals['_ORACLEINFO']._serialized_start=89
-  _globals['_ORACLEINFO']._serialized_end=216
-  _globals['_LISTORACLESRESPONSE']._serialized_start=218
-  _globals['_LISTORACLESRESPONSE']._serialized_end=281
-  _globals['_EVALUATEREQUEST']._serialized_start=283
-  _globals['_EVALUATEREQUEST']._serialized_end=362
-  _globals['_VERDICT']._serialized_start=365
-  _globals['_VERDICT']._serialized_end=512
-  _globals['_EVALUATERESPONSE']._serialized_start=514
-  _globals['_EVALUATERESPONSE']._serialized_end=572
-  _globals['_ORACLESERVICE']._serialized_start=692
-  _globals['_ORACLESERVICE']._serialized_end=862
+  _globals['_ORACLEINFO']._serialized_start=90
+  _globals['_ORACLEINFO']._serialized_end=234
+  _globals['_LISTORACLESRESPONSE']._serialized_start=236
+  _globals['_LISTORACLESRESPONSE']._serialized_end=299
+  _globals['_EVALUATEREQUEST']._serialized_start=301
+  _globals['_EVALUATEREQUEST']._serialized_end=380
+  _globals['_VERDICT']._serialized_start=383
+  _globals['_VERDICT']._serialized_end=530
+  _globals['_EVALUATERESPONSE']._serialized_start=532
+  _globals['_EVALUATERESPONSE']._serialized_end=590
+  _globals['_ORACLESERVICE']._serialized_start=710
+  _globals['_ORACLESERVICE']._serialized_end=880
 # @@protoc_insertion_point(module_scope)

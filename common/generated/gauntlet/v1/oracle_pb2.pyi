@@ -65,10 +65,13 @@ class OracleInfo(_message.Message):
     REQUIRED_SIGNALS_FIELD_NUMBER: _builtins.int
     DESCRIPTOR_NAMES_FIELD_NUMBER: _builtins.int
     MARGIN_DESCRIPTION_FIELD_NUMBER: _builtins.int
+    PACKAGE_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     description: _builtins.str
     margin_description: _builtins.str
     """What the margin measures; lower is closer to failure, <= 0 usually fails."""
+    package: _builtins.str
+    """The Python distribution that provides the oracle's plug-in (entry point group gauntlet.oracles)."""
     @_builtins.property
     def required_signals(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Signals the simulator must record for this oracle (pass them as TraceSpec)."""
@@ -85,10 +88,11 @@ class OracleInfo(_message.Message):
         required_signals: _abc.Iterable[_builtins.str] | None = ...,
         descriptor_names: _abc.Iterable[_builtins.str] | None = ...,
         margin_description: _builtins.str = ...,
+        package: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["description", b"description", "descriptor_names", b"descriptor_names", "margin_description", b"margin_description", "name", b"name", "required_signals", b"required_signals"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["description", b"description", "descriptor_names", b"descriptor_names", "margin_description", b"margin_description", "name", b"name", "package", b"package", "required_signals", b"required_signals"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

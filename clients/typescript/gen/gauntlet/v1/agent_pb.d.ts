@@ -50,6 +50,14 @@ export declare type ModelSummary = Message<"gauntlet.v1.ModelSummary"> & {
    * @generated from field: string description = 4;
    */
   description: string;
+
+  /**
+   * The model's entry in its model root's manifest (training budget, seed, success rate, evaluation counts
+   * ...), each value as text: the same map as DescribeModelResponse.metadata, read without loading the model.
+   *
+   * @generated from field: map<string, string> metadata = 5;
+   */
+  metadata: { [key: string]: string };
 };
 
 /**

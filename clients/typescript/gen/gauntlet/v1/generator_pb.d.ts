@@ -51,6 +51,25 @@ export declare type StrategyInfo = Message<"gauntlet.v1.StrategyInfo"> & {
    * @generated from field: google.protobuf.Struct default_params = 4;
    */
   defaultParams?: JsonObject | undefined;
+
+  /**
+   * The JSON Schema (draft 2020-12) of StartCampaignRequest.spec.strategy_params for this strategy, as JSON
+   * text: one property per parameter with its type, bounds or allowed values, default and description, and
+   * "additionalProperties": false. It is generated from the same model the generator validates a request's
+   * parameters with, so a client in any language can check or build them before it sends a campaign. Checks
+   * across parameters or against the subject (e.g. a surrogate that must fit the subject's space) are not
+   * expressible here; StartCampaign still refuses those with INVALID_ARGUMENT naming the parameter.
+   *
+   * @generated from field: string params_schema = 5;
+   */
+  paramsSchema: string;
+
+  /**
+   * The Python distribution that provides the strategy's plug-in (entry point group gauntlet.strategies).
+   *
+   * @generated from field: string package = 6;
+   */
+  package: string;
 };
 
 /**

@@ -57,6 +57,13 @@ export declare type OracleInfo = Message<"gauntlet.v1.OracleInfo"> & {
    * @generated from field: string margin_description = 5;
    */
   marginDescription: string;
+
+  /**
+   * The Python distribution that provides the oracle's plug-in (entry point group gauntlet.oracles).
+   *
+   * @generated from field: string package = 6;
+   */
+  package: string;
 };
 
 /**
