@@ -2,39 +2,35 @@
 
 matplotlib is imported lazily inside the plotting helpers, so building the JSON
 report (the common path) does not pay matplotlib's import time. Plots are drawn
-with the object-oriented `matplotlib.figure.Figure` API, which always renders
-through Agg and never touches pyplot's global figure registry: no GUI backend,
-no global state, safe in a server thread.
+on analysis_service/html_kit.py's figures (off pyplot: no GUI backend, no global
+state, safe in a server thread), and the page is made of its parts.
 """
 
 from __future__ import annotations
 
-import base64
 import dataclasses
-import html
-import io
+import hashlib
 import json
 import math
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from analysis_service.archive_report import ArchiveView, archive_entry, archive_section
+from analysis_service.html_kit import CSS, escape, figure_png_base64, fmt_float, img_tag, new_figure, plot_label
 from analysis_service.metrics import ExecutionRecord, compute_metrics, cumulative_failures
-
-if TYPE_CHECKING:  # only for type hints; keeps matplotlib off the import path
-    from matplotlib.figure import Figure
-
-    from analysis_service.archive_report import ArchiveView
+from analysis_service.performance_report import performance_section
+from analysis_service.report_files import write_files
 
 REPORT_VERSION = "1"
 MAX_FAILURES_LISTED = 50
 INFO_KEYS = ("campaign_id", "name", "subject", "model", "strategy", "seed", "state", "stop_reason", "budget")
 
 CampaignRecords = Mapping[str, Sequence[ExecutionRecord]]
-CampaignArchives = Mapping[str, "ArchiveView"]  # campaign_id -> its archive (analysis_service/archive_report.py)
+CampaignArchives = Mapping[str, ArchiveView]  # campaign_id -> its archive (analysis_service/archive_report.py)
 
 
 # --------------------------------------------------------------------------- JSON report
@@ -153,8 +149,6 @@ def _campaign_entry(
         "failures_truncated": len(failing) > MAX_FAILURES_LISTED,
     }
     if archive is not None:  # DESIGNATE's archive, or an image campaign's relevant images
-        from analysis_service.archive_report import archive_entry
-
         entry["archive"] = archive_entry(archive, info)
     return entry
 
@@ -181,18 +175,6 @@ def build_report(campaigns: list[tuple[dict, list[ExecutionRecord]]], archives: 
 # --------------------------------------------------------------------------- plots
 
 
-def _new_figure(width: float = 7.0, height: float = 3.6) -> Figure:
-    from matplotlib.figure import Figure  # lazy: see module docstring
-
-    return Figure(figsize=(width, height), dpi=100, layout="constrained")
-
-
-def _figure_png_base64(fig: Figure) -> str:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    return base64.b64encode(buf.getvalue()).decode("ascii")
-
-
 def _integer_x(ax: Any) -> None:
     # Execution indices are counts: fractional ticks like 2.5 would mislead.
     from matplotlib.ticker import MaxNLocator
@@ -200,24 +182,19 @@ def _integer_x(ax: Any) -> None:
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
 
 
-def _plot_label(text: str) -> str:
-    # '$' would switch matplotlib to mathtext and can raise on user-provided names.
-    return text.replace("$", r"\$")
-
-
 def _campaign_title(info: Mapping[str, Any]) -> str:
     return str(info.get("name") or info.get("campaign_id") or "campaign")
 
 
 def _plot_cumulative(report: Mapping[str, Any], records: CampaignRecords) -> str:
-    fig = _new_figure()
+    fig = new_figure()
     ax = fig.add_subplot()
     drawn = False
     for entry in report["campaigns"]:
         info = entry["info"]
         x, y = cumulative_failures(records.get(str(info.get("campaign_id")), ()))
         if len(x):
-            ax.step(x, y, where="post", label=_plot_label(_campaign_title(info)))
+            ax.step(x, y, where="post", label=plot_label(_campaign_title(info)))
             drawn = True
     if drawn:
         ax.legend(loc="upper left", fontsize="small")
@@ -228,14 +205,14 @@ def _plot_cumulative(report: Mapping[str, Any], records: CampaignRecords) -> str
     ax.set_ylabel("cumulative failures")
     ax.set_title("Cumulative failures")
     ax.grid(alpha=0.3)
-    return _figure_png_base64(fig)
+    return figure_png_base64(fig)
 
 
 def _plot_margins(title: str, records: Sequence[ExecutionRecord]) -> str | None:
     points = [(r.index, r.margin, r.verdict) for r in records if math.isfinite(r.margin)]
     if not points:
         return None
-    fig = _new_figure()
+    fig = new_figure()
     ax = fig.add_subplot()
     for verdict, colour, marker in (
         ("pass", "0.55", "o"),
@@ -250,10 +227,10 @@ def _plot_margins(title: str, records: Sequence[ExecutionRecord]) -> str | None:
     ax.set_xlabel("execution index")
     _integer_x(ax)
     ax.set_ylabel("margin")
-    ax.set_title(_plot_label(f"Margin per execution: {title}"))
+    ax.set_title(plot_label(f"Margin per execution: {title}"))
     ax.legend(loc="best", fontsize="small")
     ax.grid(alpha=0.3)
-    return _figure_png_base64(fig)
+    return figure_png_base64(fig)
 
 
 def _is_real(value: object) -> bool:
@@ -281,52 +258,26 @@ def _plot_input_scatter(title: str, records: Sequence[ExecutionRecord]) -> str |
     if len(params) < 2:
         return None
     px, py = params[:2]
-    fig = _new_figure(5.5, 4.5)
+    fig = new_figure(5.5, 4.5)
     ax = fig.add_subplot()
     for verdict, colour, label in (("pass", "0.6", "pass"), ("fail", "red", "fail")):
         pts = [(r.real(px), r.real(py)) for r in records if r.verdict == verdict and px in r.values and py in r.values]
         if pts:
             xs, ys = zip(*pts)
             ax.scatter(xs, ys, s=14, color=colour, label=label, alpha=0.8)
-    ax.set_xlabel(_plot_label(px))
-    ax.set_ylabel(_plot_label(py))
-    ax.set_title(_plot_label(f"Inputs: {title}"))
+    ax.set_xlabel(plot_label(px))
+    ax.set_ylabel(plot_label(py))
+    ax.set_title(plot_label(f"Inputs: {title}"))
     ax.legend(loc="best", fontsize="small")
     ax.grid(alpha=0.3)
-    return _figure_png_base64(fig)
+    return figure_png_base64(fig)
 
 
 # --------------------------------------------------------------------------- HTML
 
 
-_CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem;color:#222;max-width:1200px}
-h1{margin-bottom:.2rem} .meta{color:#666;font-size:.9rem}
-table{border-collapse:collapse;margin:1rem 0;font-size:.88rem}
-th,td{border:1px solid #ccc;padding:.3rem .55rem;text-align:left;vertical-align:top}
-th{background:#f2f2f2} td.num{text-align:right;font-variant-numeric:tabular-nums}
-code{font-size:.82rem;word-break:break-all}
-.nofail{background:#e8f5e9;border:1px solid #66bb6a;padding:.6rem 1rem;font-weight:600;margin:1rem 0}
-.warn{color:#8a6d00}
-img{max-width:100%;height:auto;display:block;margin:.5rem 0}
-section{margin-top:2rem}
-"""
-
-
-def _e(value: object) -> str:
-    return html.escape("" if value is None else str(value), quote=True)
-
-
-def _img(b64: str, alt: str) -> str:
-    return f'<img alt="{_e(alt)}" src="data:image/png;base64,{b64}">'
-
-
 def _pct(x: float) -> str:
     return f"{100.0 * x:.1f}%"
-
-
-def _fmt_float(x: float | None, digits: int = 3) -> str:
-    return "—" if x is None else f"{float(x):.{digits}f}"
 
 
 def _fmt_budget(budget: object) -> str:
@@ -364,9 +315,12 @@ def _summary_table(report: Mapping[str, Any]) -> str:
         info, m = entry["info"], entry["metrics"]
         found = m["failures"] > 0
         cells = [
-            f"<td>{_e(_campaign_title(info))}<br><span class=meta>{_e(info.get('campaign_id'))}</span></td>",
-            *(f"<td>{_e(info.get(k))}</td>" for k in ("subject", "model", "strategy", "seed", "state", "stop_reason")),
-            f"<td>{_e(_fmt_budget(info.get('budget')))}</td>",
+            f"<td>{escape(_campaign_title(info))}<br><span class=meta>{escape(info.get('campaign_id'))}</span></td>",
+            *(
+                f"<td>{escape(info.get(k))}</td>"
+                for k in ("subject", "model", "strategy", "seed", "state", "stop_reason")
+            ),
+            f"<td>{escape(_fmt_budget(info.get('budget')))}</td>",
             f"<td class=num>{m['executions']}</td>",
             f"<td class=num>{m['failures']}</td>",
             f"<td class=num>{m['distinct_failures']}</td>",
@@ -374,19 +328,19 @@ def _summary_table(report: Mapping[str, Any]) -> str:
             f"[{_pct(m['failure_rate_low'])}, {_pct(m['failure_rate_high'])}]</td>",
             f"<td class=num>{m['invalid']}</td>",
             f"<td class=num>{m['tests_to_first_failure'] if found else '—'}</td>",
-            f"<td class=num>{_fmt_float(m['seconds_to_first_failure'], 1) if found else '—'}</td>",
+            f"<td class=num>{fmt_float(m['seconds_to_first_failure'], 1) if found else '—'}</td>",
             f"<td class=num>{m['steps']}</td>",
-            f"<td class=num>{_fmt_float(m['wall_seconds'], 1)}</td>",
+            f"<td class=num>{fmt_float(m['wall_seconds'], 1)}</td>",
             *_diversity_cells(entry.get("diversity") or {}),
         ]
         rows.append("<tr>" + "".join(cells) + "</tr>")
-    head = "".join(f"<th>{_e(h)}</th>" for h in headers)
+    head = "".join(f"<th>{escape(h)}</th>" for h in headers)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
 
 
 def _diversity_cells(d: Mapping[str, Any]) -> list[str]:
     def num(v: Any, digits: int) -> str:
-        return "—" if v is None else _fmt_float(v, digits)
+        return "—" if v is None else fmt_float(v, digits)
 
     cells = "—" if d.get("behaviour_cells") is None else f"{d['behaviour_cells']} / {d['failing_behaviour_cells']}"
     states = (
@@ -409,11 +363,11 @@ def _failures_table(entry: Mapping[str, Any]) -> str:
     rows = "".join(
         "<tr>"
         f"<td class=num>{f['index']}</td>"
-        f"<td class=num>{_fmt_float(f['margin'], 4)}</td>"
-        f"<td class=num>{_fmt_float(f['total_reward'], 2)}</td>"
+        f"<td class=num>{fmt_float(f['margin'], 4)}</td>"
+        f"<td class=num>{fmt_float(f['total_reward'], 2)}</td>"
         f"<td class=num>{f['steps']}</td>"
-        f"<td class=num>{_fmt_float(f['elapsed_seconds'], 1)}</td>"
-        f"<td><code>{_e(json.dumps(f['values'], sort_keys=True))}</code></td>"
+        f"<td class=num>{fmt_float(f['elapsed_seconds'], 1)}</td>"
+        f"<td><code>{escape(json.dumps(f['values'], sort_keys=True))}</code></td>"
         "</tr>"
         for f in failures
     )
@@ -429,21 +383,17 @@ def _campaign_section(
     entry: Mapping[str, Any], records: Sequence[ExecutionRecord], archive: ArchiveView | None = None
 ) -> str:
     title = _campaign_title(entry["info"])
-    parts = [f"<section><h2>{_e(title)}</h2>"]
+    parts = [f"<section><h2>{escape(title)}</h2>"]
     margin_png = _plot_margins(title, records)
     if margin_png:
-        parts.append(_img(margin_png, f"margin per execution, {title}"))
+        parts.append(img_tag(margin_png, f"margin per execution, {title}"))
     scatter_png = _plot_input_scatter(title, records)
     if scatter_png:
-        parts.append(_img(scatter_png, f"inputs, {title}"))
-    from analysis_service.performance_report import performance_section  # lazy: it draws with this module
-
+        parts.append(img_tag(scatter_png, f"inputs, {title}"))
     parts.append(performance_section(title, records))
     parts.append("<h3>Failing inputs</h3>")
     parts.append(_failures_table(entry))
     if archive is not None and "archive" in entry:
-        from analysis_service.archive_report import archive_section
-
         parts.append(archive_section(entry["archive"], archive, title))
     parts.append("</section>")
     return "".join(parts)
@@ -472,28 +422,39 @@ def render_html(report: dict, records_by_campaign: CampaignRecords, archives: Ca
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         "<title>Gauntlet report</title>"
-        f"<style>{_CSS}</style></head><body>"
+        f"<style>{CSS}</style></head><body>"
         "<h1>Gauntlet report</h1>"
-        f"<p class=meta>generated {_e(report.get('generated_at'))} · "
-        f"report version {_e(report.get('gauntlet_report_version'))}</p>"
+        f"<p class=meta>generated {escape(report.get('generated_at'))} · "
+        f"report version {escape(report.get('gauntlet_report_version'))}</p>"
         f"{banner}"
         "<h2>Summary</h2>"
         f"{_summary_table(report)}"
-        f"{_img(_plot_cumulative(report, records_by_campaign), 'cumulative failures vs executions')}"
+        f"{img_tag(_plot_cumulative(report, records_by_campaign), 'cumulative failures vs executions')}"
         f"{sections}"
         "</body></html>\n"
     )
 
 
-def write_report(report: dict, html: str, out_dir: Path, stem: str) -> tuple[Path, Path]:
-    """Write `<stem>.json` (indent 2) and `<stem>.html` into out_dir; return both paths."""
-    # A stem with a separator would write outside out_dir.
+def report_stem(campaign_ids: Sequence[str]) -> str:
+    """report-<id> for one campaign; report-<n>-<hash> for several (ids joined would pass a file name's length and
+    could collide: "a-b"+"c" and "a"+"b-c"), hashed in the order given, as the report lists them."""
+    if len(campaign_ids) == 1:
+        return f"report-{campaign_ids[0]}"
+    digest = hashlib.sha1("\n".join(campaign_ids).encode()).hexdigest()[:10]
+    return f"report-{len(campaign_ids)}-{digest}"
+
+
+def write_report(
+    report: dict, html: str, root: Path, parts: tuple[str, ...], stem: str, field: str, root_name: str
+) -> tuple[Path, Path]:
+    """Write `<stem>.json` (indent 2) and `<stem>.html` into root/parts without following a link (see
+    analysis_service/report_files.py); return both paths."""
+    # A stem with a separator would write outside the folder.
     if not stem or stem in (".", "..") or Path(stem).name != stem:
         raise ValueError(f"stem must be a plain file name, got {stem!r}")
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    json_path = out_dir / f"{stem}.json"
-    html_path = out_dir / f"{stem}.html"
-    json_path.write_text(json.dumps(report, indent=2, allow_nan=False) + "\n", encoding="utf-8")
-    html_path.write_text(html, encoding="utf-8")
-    return json_path, html_path
+    files = {
+        f"{stem}.json": (json.dumps(report, indent=2, allow_nan=False) + "\n").encode("utf-8"),
+        f"{stem}.html": html.encode("utf-8"),
+    }
+    folder = write_files(root, parts, files, field, root_name)
+    return folder / f"{stem}.json", folder / f"{stem}.html"

@@ -26,7 +26,8 @@ from analysis_service.comparison import (
     render_comparison_html,
 )
 from analysis_service.metrics import ExecutionRecord, compute_metrics
-from analysis_service.report import build_report, render_html, write_report
+from analysis_service.report import build_report, render_html, report_stem, write_report
+from analysis_service.report_files import folder_parts
 from common.credentials import ClientCredentials
 from common.errors import InvalidArgument, grpc_method
 from common.generated.gauntlet.v1 import analysis_pb2, analysis_pb2_grpc, generator_pb2, generator_pb2_grpc
@@ -113,11 +114,16 @@ class AnalysisServicer(analysis_pb2_grpc.AnalysisServiceServicer):
         view = fetch_archive(self.generator, info["campaign_id"], records, oracle, self.archive_images)
         return view if view is not None else relevant_images(records, oracle)
 
-    def _output_dir(self, output_dir: str) -> Path:
-        """The folder a report goes to: the report root, or a folder under it (a client never picks a server path)."""
+    def _output_dir(self, output_dir: str) -> tuple[str, ...]:
+        """The folder a report goes to, as components under the report root (none: the root itself); checked
+        before any work, and walked without following links when the files are written (report_files.py)."""
         if not output_dir:
-            return self.report_root
-        return resolve_under(self.report_root, output_dir, "output_dir", REPORT_ROOT_NAME)
+            return ()
+        resolve_under(self.report_root, output_dir, "output_dir", REPORT_ROOT_NAME)
+        return folder_parts(output_dir, "output_dir", REPORT_ROOT_NAME)
+
+    def _write(self, report: dict[str, Any], html: str, parts: tuple[str, ...], stem: str) -> tuple[Path, Path]:
+        return write_report(report, html, self.report_root, parts, stem, "output_dir", REPORT_ROOT_NAME)
 
     @grpc_method
     def ComputeMetrics(
@@ -140,8 +146,7 @@ class AnalysisServicer(analysis_pb2_grpc.AnalysisServiceServicer):
         archives = {info["campaign_id"]: a for info, records in fetched if (a := self._archive(info, records))}
         report = build_report([(info, records) for info, records in fetched], archives)
         html = render_html(report, {info["campaign_id"]: records for info, records in fetched}, archives)
-        stem = "report-" + "-".join(ids)[:100]
-        json_path, html_path = write_report(report, html, out_dir, stem)
+        json_path, html_path = self._write(report, html, out_dir, report_stem(ids))
         return analysis_pb2.RenderReportResponse(
             json_path=str(json_path.resolve()), html_path=str(html_path.resolve()), json=json.dumps(report)
         )
@@ -170,7 +175,7 @@ class AnalysisServicer(analysis_pb2_grpc.AnalysisServiceServicer):
         comparison = build_comparison(
             fetched, baseline=request.baseline or None, alternative=alternative, archives=archives
         )
-        json_path, html_path = write_report(
+        json_path, html_path = self._write(
             comparison, render_comparison_html(comparison), out_dir, comparison_stem(ids)
         )
         return analysis_pb2.CompareResponse(

@@ -121,7 +121,11 @@ class CampaignConfig(BaseModel):
 
     @staticmethod
     def from_proto(spec: generator_pb2.CampaignSpec) -> CampaignConfig:
-        """The spec of a request; ValidationError for a bad field, InvalidArgument for parameters JSON cannot hold."""
+        """The spec of a request; ValidationError for a bad field, InvalidArgument for parameters JSON cannot hold.
+
+        name, batch_size, parallelism and repetitions have no default on the wire: proto3 cannot tell 0 or "" from
+        unset, and silently turning a 0 into 64 ran a campaign nobody asked for; so 0 and "" are refused with the
+        field's range (the campaign file's defaults apply in CampaignConfig, before to_proto sends them)."""
         try:
             params = json_format.MessageToDict(spec.strategy_params)
         except ValueError:  # a NaN or infinity, which JSON (and so the store) cannot hold
@@ -129,7 +133,7 @@ class CampaignConfig(BaseModel):
         # validated as one document, so that an error names the full field path (spec.budget.max_wall_seconds)
         return CampaignConfig.model_validate(
             {
-                "name": spec.name or "campaign",
+                "name": spec.name,
                 "subject": spec.subject,
                 "model": spec.model.name,
                 "strategy": spec.strategy or "random",
@@ -140,10 +144,10 @@ class CampaignConfig(BaseModel):
                     "max_steps": spec.budget.max_steps,
                     "max_wall_seconds": spec.budget.max_wall_seconds,
                 },
-                "batch_size": spec.batch_size or 64,
-                "parallelism": spec.parallelism or 64,
+                "batch_size": spec.batch_size,
+                "parallelism": spec.parallelism,
                 "stop_at_first_failure": spec.stop_at_first_failure,
-                "repetitions": spec.repetitions or 1,
+                "repetitions": spec.repetitions,
                 "oracle": spec.oracle,
                 "keep_final_observations": spec.keep_final_observations,
                 "observation_translator": spec.observation_translator,
@@ -151,13 +155,49 @@ class CampaignConfig(BaseModel):
         )
 
 
+_RANGE_ERRORS = {"greater_than_equal", "less_than_equal", "greater_than", "less_than", "string_too_short"}
+
+
+def _allowed(model: type[BaseModel], loc: tuple[int | str, ...]) -> str | None:
+    """The documented range of the field at `loc` ("an integer in [1, 4096]", "1 to 200 characters"), or None."""
+    for depth, part in enumerate(loc):
+        info = model.model_fields.get(str(part))
+        if info is None:
+            return None
+        if depth < len(loc) - 1:
+            nested = info.annotation
+            if not (isinstance(nested, type) and issubclass(nested, BaseModel)):
+                return None
+            model = nested
+            continue
+        bounds = {
+            name: getattr(m, name)
+            for m in info.metadata
+            for name in ("ge", "le", "min_length", "max_length")
+            if getattr(m, name, None) is not None
+        }
+        if "ge" in bounds and "le" in bounds:
+            kind = "an integer" if info.annotation is int else "a number"
+            return f"{kind} in [{bounds['ge']}, {bounds['le']}]"
+        if "min_length" in bounds and "max_length" in bounds:
+            return f"{bounds['min_length']} to {bounds['max_length']:,} characters"
+    return None
+
+
 def explain(error: ValidationError, prefix: str = "") -> str:
-    """One line per problem, naming the field and what it allows (pydantic's wording, without its URLs)."""
+    """One line per problem, naming the field and what it allows (pydantic's wording, without its URLs); a value
+    out of a campaign field's range names the whole range ("spec.batch_size: must be an integer in [1, 4096]")."""
     lines = []
     for problem in error.errors():
         where = ".".join(str(p) for p in problem["loc"]) or "campaign"
+        allowed = (
+            _allowed(CampaignConfig, problem["loc"])
+            if error.title == CampaignConfig.__name__ and problem["type"] in _RANGE_ERRORS
+            else None
+        )
+        message = f"must be {allowed}" if allowed else problem["msg"].removeprefix("Value error, ")
         lines.append(
-            f"{prefix}{where}: {problem['msg'].removeprefix('Value error, ')}"
+            f"{prefix}{where}: {message}"
             + (
                 f" (got {shown(problem['input'])})"
                 if problem["type"] != "missing" and not isinstance(problem.get("input"), dict)

@@ -29,7 +29,7 @@ def test_bad_campaign_field_is_named_without_traceback(tmp_path: Path) -> None:
     )
     out = gauntlet("run", str(bad))
     assert out.returncode == 2
-    assert "campaign.batch_size: Input should be greater than or equal to 1" in out.stderr
+    assert "campaign.batch_size: must be an integer in [1, 4096] (got 0)" in out.stderr
     assert "Traceback" not in out.stderr
 
 

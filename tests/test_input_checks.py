@@ -81,6 +81,29 @@ def test_a_non_finite_or_huge_budget_is_refused_before_anything_is_stored(suite:
     gen.ListCampaigns(generator_pb2.ListCampaignsRequest(), timeout=60)
 
 
+@pytest.mark.parametrize(
+    ("field", "value", "allowed"),
+    [
+        ("batch_size", 0, "[1, 4096]"),
+        ("parallelism", 0, "[1, 512]"),
+        ("repetitions", 0, "[1, 100]"),
+        ("name", "", "1 to 200 characters"),
+    ],
+)
+def test_a_zero_or_empty_spec_field_is_refused_with_its_range(
+    suite: LocalSuite, field: str, value: object, allowed: str
+) -> None:
+    """Issue 35 item 7: 0 silently became 64/64/1 and an empty name "campaign"; the documented ranges say no."""
+    gen = generator(suite)
+    request = generator_pb2.StartCampaignRequest(campaign_id=f"zero-{field.replace('_', '-')}", spec=spec())
+    setattr(request.spec, field, value)
+    details = refused(gen.StartCampaign, request)
+    assert f"spec.{field}: must be" in details and allowed in details, details
+    refused(
+        gen.GetCampaign, generator_pb2.GetCampaignRequest(campaign_id=request.campaign_id), grpc.StatusCode.NOT_FOUND
+    )
+
+
 def test_a_non_finite_strategy_parameter_is_refused(suite: LocalSuite) -> None:
     request = generator_pb2.StartCampaignRequest(spec=spec())
     request.spec.strategy = "prt"
@@ -204,6 +227,68 @@ def test_reports_are_written_under_the_report_root_only(suite: LocalSuite, tmp_p
     assert list(tmp_path.iterdir()) == []  # nothing created outside the root, through the link neither
     inside = ana.RenderReport(analysis_pb2.RenderReportRequest(campaign_ids=ids, output_dir="nested/ok"), timeout=300)
     assert Path(inside.json_path).parent == (suite.report_root / "nested" / "ok").resolve()
+
+
+def test_a_link_at_the_report_file_name_is_replaced_not_written_through(suite: LocalSuite, tmp_path: Path) -> None:
+    """Issue 35 item 2: a symbolic link at report-<id>.json pointed the write anywhere (the service runs as root in
+    the images); a file or a link in place of a folder, or a folder name too long for the file system, gave
+    INTERNAL with absolute server paths."""
+    gen, ana = generator(suite), analysis(suite)
+    started = gen.StartCampaign(generator_pb2.StartCampaignRequest(spec=spec()), timeout=120).status
+    list(gen.WatchCampaign(generator_pb2.WatchCampaignRequest(campaign_id=started.campaign_id), timeout=300))
+    ids = [started.campaign_id]
+    folder = suite.report_root / "linked"
+    folder.mkdir(parents=True, exist_ok=True)
+    victim = tmp_path / "victim.json"
+    victim.write_text("precious")
+    (folder / f"report-{started.campaign_id}.json").symlink_to(victim)
+    (folder / f"report-{started.campaign_id}.html").symlink_to(tmp_path / "absent.html")  # a dangling one too
+    done = ana.RenderReport(analysis_pb2.RenderReportRequest(campaign_ids=ids, output_dir="linked"), timeout=300)
+    assert victim.read_text() == "precious" and not (tmp_path / "absent.html").exists()
+    written = folder / f"report-{started.campaign_id}.json"
+    assert not written.is_symlink() and json.loads(written.read_text())["campaigns"][0]["info"]["campaign_id"] == ids[0]
+    assert Path(done.json_path) == written.resolve() and (written.stat().st_mode & 0o777) == 0o600
+    assert [p.name for p in folder.iterdir() if p.name.startswith(".")] == []  # no temporary file left behind
+    other = gen.StartCampaign(generator_pb2.StartCampaignRequest(spec=spec()), timeout=120).status.campaign_id
+    list(gen.WatchCampaign(generator_pb2.WatchCampaignRequest(campaign_id=other), timeout=300))
+    (suite.report_root / "a-file").write_text("x")
+    (suite.report_root / "inner-link").symlink_to(folder, target_is_directory=True)  # inside the root, still a link
+    long_name = "ok/" + "n" * 300
+    for output_dir, part in [
+        ("a-file", "a-file"),
+        ("a-file/sub", "a-file"),
+        ("inner-link", "inner-link"),
+        (long_name, "255 bytes"),
+    ]:
+        for call, request in [
+            (ana.RenderReport, analysis_pb2.RenderReportRequest(campaign_ids=ids, output_dir=output_dir)),
+            (ana.Compare, analysis_pb2.CompareRequest(campaign_ids=[*ids, other], output_dir=output_dir)),
+        ]:
+            details = refused(call, request)
+            assert "output_dir" in details and str(suite.report_root.resolve()) not in details, details
+            assert str(tmp_path) not in details and part in details, details
+    (folder / f"report-{started.campaign_id}.html").unlink()
+    (folder / f"report-{started.campaign_id}.html").mkdir()  # a folder where the report file belongs
+    details = refused(ana.RenderReport, analysis_pb2.RenderReportRequest(campaign_ids=ids, output_dir="linked"))
+    assert "output_dir" in details and "folder where the report file belongs" in details
+
+
+def test_reports_of_several_campaigns_have_hashed_names_that_never_collide(suite: LocalSuite) -> None:
+    """Issue 35 item 7: ids joined and cut at 100 characters made two sets of campaigns overwrite one file."""
+    gen, ana = generator(suite), analysis(suite)
+    ids = []
+    for n in range(3):
+        request = generator_pb2.StartCampaignRequest(campaign_id=f"{'c' * 60}-{n}", spec=spec())
+        ids.append(gen.StartCampaign(request, timeout=120).status.campaign_id)
+    for cid in ids:
+        list(gen.WatchCampaign(generator_pb2.WatchCampaignRequest(campaign_id=cid), timeout=300))
+    first = ana.RenderReport(analysis_pb2.RenderReportRequest(campaign_ids=ids[:2], output_dir="many"), timeout=300)
+    second = ana.RenderReport(
+        analysis_pb2.RenderReportRequest(campaign_ids=[ids[0], ids[2]], output_dir="many"), timeout=300
+    )
+    assert first.json_path != second.json_path
+    assert Path(first.json_path).name.startswith("report-2-") and len(Path(first.json_path).name) < 40
+    assert [c["info"]["campaign_id"] for c in json.loads(Path(first.json_path).read_text())["campaigns"]] == ids[:2]
 
 
 def test_strategy_paths_resolve_under_the_artifact_root_and_never_leak_files(suite: LocalSuite) -> None:
