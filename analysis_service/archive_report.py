@@ -28,13 +28,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import grpc
 import numpy as np
 
+from analysis_service.html_kit import escape, figure_png_base64, fmt_float, img_tag, new_figure, plot_label
 from analysis_service.metrics import ExecutionRecord
-from analysis_service.report import _e, _figure_png_base64, _fmt_float, _img, _new_figure, _plot_label
 from common.generated.gauntlet.v1 import generator_pb2, generator_pb2_grpc
 from common.remote import local_error
 from common.retry import Retry, status_code
@@ -46,9 +46,6 @@ from common.segmentation import (
     pixel_digest,
 )
 from common.tensor import from_tensor
-
-if TYPE_CHECKING:
-    from analysis_service.comparison import Outcome
 
 ARCHIVE_IMAGES = 24  # members re-rendered for the grid (and for a diversity the store cannot give)
 ARCHIVE_RETRY_SECONDS = 60.0
@@ -297,18 +294,18 @@ def plot_accuracy(values: Sequence[float], name: str, title: str) -> str | None:
     x = [v for v in values if math.isfinite(v)]
     if not x:
         return None
-    fig = _new_figure(8.0, 3.0)
+    fig = new_figure(8.0, 3.0)
     hist, box = fig.subplots(1, 2, width_ratios=[3, 1])
     hist.hist(x, bins=np.linspace(0.0, 1.0, 21), color="tab:blue", edgecolor="white")
     hist.set_xlabel(name)
     hist.set_ylabel("members")
-    hist.set_title(_plot_label(f"{name} over the archive: {title}"))
+    hist.set_title(plot_label(f"{name} over the archive: {title}"))
     hist.grid(alpha=0.3)
     box.boxplot(x, showmeans=True)
     box.set_xticks([1], [name])
     box.set_ylim(-0.02, 1.02)
     box.grid(alpha=0.3, axis="y")
-    return _figure_png_base64(fig)
+    return figure_png_base64(fig)
 
 
 def plot_grid(rendered: Sequence[Rendered], name: str, columns: int = 3) -> str | None:
@@ -317,7 +314,7 @@ def plot_grid(rendered: Sequence[Rendered], name: str, columns: int = 3) -> str 
         return None
     shown = sorted(rendered, key=lambda r: (r.f_accuracy, r.index))
     rows = math.ceil(len(shown) / columns)
-    fig = _new_figure(3 * columns * 1.55, rows * 1.05 + 0.3)
+    fig = new_figure(3 * columns * 1.55, rows * 1.05 + 0.3)
     axes = np.asarray(fig.subplots(rows, 3 * columns, squeeze=False))
     top = max(9, *(int(max(r.truth.max(), r.prediction.max())) for r in shown))
     for ax in axes.ravel():
@@ -331,7 +328,7 @@ def plot_grid(rendered: Sequence[Rendered], name: str, columns: int = 3) -> str 
         image_ax.set_title(f"#{member.index} {name} {member.f_accuracy:.3f}", fontsize=7)
         truth_ax.set_title("ground truth", fontsize=7)
         pred_ax.set_title("prediction", fontsize=7)
-    return _figure_png_base64(fig)
+    return figure_png_base64(fig)
 
 
 # --------------------------------------------------------------------------- HTML (single-campaign report)
@@ -339,9 +336,9 @@ def plot_grid(rendered: Sequence[Rendered], name: str, columns: int = 3) -> str 
 
 def _diversity_text(d: Mapping[str, Any], total: int) -> str:
     if d["value"] is None:
-        return "— (" + _e(d["source"]) + ")"
+        return "— (" + escape(d["source"]) + ")"
     over = "every member" if d["members"] == total else f"{d['members']} of {total} members"
-    return f"{_fmt_float(d['value'], 3)} <span class=meta>({_e(d['source'])}, {_e(over)})</span>"
+    return f"{fmt_float(d['value'], 3)} <span class=meta>({escape(d['source'])}, {escape(over)})</span>"
 
 
 def archive_section(entry: Mapping[str, Any], view: ArchiveView, title: str) -> str:
@@ -354,13 +351,13 @@ def archive_section(entry: Mapping[str, Any], view: ArchiveView, title: str) -> 
         if s.get("diversity_percentile") is not None:
             source += f", percentile {s['diversity_percentile']:g}"
         rows += [
-            ("variant", _e(s.get("variant"))),
-            ("distance", _e(s.get("distance"))),
-            ("T_diversity", f"{_fmt_float(s.get('t_diversity'), 4)} <span class=meta>({_e(source)})</span>"),
+            ("variant", escape(s.get("variant"))),
+            ("distance", escape(s.get("distance"))),
+            ("T_diversity", f"{fmt_float(s.get('t_diversity'), 4)} <span class=meta>({escape(source)})</span>"),
         ]
     t_rel = s.get("t_relevance")
     rows += [
-        ("T_relevance", "— (the subject's own filter)" if t_rel is None else _fmt_float(t_rel, 4)),
+        ("T_relevance", "— (the subject's own filter)" if t_rel is None else fmt_float(t_rel, 4)),
         ("members" if view.source == "archive" else "images", str(entry["members"])),
         ("relevant images", f"{entry['relevant_images']} of {entry['judged_executions']} judged executions"),
     ]
@@ -376,21 +373,21 @@ def archive_section(entry: Mapping[str, Any], view: ArchiveView, title: str) -> 
         ("feature diversity", _diversity_text(entry["feature_diversity"], entry["members"])),
         ("pixel diversity (digests)", _diversity_text(entry["pixel_diversity"], entry["members"])),
     ]
-    table = "".join(f"<tr><th>{_e(k)}</th><td>{v}</td></tr>" for k, v in rows)
-    parts = [f"<h3>{_e(heading)}</h3>", f"<table class=archive><tbody>{table}</tbody></table>"]
+    table = "".join(f"<tr><th>{escape(k)}</th><td>{v}</td></tr>" for k, v in rows)
+    parts = [f"<h3>{escape(heading)}</h3>", f"<table class=archive><tbody>{table}</tbody></table>"]
     png = plot_accuracy(view.accuracy, name, title)
     if png:
-        parts.append(_img(png, f"{name} over the archive, {title}"))
+        parts.append(img_tag(png, f"{name} over the archive, {title}"))
     grid = plot_grid(view.rendered, name)
     if grid:
         more = entry["members"] - len(view.rendered)
         parts.append(
             f"<p class=meta>{len(view.rendered)} members re-rendered by the generator (judged image | ground truth | "
-            f"prediction), the lowest {_e(name)} first"
+            f"prediction), the lowest {escape(name)} first"
             + (f"; {more} more not rendered (the analysis service's --archive-images)" if more > 0 else "")
             + ".</p>"
         )
-        parts.append(_img(grid, f"archive image grid, {title}"))
+        parts.append(img_tag(grid, f"archive image grid, {title}"))
     return "".join(parts)
 
 
@@ -412,21 +409,22 @@ def archive_outcome(view: ArchiveView | None) -> dict[str, Any]:
 
 
 def rq1(
-    outcomes: Sequence[Outcome],
+    strategies: Sequence[str],
     views: Sequence[ArchiveView | None],
     baseline: str,
     alternative: str,
     test: Callable[[Sequence[float], Sequence[float]], dict[str, Any] | None],
 ) -> list[dict[str, Any]]:
-    """The paper's RQ1 table per strategy: archive images per campaign, the accuracy pooled over its campaigns'
-    archives (median, mean, Q1, min), mean feature / pixel diversity, and `test` (the comparison's Mann–Whitney U
-    and Â12) of its pooled accuracies against the baseline's. Empty when no compared campaign has an archive."""
+    """The paper's RQ1 table per strategy (`strategies[i]` ran the campaign of `views[i]`): archive images per
+    campaign, the accuracy pooled over its campaigns' archives (median, mean, Q1, min), mean feature / pixel
+    diversity, and `test` (the comparison's Mann–Whitney U and Â12) of its pooled accuracies against the baseline's.
+    Empty when no compared campaign has an archive."""
     pooled: dict[str, list[float]] = {}
     per_group: dict[str, list[ArchiveView]] = {}
-    for o, view in zip(outcomes, views):
+    for strategy, view in zip(strategies, views):
         if view is not None:
-            pooled.setdefault(o.strategy, []).extend(view.accuracy)
-            per_group.setdefault(o.strategy, []).append(view)
+            pooled.setdefault(strategy, []).extend(view.accuracy)
+            per_group.setdefault(strategy, []).append(view)
     rows = []
     for group, members in per_group.items():
         div = {kind: [v.diversity(kind)[0] for v in members] for kind in ("features", "pixels")}
@@ -454,9 +452,9 @@ def rq1_html(rows: Sequence[Mapping[str, Any]], baseline: str, name: str) -> str
     """The RQ1 table of a comparison page."""
     head = (
         "<tr><th>strategy</th><th>campaigns</th><th>images / campaign</th>"
-        f"<th>median {_e(name)}</th><th>mean</th><th>Q1</th><th>min</th>"
+        f"<th>median {escape(name)}</th><th>mean</th><th>Q1</th><th>min</th>"
         "<th>feature diversity</th><th>pixel diversity (digests)</th>"
-        f"<th>vs {_e(baseline)}: p · Â12 (band)</th></tr>"
+        f"<th>vs {escape(baseline)}: p · Â12 (band)</th></tr>"
     )
     body = []
     for r in rows:
@@ -465,21 +463,21 @@ def rq1_html(rows: Sequence[Mapping[str, Any]], baseline: str, name: str) -> str
         test = (
             "—"
             if t is None
-            else f"{_fmt_float(t['p_value'], 3)} · {t['a12']:.2f} ({_e(t['effect'])})"
+            else f"{fmt_float(t['p_value'], 3)} · {t['a12']:.2f} ({escape(t['effect'])})"
             if "a12" in t
             else "—"
         )
         cells = [
-            f"<td>{_e(r['strategy'])}{' (baseline)' if r['strategy'] == baseline else ''}"
-            f"<br><span class=meta>{_e(r['source'])}</span></td>",
+            f"<td>{escape(r['strategy'])}{' (baseline)' if r['strategy'] == baseline else ''}"
+            f"<br><span class=meta>{escape(r['source'])}</span></td>",
             f"<td class=num>{r['campaigns']}</td>",
             f"<td class=num>{r['images_per_campaign']:.1f}</td>",
             *(
-                f"<td class=num>{_fmt_float(a.get(k), 3) if a.get('n') else '—'}</td>"
+                f"<td class=num>{fmt_float(a.get(k), 3) if a.get('n') else '—'}</td>"
                 for k in ("median", "mean", "q1", "min")
             ),
-            f"<td class=num>{_fmt_float(r['feature_diversity'], 3)}</td>",
-            f"<td class=num>{_fmt_float(r['pixel_diversity'], 3)}</td>",
+            f"<td class=num>{fmt_float(r['feature_diversity'], 3)}</td>",
+            f"<td class=num>{fmt_float(r['pixel_diversity'], 3)}</td>",
             f"<td class=num>{test}</td>",
         ]
         body.append("<tr>" + "".join(cells) + "</tr>")

@@ -24,27 +24,14 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from analysis_service.archive_report import ArchiveView, accuracy_name, archive_outcome, rq1, rq1_html
+from analysis_service.html_kit import CSS, escape, figure_png_base64, img_tag, new_figure, plot_label
 from analysis_service.metrics import ExecutionRecord, compute_metrics
-from analysis_service.report import (
-    _CSS,
-    BEHAVIOUR_CELLS,
-    DIVERSITY_K,
-    _e,
-    _figure_png_base64,
-    _img,
-    _jsonable,
-    _new_figure,
-    _plot_label,
-    final_state_sparsity,
-    real_parameters,
-)
-
-if TYPE_CHECKING:
-    from analysis_service.archive_report import ArchiveView
+from analysis_service.report import BEHAVIOUR_CELLS, DIVERSITY_K, _jsonable, final_state_sparsity, real_parameters
 
 COMPARISON_VERSION = "1"
 ALTERNATIVES = ("two-sided", "greater", "less")
@@ -326,8 +313,6 @@ def build_comparison(
     if with_archives:
         from dataclasses import replace
 
-        from analysis_service.archive_report import archive_outcome
-
         outcomes = [replace(o, **archive_outcome(v)) for o, v in zip(outcomes, views)]
         metrics = METRICS + ARCHIVE_METRICS
     groups: dict[str, list[Outcome]] = {}
@@ -369,10 +354,12 @@ def build_comparison(
         "campaigns": [asdict(o) for o in outcomes],
     }
     if with_archives:
-        from analysis_service.archive_report import accuracy_name, rq1
-
         report["rq1"] = rq1(
-            outcomes, views, baseline, alternative, lambda a, b: pairwise(a, b, ARCHIVE_ACCURACY, alternative)
+            [o.strategy for o in outcomes],
+            views,
+            baseline,
+            alternative,
+            lambda a, b: pairwise(a, b, ARCHIVE_ACCURACY, alternative),
         )
         report["rq1_accuracy"] = accuracy_name(next(info for (info, _), v in zip(campaigns, views) if v is not None))
     return _jsonable(report)
@@ -390,7 +377,7 @@ def comparison_stem(campaign_ids: Sequence[str]) -> str:
 def _plot_boxes(comparison: Mapping[str, Any]) -> str:
     names = [s["strategy"] for s in comparison["strategies"]]
     shown = [m for m in comparison["metrics"] if m["key"] != "distinct_faults"]
-    fig = _new_figure(11.0, 2.6 * math.ceil(len(shown) / 3))
+    fig = new_figure(11.0, 2.6 * math.ceil(len(shown) / 3))
     axes = fig.subplots(math.ceil(len(shown) / 3), 3, squeeze=False).ravel()
     for ax, metric in zip(axes, shown):
         data = [
@@ -399,35 +386,35 @@ def _plot_boxes(comparison: Mapping[str, Any]) -> str:
         ]
         if any(data):
             ax.boxplot([d if d else [math.nan] for d in data], showmeans=False)
-            ax.set_xticks(range(1, len(names) + 1), [_plot_label(n) for n in names], rotation=20, fontsize="small")
+            ax.set_xticks(range(1, len(names) + 1), [plot_label(n) for n in names], rotation=20, fontsize="small")
         else:
             ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
-        ax.set_title(_plot_label(metric["label"]), fontsize="medium")
+        ax.set_title(plot_label(metric["label"]), fontsize="medium")
         ax.grid(alpha=0.3, axis="y")
     for ax in axes[len(shown) :]:
         ax.set_visible(False)
-    return _figure_png_base64(fig)
+    return figure_png_base64(fig)
 
 
 def _plot_cumulative_bands(comparison: Mapping[str, Any]) -> str:
-    fig = _new_figure()
+    fig = new_figure()
     ax = fig.add_subplot()
     for s in comparison["strategies"]:
         c = s["cumulative_faults"]
         if c["x"]:
-            (line,) = ax.plot(c["x"], c["median"], label=_plot_label(f"{s['strategy']} (median, n={s['campaigns']})"))
+            (line,) = ax.plot(c["x"], c["median"], label=plot_label(f"{s['strategy']} (median, n={s['campaigns']})"))
             ax.fill_between(c["x"], c["q1"], c["q3"], color=line.get_color(), alpha=0.2, linewidth=0)
     ax.set_xlabel("executions")
     ax.set_ylabel("cumulative faults")
     ax.set_title("Cumulative faults: median with Q1-Q3 band over campaigns")
     ax.legend(loc="upper left", fontsize="small")
     ax.grid(alpha=0.3)
-    return _figure_png_base64(fig)
+    return figure_png_base64(fig)
 
 
 def _plot_first_failure(comparison: Mapping[str, Any]) -> str:
     """Share of a strategy's campaigns that had failed by each execution count (an empirical CDF)."""
-    fig = _new_figure()
+    fig = new_figure()
     ax = fig.add_subplot()
     end = max((c["executions"] for c in comparison["campaigns"]), default=1)
     for s in comparison["strategies"]:
@@ -439,7 +426,7 @@ def _plot_first_failure(comparison: Mapping[str, Any]) -> str:
             [0, *firsts, max(end, firsts[-1] if firsts else 0)],
             [*shares, shares[-1]],
             where="post",
-            label=_plot_label(f"{s['strategy']} ({len(firsts)}/{len(mine)} found one)"),
+            label=plot_label(f"{s['strategy']} ({len(firsts)}/{len(mine)} found one)"),
         )
     ax.set_xlabel("tests to the first failure")
     ax.set_ylabel("share of campaigns")
@@ -447,7 +434,7 @@ def _plot_first_failure(comparison: Mapping[str, Any]) -> str:
     ax.set_title("First failure: share of campaigns that had failed by n tests")
     ax.legend(loc="lower right", fontsize="small")
     ax.grid(alpha=0.3)
-    return _figure_png_base64(fig)
+    return figure_png_base64(fig)
 
 
 # --------------------------------------------------------------------------- HTML
@@ -464,12 +451,12 @@ def _num(v: Any, digits: int) -> str:
 def _summary_table(comparison: Mapping[str, Any]) -> str:
     metrics = comparison["metrics"]
     head = "<th>strategy</th><th>campaigns</th><th>found a failure</th>" + "".join(
-        f"<th>{_e(m['label'])}<br><span class=meta>median [Q1, Q3]<br>mean ± sd</span></th>" for m in metrics
+        f"<th>{escape(m['label'])}<br><span class=meta>median [Q1, Q3]<br>mean ± sd</span></th>" for m in metrics
     )
     rows = []
     for s in comparison["strategies"]:
         cells = [
-            f"<td>{_e(s['strategy'])}{' (baseline)' if s['strategy'] == comparison['baseline'] else ''}</td>",
+            f"<td>{escape(s['strategy'])}{' (baseline)' if s['strategy'] == comparison['baseline'] else ''}</td>",
             f"<td class=num>{s['campaigns']}</td>",
             f"<td class=num>{s['found_failure']}</td>",
         ]
@@ -496,15 +483,15 @@ def _tests_table(comparison: Mapping[str, Any]) -> str:
     metrics = comparison["metrics"]
     head = (
         "<th>strategy vs "
-        + _e(comparison["baseline"])
+        + escape(comparison["baseline"])
         + "</th>"
-        + "".join(f"<th>{_e(m['label'])}<br><span class=meta>p · Â12 (band)</span></th>" for m in metrics)
+        + "".join(f"<th>{escape(m['label'])}<br><span class=meta>p · Â12 (band)</span></th>" for m in metrics)
     )
     rows = []
     for s in comparison["strategies"]:
         if "versus_baseline" not in s:
             continue
-        cells = [f"<td>{_e(s['strategy'])}</td>"]
+        cells = [f"<td>{escape(s['strategy'])}</td>"]
         for m in metrics:
             t = s["versus_baseline"].get(m["key"])
             if t is None:
@@ -516,7 +503,7 @@ def _tests_table(comparison: Mapping[str, Any]) -> str:
                 if significant
                 else ""
             )
-            cells.append(f'<td class="num {css}">{_num(t["p_value"], 3)} · {t["a12"]:.2f} ({_e(t["effect"])})</td>')
+            cells.append(f'<td class="num {css}">{_num(t["p_value"], 3)} · {t["a12"]:.2f} ({escape(t["effect"])})</td>')
         rows.append("<tr>" + "".join(cells) + "</tr>")
     if not rows:
         return "<p>only one strategy: nothing to test against the baseline</p>"
@@ -526,14 +513,14 @@ def _tests_table(comparison: Mapping[str, Any]) -> str:
 def _campaigns_table(comparison: Mapping[str, Any]) -> str:
     metrics = comparison["metrics"]
     head = "<th>campaign</th><th>strategy</th><th>seed</th><th>executions</th>" + "".join(
-        f"<th>{_e(m['label'])}</th>" for m in metrics
+        f"<th>{escape(m['label'])}</th>" for m in metrics
     )
     rows = []
     for c in comparison["campaigns"]:
         cells = [
-            f"<td><span class=meta>{_e(c['campaign_id'])}</span></td>",
-            f"<td>{_e(c['strategy'])}</td>",
-            f"<td>{_e(c['seed'])}</td>",
+            f"<td><span class=meta>{escape(c['campaign_id'])}</span></td>",
+            f"<td>{escape(c['strategy'])}</td>",
+            f"<td>{escape(c['seed'])}</td>",
             f"<td class=num>{c['executions']}</td>",
         ]
         for m in metrics:
@@ -550,15 +537,13 @@ def _campaigns_table(comparison: Mapping[str, Any]) -> str:
 def _rq1_section(comparison: Mapping[str, Any]) -> str:
     if not comparison.get("rq1"):
         return ""
-    from analysis_service.archive_report import rq1_html
-
     name = comparison.get("rq1_accuracy") or "accuracy"
     return (
         "<h2>Archives (DESIGNATE's RQ1)</h2>"
-        f"<p class=meta>Per strategy: images kept per campaign (a DESIGNATE archive, or a campaign's relevant images "
-        f"when its strategy keeps no archive), {_e(name)} over the images pooled over its campaigns (lower = better "
-        "testing), the mean pairwise feature and pixel-digest distance inside each campaign's images (mean over "
-        f"campaigns), and Mann–Whitney U p with Â12 = P(row &gt; baseline) + ½ P(tie) of the pooled {_e(name)} "
+        "<p class=meta>Per strategy: images kept per campaign (a DESIGNATE archive, or a campaign's relevant images "
+        f"when its strategy keeps no archive), {escape(name)} over the images pooled over its campaigns (lower = "
+        "better testing), the mean pairwise feature and pixel-digest distance inside each campaign's images (mean over "
+        f"campaigns), and Mann–Whitney U p with Â12 = P(row &gt; baseline) + ½ P(tie) of the pooled {escape(name)} "
         "against the baseline's (Â12 below 0.5: the row's images are harder for the DNN).</p>"
         + rq1_html(comparison["rq1"], comparison["baseline"], name)
     )
@@ -588,31 +573,31 @@ def render_comparison_html(comparison: Mapping[str, Any]) -> str:
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         "<title>Gauntlet comparison</title>"
-        f"<style>{_CSS}{_COMPARE_CSS}</style></head><body>"
+        f"<style>{CSS}{_COMPARE_CSS}</style></head><body>"
         "<h1>Gauntlet comparison</h1>"
-        f"<p class=meta>generated {_e(comparison.get('generated_at'))} · "
-        f"subjects {_e(', '.join(comparison['subjects']))} · {len(comparison['campaigns'])} campaigns · "
-        f"comparison version {_e(comparison.get('gauntlet_comparison_version'))}</p>"
+        f"<p class=meta>generated {escape(comparison.get('generated_at'))} · "
+        f"subjects {escape(', '.join(comparison['subjects']))} · {len(comparison['campaigns'])} campaigns · "
+        f"comparison version {escape(comparison.get('gauntlet_comparison_version'))}</p>"
         "<h2>Per strategy</h2>"
         "<p class=meta>A campaign without a failure counts its executions (seconds: its wall time) as its cost to the "
         "first failure, so such medians are lower bounds (≥). Shared behaviour grid: "
-        + _e(grid_text)
+        + escape(grid_text)
         + ". Entropy scaling (min–max over all compared campaigns): "
-        + _e(inputs)
+        + escape(inputs)
         + ".</p>"
         f"{_summary_table(comparison)}"
-        f"<h2>Against the baseline ({_e(comparison['baseline'])})</h2>"
-        f"<p class=meta>Mann–Whitney U p-value ({_e(side)}) and Vargha–Delaney Â12 = P(row &gt; baseline) + ½ P(tie), "
-        "with the Vargha–Delaney bands "
+        f"<h2>Against the baseline ({escape(comparison['baseline'])})</h2>"
+        f"<p class=meta>Mann–Whitney U p-value ({escape(side)}) and Vargha–Delaney Â12 = P(row &gt; baseline) "
+        "+ ½ P(tie), with the Vargha–Delaney bands "
         "(|Â12 − 0.5| &lt; 0.06 negligible, &lt; 0.14 small, &lt; 0.21 medium, else large). "
         "Green: significantly better than the baseline at p &lt; 0.05 (fewer tests or seconds to the first failure, "
         "more of the rest); red: significantly worse.</p>"
         f"{_tests_table(comparison)}"
         f"{_rq1_section(comparison)}"
         "<h2>Plots</h2>"
-        f"{_img(_plot_boxes(comparison), 'box plots per strategy')}"
-        f"{_img(_plot_cumulative_bands(comparison), 'cumulative faults, median and quartile band per strategy')}"
-        f"{_img(_plot_first_failure(comparison), 'share of campaigns failed by n tests')}"
+        f"{img_tag(_plot_boxes(comparison), 'box plots per strategy')}"
+        f"{img_tag(_plot_cumulative_bands(comparison), 'cumulative faults, median and quartile band per strategy')}"
+        f"{img_tag(_plot_first_failure(comparison), 'share of campaigns failed by n tests')}"
         "<h2>Campaigns</h2>"
         f"{_campaigns_table(comparison)}"
         "</body></html>\n"

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from analysis_service.html_kit import escape, figure_png_base64, img_tag, new_figure, plot_label
 from analysis_service.metrics import ExecutionRecord
-from analysis_service.report import _e, _figure_png_base64, _img, _new_figure, _plot_label
 from common.performance_testing import PerformanceMeasurement, measure_performance
 
 
@@ -30,7 +30,7 @@ def performance_section(title: str, records: Sequence[ExecutionRecord]) -> str:
             f"<p>Robust: at {below} of {len(lengths)} prefix lengths the agent, taking over at s_pl, earns less "
             "than the rest of the trace (R_a^pl &lt; R_t^pl; both include the prefix's reward).</p>"
         )
-        parts.append(_img(_plot_robust(title, measured, lengths), f"robust performance, {title}"))
+        parts.append(img_tag(_plot_robust(title, measured, lengths), f"robust performance, {title}"))
         rows = "".join(
             f"<tr><td>{pl}</td><td>{measured.agent[pl]:.2f}</td><td>{measured.traces[pl]:.2f}</td>"
             f"<td>{measured.agent[pl] - measured.traces[pl]:+.2f}</td></tr>"
@@ -42,17 +42,17 @@ def performance_section(title: str, records: Sequence[ExecutionRecord]) -> str:
 
 
 def _reward(value: float | None) -> str:
-    return "—" if value is None else _e(f"{value:.2f}")
+    return "—" if value is None else escape(f"{value:.2f}")
 
 
 def _plot_robust(title: str, measured: PerformanceMeasurement, lengths: list[int]) -> str:
-    fig = _new_figure()
+    fig = new_figure()
     ax = fig.add_subplot()
     ax.plot(lengths, [measured.agent[pl] for pl in lengths], marker="o", label="R_a^pl (agent takes over)")
     ax.plot(lengths, [measured.traces[pl] for pl in lengths], marker="s", label="R_t^pl (fuzz trace)")
     ax.set_xlabel("prefix length pl")
     ax.set_ylabel("mean reward")
-    ax.set_title(_plot_label(f"Robust performance: {title}"))
+    ax.set_title(plot_label(f"Robust performance: {title}"))
     ax.legend(loc="best", fontsize="small")
     ax.grid(alpha=0.3)
-    return _figure_png_base64(fig)
+    return figure_png_base64(fig)
