@@ -33,6 +33,7 @@ from gymnasium import spaces
 
 from agent_service.qtable import FILE_NAME, QTablePolicy
 from common.interaction_log import LOG_NAME, InteractionLog
+from offline.interaction_logger import InteractionLogger
 from simulator_service.backends import make_env
 from simulator_service.subject import get_subject
 
@@ -85,8 +86,6 @@ def train_qlearning(
     Stops after `hyperparams.episodes` episodes, or earlier once `timesteps` (default: the recipe's
     `timesteps`; 0 = no cap) env steps are done, leaving the last episode unfinished and unlogged.
     """
-    from offline.training import InteractionLogger
-
     params = QLearningParams.from_hyperparams(recipe.hyperparams)
     if recipe.n_envs != 1:
         raise ValueError(f"recipe {recipe.name}: QLEARNING runs one environment (n_envs: 1), got {recipe.n_envs}")
