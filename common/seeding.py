@@ -18,3 +18,9 @@ def episode_seed(run_seed: int, test_case_id: str, repetition: int = 0) -> int:
     replays the same episodes.
     """
     return derive_seed(run_seed, test_case_id, repetition)
+
+
+def strategy_seed(campaign_seed: int) -> int:
+    """The seed of a campaign's strategy: every campaign, resumed campaign, archive listing and benchmark that
+    rebuilds a campaign's strategy seeds it with this, so it asks the same test cases again."""
+    return derive_seed(campaign_seed, "strategy")

@@ -2,7 +2,7 @@
 
 A strategy that keeps an archive (DESIGNATE's, Algorithm 1 of "Search-based DNN Testing and Retraining with
 GAN-enhanced Simulations") has no table of its own in the store: the strategy is deterministic given the campaign
-seed, so replaying the stored batches through a fresh one (what resuming does, generator_service/campaign.py)
+seed, so replaying the stored batches through a fresh one (``rebuild_strategy``, which resuming uses too)
 rebuilds the very archive the campaign ended with, for a finished, cancelled or interrupted campaign alike.
 
 Images are not stored either (a row per execution would grow by ~50 KB): a member's images are rendered again by
@@ -15,23 +15,21 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 import grpc
 
-from common.action_trace import to_test_case
-from common.domain.rules import SubjectRules
 from common.errors import FailedPrecondition
 from common.generated.gauntlet.v1 import common_pb2, simulator_pb2, simulator_pb2_grpc
 from common.remote import local_error
-from common.seeding import derive_seed
 from common.space import ParameterSpace
+from common.test_case import TestCase
 from generator_service.config import CampaignConfig
+from generator_service.pipeline.plan import ReplayMismatch, rebuild_strategy, results_of, stored_batches
 from generator_service.simulators import SimulatorPool
 from generator_service.store import CampaignStore, ExecutionRow
-from generator_service.strategies import Result, make_strategy
 
 # what a member's images come from: the image stage's signals (simulator_service/image_stage.py)
 IMAGE_SIGNALS = ("image", "realistic_image", "label_map", "prediction_realistic", "prediction_simulated", "features")
@@ -69,36 +67,20 @@ def replay(
 ) -> Archive:
     """The archive of a stored campaign; ``config`` with its artifact paths resolved (a thresholds file).
     FailedPrecondition when the strategy keeps no archive or asks other inputs than the stored ones."""
-    space = ParameterSpace.from_proto(info.parameter_space)
+    stored = {row.test_case_id: row for row in store.executions(campaign_id)}
+    batches = stored_batches(store, campaign_id)
     try:
-        strategy = make_strategy(
-            config.strategy,
-            space,
-            derive_seed(config.seed, "strategy"),
-            config.strategy_params,
-            subject_rules=SubjectRules.from_description(info),
-            search=info.search if info.HasField("search") else None,
-        )
+        rebuilt = rebuild_strategy(config, info, batches, lambda batch: results_of(batch, stored))
+    except ReplayMismatch as exc:
+        raise FailedPrecondition(
+            f"campaign {campaign_id!r}: the replayed strategy asks other inputs than stored batch {exc.batch}"
+        ) from None
     except ValueError as exc:  # e.g. a thresholds file removed since the campaign ran
         raise FailedPrecondition(f"campaign {campaign_id!r}: its strategy cannot be rebuilt: {exc}") from None
+    strategy = rebuilt.strategy
     if not isinstance(strategy, KeepsArchive):
         raise FailedPrecondition(f"campaign {campaign_id!r} ran strategy {config.strategy!r}, which keeps no archive")
-    stored = {row.test_case_id: row for row in store.executions(campaign_id)}
-    by_values: dict[str, ExecutionRow] = {}
-    for number, batch in enumerate(store.asked_batches(campaign_id), 1):
-        asked = strategy.ask(len(batch))
-        if json.dumps(asked) != json.dumps([v for _, v in batch]):
-            raise FailedPrecondition(
-                f"campaign {campaign_id!r}: the replayed strategy asks other inputs than stored batch {number}"
-            )
-        results = []
-        for case_id, values in batch:
-            row = stored.get(case_id)
-            if row is None:  # stopped mid-batch: the strategy heard nothing of it (as CampaignRunner._results)
-                continue
-            results.append(Result(values, row.verdict == "fail", row.margin, row.descriptors, row.verdict == "invalid"))
-            by_values[_key(values)] = row
-        strategy.tell(results)
+    by_values = {_key(p.case.values): stored[p.id] for b in batches for p in b.cases if p.id in stored}
     members = [Member(values, f, by_values[_key(values)]) for values, f in strategy.archive_inputs()]
     return Archive(strategy.archive_summary(), members)
 
@@ -121,7 +103,9 @@ def render(
             repetitions=1,
             trace=common_pb2.TraceSpec(signals=list(IMAGE_SIGNALS)),
             parallelism=config.parallelism,
-            test_cases=[to_test_case(space, m.execution.test_case_id, m.values) for m in chunk],
+            test_cases=[
+                TestCase.from_stored(m.execution.values).to_proto(space, m.execution.test_case_id) for m in chunk
+            ],
             observation_translator=config.observation_translator,
         )
         request.model.name = config.model
@@ -143,7 +127,7 @@ def _run(
     return {r.result.test_case_id: r.result for r in stub.RunEpisodes(request, RENDER_TIMEOUT_SECONDS)}
 
 
-def _key(values: dict[str, Any]) -> str:
+def _key(values: Mapping[str, Any]) -> str:
     return json.dumps(values, sort_keys=True)
 
 

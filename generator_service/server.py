@@ -18,7 +18,6 @@ from google.protobuf import struct_pb2
 from prometheus_client import Gauge
 from pydantic import ValidationError
 
-from common.action_trace import ACTION_TRACE_KEY, attach_trace
 from common.credentials import ClientCredentials
 from common.domain.rules import SubjectRules
 from common.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound, grpc_method
@@ -32,6 +31,7 @@ from common.generated.gauntlet.v1 import (
 from common.remote import local_error
 from common.server import client_channel
 from common.space import ParameterSpace
+from common.test_case import TestCase
 from common.validation import check_id, resolve_under
 from generator_service.archive import judged_views, render, replay
 from generator_service.campaign import VERDICT_NAMES, CampaignRunner
@@ -427,11 +427,12 @@ _VERDICTS = {name: kind for kind, name in VERDICT_NAMES.items()}
 
 def _execution(e: ExecutionRow) -> generator_pb2.Execution:
     """A stored execution as the contract shows it (ListExecutions, ListArchive)."""
+    stored = TestCase.from_stored(e.values)
     case = common_pb2.TestCase(id=e.test_case_id)
-    for name, value in e.values.items():
-        if name != ACTION_TRACE_KEY:  # an action trace is no parameter: it has its own field
-            case.values[name].CopyFrom(_value(value))
-    attach_trace(case, e.values)
+    for name, value in stored.values.items():
+        case.values[name].CopyFrom(_value(value))
+    if stored.action_trace is not None:  # an action trace is no parameter: it has its own field
+        case.action_trace.CopyFrom(stored.action_trace.to_proto())
     return generator_pb2.Execution(
         index=e.index,
         test_case=case,

@@ -10,12 +10,15 @@ serves with --model-root.
 
 from __future__ import annotations
 
+import copy
 import gzip
+import io
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, cast
 
 import gymnasium as gym
 import numpy as np
@@ -127,13 +130,25 @@ def train(
     out_dir: Path,
     timesteps: int | None = None,
     progress: Callable[[int, int, InteractionLog], None] | None = None,
+    resume: bool = False,
+    stop_at: int | None = None,
+    checkpoint_every: int | None = None,
 ) -> dict[str, Any]:
     """Trains `recipe` (optionally with a smaller budget), writes model.zip and the interaction log into out_dir.
 
     A QLEARNING recipe trains a Q-table instead (offline/qlearning.py): model.npz, the same log. A subject whose
     first observation does not fit its observation space is refused (SubjectError) before anything is trained.
+
+    A Stable-Baselines3 recipe can take more than one sitting: every `checkpoint_every` steps (default: a tenth of
+    the budget, at most 10,000) and when it stops, the run saves out_dir/resume/ (the model with its optimizers,
+    the replay buffer, the random generators, the log so far and the run's counters), and `resume=True`
+    continues from there to the budget. A sitting stops early at `stop_at` total steps or on SIGINT/SIGTERM
+    (checkpointed, not listed: the returned `finished` is then False and no model.zip is written).
     """
     check_first_observation(make_env(get_subject(recipe.subject)))
+    sb3 = recipe.algorithm not in (*IMAGE_ALGORITHMS, "QLEARNING")
+    if (resume or stop_at is not None) and not sb3:
+        raise RecipeError(f"recipe {recipe.name!r}: only Stable-Baselines3 recipes checkpoint and resume")
     if recipe.algorithm in IMAGE_ALGORITHMS:  # DESIGNATE's DNN under test and its translator (no episodes)
         from offline.image_training import train_image_recipe
 
@@ -142,6 +157,74 @@ def train(
         from offline.qlearning import train_qlearning
 
         return train_qlearning(recipe, out_dir, timesteps=timesteps, progress=progress)
+    return _train_sb3(recipe, out_dir, timesteps or recipe.timesteps, progress, resume, stop_at, checkpoint_every)
+
+
+# A run's resumable checkpoint, out_dir/resume/: written whole beside it and renamed, so a sitting killed while
+# writing leaves the previous one intact.
+RESUME_DIR = "resume"
+STATE_NAME = "state.json"  # counters: steps, episodes, failures, budget, per-sitting wall and CPU seconds
+BUFFER_NAME = "replay_buffer.pkl.gz"  # off-policy algorithms only
+RNG_NAME = "rng.pkl"  # torch, numpy, random and each training env's test-case sampler
+
+
+class _SealableGzipLog(io.TextIOBase):
+    """The interaction log's text sink: `seal()` ends the current gzip member, so the file is a complete gzip file
+    up to that point (gzip readers read a file of several members as one), and later lines go to a new member."""
+
+    def __init__(self, path: Path, mode: str) -> None:
+        self._path = path
+        self._stream = cast("IO[str]", gzip.open(path, mode))
+
+    def write(self, text: str) -> int:
+        return self._stream.write(text)
+
+    def seal(self) -> None:
+        self._stream.close()
+        self._stream = gzip.open(self._path, "at")
+
+    def close(self) -> None:
+        self._stream.close()
+        super().close()
+
+
+def _recipe_identity(recipe: Recipe) -> dict[str, Any]:
+    """What a resumed run must share with its checkpoint (the budget may grow)."""
+    return {
+        "recipe": recipe.name,
+        "subject": recipe.subject,
+        "algorithm": recipe.algorithm,
+        "seed": recipe.seed,
+        "n_envs": recipe.n_envs,
+        "hyperparams": json.loads(json.dumps(recipe.hyperparams)),
+    }
+
+
+def read_checkpoint_state(out_dir: Path) -> dict[str, Any]:
+    """The counters of out_dir's resumable checkpoint; RecipeError when there is none."""
+    path = out_dir / RESUME_DIR / STATE_NAME
+    if not path.exists():
+        raise RecipeError(f"no checkpoint to resume in {path.parent} (train without --resume first)")
+    state: dict[str, Any] = json.loads(path.read_text())
+    return state
+
+
+def _train_sb3(
+    recipe: Recipe,
+    out_dir: Path,
+    budget: int,
+    progress: Callable[[int, int, InteractionLog], None] | None,
+    resume: bool,
+    stop_at: int | None,
+    checkpoint_every: int | None,
+) -> dict[str, Any]:
+    import pickle
+    import random
+    import shutil
+    import signal
+    import threading
+    import warnings
+
     import torch
     from stable_baselines3.common.callbacks import BaseCallback, CallbackList, CheckpointCallback
     from stable_baselines3.common.vec_env import DummyVecEnv
@@ -150,49 +233,183 @@ def train(
 
     torch.set_num_threads(1)  # small MLPs: one thread is fastest and leaves the other core free
     subject = get_subject(recipe.subject)
-    budget = timesteps or recipe.timesteps
     out_dir.mkdir(parents=True, exist_ok=True)
-    started = time.time()
-    with gzip.open(out_dir / LOG_NAME, "wt") as stream:
-        log = InteractionLog(stream)
+    resume_dir = out_dir / RESUME_DIR
+    identity = _recipe_identity(recipe)
+    previous: dict[str, Any] = {}
+    if resume:
+        previous = read_checkpoint_state(out_dir)
+        differs = sorted(k for k, v in identity.items() if previous.get(k) != v)
+        if differs:
+            raise RecipeError(
+                f"checkpoint in {resume_dir} was trained with another {', '.join(differs)} than recipe {recipe.name!r}"
+            )
+        if previous["num_timesteps"] >= budget:
+            raise RecipeError(f"checkpoint in {resume_dir} is at {previous['num_timesteps']} steps, budget {budget}")
+        shutil.copyfile(resume_dir / LOG_NAME, out_dir / LOG_NAME)  # the log as it was at the checkpoint
+    every = checkpoint_every or max(min(budget // 10, 10_000), 1)
+    started, cpu_started = time.time(), time.process_time()
+    sink = _SealableGzipLog(out_dir / LOG_NAME, "at" if resume else "wt")
+    log = InteractionLog(cast("IO[str]", sink))
+    log.episodes = previous.get("training_episodes", 0)
+    log.failures = previous.get("training_failures", 0)
+    log.timesteps = previous.get("num_timesteps", 0)
+    samplers = [np.random.default_rng([recipe.seed, rank]) for rank in range(recipe.n_envs)]
 
-        def factory(rank: int) -> Callable[[], gym.Env]:
-            def build() -> gym.Env:
-                env = make_env(subject)
-                env._sampler = np.random.default_rng([recipe.seed, rank])  # type: ignore[attr-defined]
-                return InteractionLogger(env, subject, log)
+    def factory(rank: int) -> Callable[[], gym.Env]:
+        def build() -> gym.Env:
+            env = make_env(subject)
+            env._sampler = samplers[rank]  # type: ignore[attr-defined]
+            return InteractionLogger(env, subject, log)
 
-            return build
+        return build
 
-        vec = DummyVecEnv([factory(r) for r in range(recipe.n_envs)])
-        params = schedule_params(replay_buffer_params(dict(recipe.hyperparams)))
+    vec = DummyVecEnv([factory(r) for r in range(recipe.n_envs)])
+    cls = algorithm_class(recipe.algorithm)
+    buffer_restored = False
+    if resume:
+        model = cls.load(resume_dir / MODEL_NAME, env=vec, device="cpu")
+        if (resume_dir / BUFFER_NAME).exists():
+            # SB3 reads plain files or BytesIO. HER: the buffer is re-attached to the env and its last episode is
+            # cut where the checkpoint was taken (the env starts a new one), which SB3 warns about.
+            with gzip.open(resume_dir / BUFFER_NAME, "rb") as buffer_in, warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message="The last trajectory in the replay buffer will be truncated")
+                model.load_replay_buffer(io.BytesIO(buffer_in.read()))
+            buffer_restored = True
+        elif getattr(model, "replay_buffer", None) is not None:  # warm start: collect before updating again
+            model.learning_starts = model.num_timesteps + int(recipe.hyperparams.get("learning_starts", 100))
+        with open(resume_dir / RNG_NAME, "rb") as rng_file:
+            rng = pickle.load(rng_file)
+        torch.set_rng_state(rng["torch"])
+        np.random.set_state(rng["numpy"])
+        random.setstate(rng["random"])
+        for sampler, sampler_state in zip(samplers, rng["samplers"], strict=True):
+            sampler.bit_generator.state = sampler_state
+    else:
+        params = schedule_params(replay_buffer_params(copy.deepcopy(recipe.hyperparams)))  # SB3 edits nested dicts
         policy = params.pop("policy", "MlpPolicy")
-        model = algorithm_class(recipe.algorithm)(policy, vec, seed=recipe.seed, verbose=0, device="cpu", **params)
+        model = cls(policy, vec, seed=recipe.seed, verbose=0, device="cpu", **params)
+    start_step = int(model.num_timesteps)
+    sittings = list(previous.get("sittings", []))
 
-        class Progress(BaseCallback):
-            def _on_step(self) -> bool:
-                if progress and self.num_timesteps % 2048 < recipe.n_envs:
-                    progress(self.num_timesteps, budget, log)
-                return True
+    def state(steps: int) -> dict[str, Any]:
+        sitting = {
+            "from_step": start_step,
+            "to_step": steps,
+            "replay_buffer_restored": buffer_restored,
+            "wall_seconds": round(time.time() - started, 1),
+            "cpu_seconds": round(time.process_time() - cpu_started, 1),
+        }
+        done = [*sittings, sitting]
+        return {
+            **identity,
+            "budget": budget,
+            "num_timesteps": steps,
+            "training_episodes": log.episodes,
+            "training_failures": log.failures,
+            "train_wall_seconds": round(sum(s["wall_seconds"] for s in done), 1),
+            "train_cpu_seconds": round(sum(s["cpu_seconds"] for s in done), 1),
+            "sittings": done,
+        }
 
-        checkpoints = CheckpointCallback(
-            save_freq=max(budget // (10 * recipe.n_envs), 1), save_path=str(out_dir / "checkpoints"), name_prefix="ckpt"
+    def save_checkpoint() -> None:
+        sink.seal()  # the log on disk is whole up to this step
+        partial = out_dir / (RESUME_DIR + ".partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir()
+        model.save(partial / MODEL_NAME)
+        if getattr(model, "replay_buffer", None) is not None:
+            raw = io.BytesIO()
+            model.save_replay_buffer(raw)
+            with gzip.open(partial / BUFFER_NAME, "wb", compresslevel=6) as buffer_out:
+                buffer_out.write(raw.getbuffer())
+        rng = {
+            "torch": torch.get_rng_state(),
+            "numpy": np.random.get_state(),
+            "random": random.getstate(),
+            "samplers": [s.bit_generator.state for s in samplers],
+        }
+        with open(partial / RNG_NAME, "wb") as rng_out:
+            pickle.dump(rng, rng_out)
+        shutil.copyfile(out_dir / LOG_NAME, partial / LOG_NAME)
+        (partial / STATE_NAME).write_text(json.dumps(state(int(model.num_timesteps)), indent=1) + "\n")
+        old = out_dir / (RESUME_DIR + ".old")
+        shutil.rmtree(old, ignore_errors=True)
+        if resume_dir.exists():
+            resume_dir.rename(old)
+        partial.rename(resume_dir)
+        shutil.rmtree(old, ignore_errors=True)
+
+    interrupted = threading.Event()
+
+    class StopSitting(Exception):
+        pass
+
+    class Sitting(BaseCallback):
+        """Progress, the periodic resumable checkpoint, and a clean stop (checkpointed) at stop_at or a signal.
+
+        Checkpoints are taken when a rollout starts: every step so far is in the replay buffer and every update
+        for it is done, so the checkpoint is exactly the run at that step count."""
+
+        last_saved = start_step
+
+        def _on_step(self) -> bool:
+            if progress and self.num_timesteps % 2048 < recipe.n_envs:
+                progress(self.num_timesteps, budget, log)
+            return True
+
+        def _on_rollout_start(self) -> None:
+            steps = self.num_timesteps
+            if interrupted.is_set() or (stop_at is not None and steps >= stop_at):
+                save_checkpoint()
+                raise StopSitting
+            if steps - self.last_saved >= every:
+                save_checkpoint()
+                self.last_saved = steps
+
+    snapshots = CheckpointCallback(  # model-only snapshots of the run at each tenth of the budget
+        save_freq=max(budget // (10 * recipe.n_envs), 1), save_path=str(out_dir / "checkpoints"), name_prefix="ckpt"
+    )
+    handlers: dict[signal.Signals, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            handlers[sig] = signal.signal(sig, lambda *_: interrupted.set())
+    try:
+        model.learn(
+            total_timesteps=budget - start_step,
+            callback=CallbackList([Sitting(), snapshots]),
+            reset_num_timesteps=not resume,
         )
-        model.learn(total_timesteps=budget, callback=CallbackList([Progress(), checkpoints]))
+    except StopSitting:
+        pass
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+    steps = int(model.num_timesteps)
+    finished = steps >= budget
+    if finished:
+        save_checkpoint()  # a later --resume with a larger budget trains on from here
         model.save(out_dir / MODEL_NAME)
         if (out_dir / MODEL_NAME).stat().st_size > MAX_MODEL_BYTES:
             save_for_serving(model, out_dir / MODEL_NAME)
-    return {
+    sink.close()
+    totals = json.loads((resume_dir / STATE_NAME).read_text())
+    meta = {
         "subject": recipe.subject,
         "algorithm": recipe.algorithm,
         "seed": recipe.seed,
         "timesteps": budget,
         "n_envs": recipe.n_envs,
-        "train_wall_seconds": round(time.time() - started, 1),
+        "train_wall_seconds": totals["train_wall_seconds"],
+        "train_cpu_seconds": totals["train_cpu_seconds"],
         "training_episodes": log.episodes,
         "training_failures": log.failures,
-        "file_bytes": (out_dir / MODEL_NAME).stat().st_size,
     }
+    if len(totals["sittings"]) > 1:
+        meta["sittings"] = len(totals["sittings"])
+    if finished:
+        return {**meta, "file_bytes": (out_dir / MODEL_NAME).stat().st_size}
+    return {**meta, "finished": False, "num_timesteps": steps}
 
 
 # Replay buffers a recipe may name (YAML holds names, not classes). HER relabels goals of a goal-conditioned

@@ -349,9 +349,12 @@ class SimulatorServicer(simulator_pb2_grpc.SimulatorServiceServicer):
             raise InvalidArgument(f"parallelism={parallelism} is out of range [1, {MAX_PARALLELISM}]")
         if request.repetitions > MAX_REPETITIONS:  # each repetition is a job held in memory
             raise InvalidArgument(f"repetitions={request.repetitions} is out of range [0, {MAX_REPETITIONS}] (0 = 1)")
-        for validity in self._validate(subject, list(request.test_cases)):
-            if not validity.valid:
-                raise InvalidArgument(f"test case {validity.test_case_id!r}: {'; '.join(validity.violations)}")
+        invalid = {v.test_case_id: list(v.violations) for v in self._validate(subject, list(request.test_cases))}
+        invalid = {case_id: violations for case_id, violations in invalid.items() if violations}
+        if invalid and not request.invalid_as_results:
+            case_id, violations = next(iter(invalid.items()))
+            raise InvalidArgument(f"test case {case_id!r}: {'; '.join(violations)}")
+        cases = [c for c in request.test_cases if c.id not in invalid]
         try:
             TraceRecorder(subject, list(request.trace.signals))  # an unknown signal fails before any episode runs
         except KeyError as exc:
@@ -370,12 +373,18 @@ class SimulatorServicer(simulator_pb2_grpc.SimulatorServiceServicer):
         stub = stubs[0]  # the image stage's encoder
 
         repetitions = max(request.repetitions, 1)
-        traces = {c.id: self._trace(subject, c) for c in request.test_cases if c.HasField("action_trace")}
+        traces = {c.id: self._trace(subject, c) for c in cases if c.HasField("action_trace")}
+        for case_id, violations in invalid.items():  # invalid_as_results: one result each, not run
+            yield simulator_pb2.RunEpisodesResponse(
+                result=common_pb2.EpisodeResult(test_case_id=case_id, violations=violations)
+            )
         jobs = [
             Job(c.id, case_values(c), self._reset_seed(request.seed, c, r), r, traces.get(c.id))
-            for c in request.test_cases
+            for c in cases
             for r in range(repetitions)
         ]
+        if not jobs:
+            return
         QUEUE.inc(len(jobs))
         envs = self.pool.take(subject, min(parallelism, len(jobs)))
         try:

@@ -156,12 +156,12 @@ def test_a_campaign_of_mostly_rejected_inputs_stops_with_its_reason(tmp_path: Pa
     limit = INVALID_ALLOWANCE * 100
     store.add_test_cases("c", 1, 1, [(f"t{i:07d}", {"x": 0.0}) for i in range(1, limit + 3)])
     # through the runner, which counts what it stores (its stop check reads no aggregate)
-    runner._store([_row(i, "invalid") for i in range(1, limit + 1)])
-    assert runner._stop_reason() == ""  # exactly at the allowance: keeps asking
-    runner._store([_row(limit + 1, "invalid")])
-    assert runner._stop_reason() == "too_many_invalid_inputs"
-    runner._store([_row(limit + 2, "pass")])  # run tests do not reset the count of rejections
-    assert runner._stop_reason() == "too_many_invalid_inputs"
+    runner.recorder.record([_row(i, "invalid") for i in range(1, limit + 1)])
+    assert runner.stop_reason() == ""  # exactly at the allowance: keeps asking
+    runner.recorder.record([_row(limit + 1, "invalid")])
+    assert runner.stop_reason() == "too_many_invalid_inputs"
+    runner.recorder.record([_row(limit + 2, "pass")])  # run tests do not reset the count of rejections
+    assert runner.stop_reason() == "too_many_invalid_inputs"
 
 
 def test_running_totals_match_the_store_across_a_resume(store: CampaignStore) -> None:
@@ -180,19 +180,20 @@ def test_running_totals_match_the_store_across_a_resume(store: CampaignStore) ->
 
     first = runner()
     assert first.totals == store.count("c") and first.totals.executions == 0
-    first._store([_row(1), _row(3, "fail"), _row(2, "invalid")])
-    first._store([_row(3, "fail"), _row(4)])  # a retried batch: t0000003 is already stored and not counted again
+    first.recorder.record([_row(1), _row(3, "fail"), _row(2, "invalid")])
+    # a retried batch: t0000003 is already stored and not counted again
+    first.recorder.record([_row(3, "fail"), _row(4)])
     assert first.totals == store.count("c")
     assert (first.totals.executions, first.totals.failures, first.totals.invalid) == (4, 1, 1)
-    assert first._stop_reason() == ""  # 3 run tests of 6
+    assert first.stop_reason() == ""  # 3 run tests of 6
     resumed = runner()  # the generator died; a new one resumes from the store
     assert resumed.totals == first.totals
-    resumed._store([_row(6, "fail"), _row(5)])
+    resumed.recorder.record([_row(6, "fail"), _row(5)])
     assert resumed.totals == store.count("c")
     assert resumed.totals.first_failure_index == 3 and resumed.totals.first_failure_seconds == pytest.approx(0.3)
-    assert resumed._stop_reason() == ""  # 5 run tests
-    resumed._store([_row(7)])
-    assert resumed._stop_reason() == "max_executions" and resumed.totals == store.count("c")
+    assert resumed.stop_reason() == ""  # 5 run tests
+    resumed.recorder.record([_row(7)])
+    assert resumed.stop_reason() == "max_executions" and resumed.totals == store.count("c")
 
 
 def test_non_finite_numbers_are_stored_as_error_executions_never_dropped(store: CampaignStore) -> None:

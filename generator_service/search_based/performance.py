@@ -24,12 +24,12 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import Field
 
-from common.action_trace import trace_input
 from common.generated.gauntlet.v1 import simulator_pb2
 from common.space import ParameterSpace
+from common.test_case import TestCase, trace_case
 from generator_service.search_based.artifact import read_reference
 from generator_service.search_based.suites import SOURCE, ArtifactPath, reference_field
-from generator_service.strategies.base import Result, TestInput
+from generator_service.strategies.base import Result
 from generator_service.strategies.params import ARTIFACT_PATH, Integer, StrategyParams
 
 TRACES_FORMAT = "gauntlet.fuzz_traces.v1"
@@ -113,7 +113,7 @@ class PerformanceTest:
         traces = read_traces(Path(params.traces))
         cases = performance_cases(traces, params.mode, params.n_test, params.width, rng)
         self._pending = [
-            trace_input(
+            trace_case(
                 reference["initial"],
                 prefix,
                 params.horizon if agent else 0,
@@ -125,7 +125,7 @@ class PerformanceTest:
             for prefix, agent, labels in cases
         ]
 
-    def ask(self, n: int) -> list[TestInput]:
+    def ask(self, n: int) -> list[TestCase]:
         batch, self._pending = self._pending[:n], self._pending[n:]
         return batch
 

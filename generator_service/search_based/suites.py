@@ -26,11 +26,11 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from pydantic import BeforeValidator, Field
 
-from common.action_trace import trace_input
 from common.generated.gauntlet.v1 import simulator_pb2
 from common.space import ParameterSpace
+from common.test_case import TestCase, trace_case
 from generator_service.search_based.artifact import read_reference
-from generator_service.strategies.base import Result, TestInput
+from generator_service.strategies.base import Result
 from generator_service.strategies.params import ARTIFACT_PATH, Integer, StrategyParams
 
 SOURCE = "Search-Based Testing of Reinforcement Learning (IJCAI-ECAI 2022)"
@@ -113,7 +113,7 @@ class SafetySuite:
         cases = suite_cases(self.reference, params.suite, params.interval, params.k, params.count, rng)
         artifact = Path(params.reference).name
         self._pending = [
-            trace_input(
+            trace_case(
                 self.reference["initial"],
                 actions,
                 params.agent_steps,
@@ -124,7 +124,7 @@ class SafetySuite:
             for actions, meta in cases
         ]
 
-    def ask(self, n: int) -> list[TestInput]:
+    def ask(self, n: int) -> list[TestCase]:
         batch, self._pending = self._pending[:n], self._pending[n:]
         return batch
 

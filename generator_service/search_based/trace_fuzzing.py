@@ -24,12 +24,12 @@ from pathlib import Path
 import numpy as np
 from pydantic import Field
 
-from common.action_trace import ACTION_TRACE_KEY, trace_input
 from common.generated.gauntlet.v1 import generator_pb2, simulator_pb2
 from common.space import ParameterSpace
+from common.test_case import TestCase, trace_case
 from generator_service.search_based.artifact import read_reference
 from generator_service.search_based.suites import SOURCE, ArtifactPath, reference_field
-from generator_service.strategies.base import Result, TestInput
+from generator_service.strategies.base import Result
 from generator_service.strategies.params import Integer, Number, StrategyParams
 
 Trace = list[int]
@@ -132,10 +132,10 @@ class TraceFuzzing:
         self.asked = 0
         self.fittest: list[tuple[Trace, float]] = []  # T_fit, one per generation
 
-    def _input(self, trace: Trace) -> TestInput:
-        return trace_input(self.reference["initial"], trace, 0, int(self.reference["seed"]), generation=self.generation)
+    def _input(self, trace: Trace) -> TestCase:
+        return trace_case(self.reference["initial"], trace, 0, int(self.reference["seed"]), generation=self.generation)
 
-    def ask(self, n: int) -> list[TestInput]:
+    def ask(self, n: int) -> list[TestCase]:
         if self.asked == len(self.offspring) and len(self.results) == len(self.offspring):
             if self.generation >= self.params.generations:
                 return []
@@ -149,7 +149,7 @@ class TraceFuzzing:
         if len(self.results) < len(self.offspring):
             return
         # a generation is complete: score it against the states earlier generations covered, then cover its own
-        traces = [list(r.values[ACTION_TRACE_KEY]["actions"]) for r in self.results]
+        traces = [list(r.action_trace.actions) if r.action_trace else [] for r in self.results]
         visited = [set(r.descriptors[2:]) for r in self.results]
         scores = fitness(
             [r.descriptors[0] if r.descriptors else 0.0 for r in self.results],

@@ -8,6 +8,10 @@ A strategy is a plug-in in the entry-point group ``gauntlet.strategies`` (common
 * ``source``: the paper it comes from, by title and section ("" for none);
 * a docstring whose first paragraph describes it;
 * a call ``Factory(space, rng, params, **context)`` returning an object with ``ask``/``tell`` (``Strategy``).
+
+``ask`` returns typed test cases (common/test_case.py: values and an optional action trace). A strategy that only
+proposes parameter values may return them as plain dicts (``TestInput``); the campaign reads such a dict as values
+only (``as_test_case``), so no key of it is reserved.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import numpy as np
 
 from common.plugins import STRATEGIES, load_plugin, loadable, plugin_names, plugin_package
 from common.space import ParameterSpace, ParamValue
+from common.test_case import ActionTrace, TestCase
 from generator_service.strategies.params import (
     ParameterDoc,
     StrategyParamError,
@@ -30,25 +35,47 @@ from generator_service.strategies.params import (
     validate,
 )
 
-__all__ = ["Result", "Strategy", "StrategyInfo", "StrategyParamError", "TestInput", "make_strategy", "strategies"]
+__all__ = [
+    "Asked",
+    "Result",
+    "Strategy",
+    "StrategyInfo",
+    "StrategyParamError",
+    "TestCase",
+    "TestInput",
+    "as_test_case",
+    "make_strategy",
+    "strategies",
+]
 
-TestInput = dict[str, ParamValue]
+TestInput = dict[str, ParamValue]  # parameter values only
+Asked = TestCase | Mapping[str, ParamValue]  # what ask() may return for one test: a test case, or values only
+
+
+def as_test_case(asked: Asked) -> TestCase:
+    """One asked test as a TestCase: a mapping is parameter values only (no key of it is reserved)."""
+    return asked if isinstance(asked, TestCase) else TestCase(dict(asked))
 
 
 @dataclass(frozen=True)
 class Result:
-    """What a strategy learns about one executed test case."""
+    """What a strategy learns about one executed test case (``values`` and ``action_trace`` are the test case's)."""
 
     values: TestInput
     failed: bool
     margin: float
     descriptors: tuple[float, ...] = ()
     invalid: bool = False
+    action_trace: ActionTrace | None = None
+
+    @property
+    def test_case(self) -> TestCase:
+        return TestCase(self.values, self.action_trace)
 
 
 class Strategy(Protocol):
-    def ask(self, n: int) -> list[TestInput]:
-        """Up to n new test inputs; an empty list means the strategy has nothing left to propose."""
+    def ask(self, n: int) -> Sequence[Asked]:
+        """Up to n new test cases; an empty list means the strategy has nothing left to propose."""
 
     def tell(self, results: Sequence[Result]) -> None:
         """Results of the inputs of the last ask, in the same order."""
