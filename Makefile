@@ -37,12 +37,14 @@ $(MARIO_STAMP): requirements/mario.txt pyproject.toml
 demo: $(STAMP)
 	$(BIN)/gauntlet run examples/cartpole_random.yaml
 
-# Style, types and service boundaries (docs/development/tooling.md); each tool reads its config from pyproject.toml.
+# Style, types, service boundaries and import circles (docs/development/tooling.md); each tool reads its config from
+# pyproject.toml, except tools/import_cycles.py, which reads every .py file of the tree.
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	$(BIN)/python tools/import_cycles.py
 
 test: lint
 	$(BIN)/python -m pytest -q
