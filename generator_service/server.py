@@ -36,6 +36,7 @@ from common.validation import check_id, resolve_under
 from generator_service.archive import judged_views, render, replay
 from generator_service.campaign import VERDICT_NAMES, CampaignRunner
 from generator_service.config import CampaignConfig, explain
+from generator_service.preflight import check_signals
 from generator_service.simulators import SimulatorPool
 from generator_service.store import CampaignRow, CampaignStore, ExecutionRow
 from generator_service.strategies import make_strategy, strategies
@@ -222,6 +223,7 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
             )
         except grpc.RpcError as exc:
             raise local_error(exc, "simulator service") from None
+        check_signals(config.oracle, info, self.oracle)  # the oracle reads only signals the subject records
         search = info.search if info.HasField("search") else None
         check_strategy(config, SubjectRules.from_description(info), self.artifact_root, search)
         request = simulator_pb2.RunEpisodesRequest(subject=config.subject, trace=common_pb2.TraceSpec())

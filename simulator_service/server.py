@@ -45,7 +45,7 @@ from simulator_service.image_stage import ImageStage, is_image_env
 from simulator_service.peers import Peers
 from simulator_service.runner import AgentError, Job, TracePrefix, run_lockstep
 from simulator_service.search_spec import to_proto as search_to_proto
-from simulator_service.subject import NO_TRANSLATOR, STANDARD_SIGNALS, Subject, SubjectError
+from simulator_service.subject import NO_TRANSLATOR, Subject, SubjectError
 from simulator_service.trace import TraceRecorder
 
 EPISODES = Counter("gauntlet_simulator_episodes_total", "Episodes finished", ["subject", "outcome"])
@@ -305,12 +305,9 @@ class SimulatorServicer(simulator_pb2_grpc.SimulatorServiceServicer):
             return self._relay(lambda: peer.DescribeEnvironment(request, timeout=_deadline(context)))
         s = self._subject(request.subject)
         obs_space, act_space = self._spaces_of(s)
-        signals = [
-            simulator_pb2.SignalInfo(name=n, granularity=g, description=d) for n, (g, d) in STANDARD_SIGNALS.items()
-        ]
-        signals += [
+        signals = [  # standard, search (for a subject with a search declaration), then the subject's own
             simulator_pb2.SignalInfo(name=d.name, granularity=d.granularity, description=d.description)
-            for d in s.signals
+            for d in s.recorded_signals()
         ]
         return simulator_pb2.DescribeEnvironmentResponse(
             summary=self._summary(s),

@@ -77,8 +77,14 @@ class Subject:
         return [m for m in self.requires if importlib.util.find_spec(m) is None]
 
     def signal_names(self) -> list[str]:
-        extra = list(SEARCH_SIGNALS) if self.search is not None else []
-        return list(STANDARD_SIGNALS) + extra + [s.name for s in self.signals]
+        return [s.name for s in self.recorded_signals()]
+
+    def recorded_signals(self) -> list[SignalDecl]:
+        """Every signal the simulator records for this subject (what DescribeEnvironment lists and an oracle may
+        read): the standard ones, the search ones when it has a ``search`` declaration, then its own."""
+        standard = [SignalDecl(n, n, g, d) for n, (g, d) in STANDARD_SIGNALS.items()]
+        search = [SignalDecl(n, n, g, d) for n, (g, d) in SEARCH_SIGNALS.items()] if self.search is not None else []
+        return [*standard, *search, *self.signals]
 
     @property
     def rules(self) -> SubjectRules:
