@@ -12,6 +12,7 @@ import logging
 import os
 import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent import futures
@@ -53,6 +54,7 @@ RECONNECT_OPTIONS = [("grpc.initial_reconnect_backoff_ms", 250), ("grpc.max_reco
 MAX_CONNECTION_AGE_MS = 5 * 60 * 1000
 MAX_CONNECTION_AGE_GRACE_MS = 60 * 60 * 1000
 MAX_CONNECTION_AGE_ENV = "GAUNTLET_MAX_CONNECTION_AGE_MS"
+READINESS_SECONDS = 2.0  # how often serve() asks a service's `ready` probe
 
 
 @dataclass(frozen=True)
@@ -218,8 +220,11 @@ def serve(
     options: ServiceOptions,
     register: Callable[[grpc.Server], Sequence[str]],
     on_stop: Callable[[], None] | None = None,
+    ready: Callable[[], bool] | None = None,
 ) -> None:
     """Runs a service until SIGTERM/SIGINT. `register` adds servicers and returns their full service names.
+    `ready`, polled every READINESS_SECONDS, decides whether health answers SERVING or NOT_SERVING (e.g. the
+    generator while its store does not answer).
 
     Once listening it prints one JSON line to stdout, {"service", "port", "metrics_port"},
     which the local launcher reads to learn the ports chosen when 0 was asked for.
@@ -255,8 +260,26 @@ def serve(
         httpd, _ = start_http_server(options.metrics_port, addr=options.host)
         metrics_port = httpd.server_port
     server.start()
-    for name in ["", *names]:
-        health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    stopping = threading.Event()
+
+    def set_health() -> None:
+        try:
+            serving = ready() if ready is not None else True
+        except Exception:  # a probe that raises means not ready
+            log.exception("readiness probe failed")
+            serving = False
+        status = health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
+        for name in ["", *names]:
+            health_servicer.set(name, status)
+
+    set_health()
+    if ready is not None:
+
+        def watch_readiness() -> None:
+            while not stopping.wait(READINESS_SECONDS):
+                set_health()
+
+        threading.Thread(target=watch_readiness, name="readiness", daemon=True).start()
     requested: list[int] = []
 
     def request_stop(signum: int, _frame: object) -> None:
@@ -274,6 +297,7 @@ def serve(
     while not requested:
         time.sleep(0.5)
     log.info("signal %d: draining", requested[0])
+    stopping.set()
     health_servicer.enter_graceful_shutdown()
     if on_stop:
         on_stop()

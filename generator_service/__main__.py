@@ -6,8 +6,18 @@ import argparse
 import os
 from pathlib import Path
 
-from common.credentials import STORE_URL_ENV, STORE_URL_FILE_ENV, CredentialError, store_url
+from common.credentials import (
+    CA_ENV,
+    CLIENT_CERT_ENV,
+    CLIENT_KEY_ENV,
+    STORE_URL_ENV,
+    STORE_URL_FILE_ENV,
+    TOKEN_FILE_ENV,
+    CredentialError,
+    store_url,
+)
 from common.server import add_outgoing_arguments, add_service_arguments, options_from_args, outgoing_credentials, serve
+from generator_service.protected import ProtectedPaths, own_log_files
 from generator_service.simulators import (
     SIMULATOR_ENDPOINT_ENV,
     SIMULATOR_STREAMS_ENV,
@@ -44,8 +54,9 @@ def main() -> None:
         "--store-url",
         default=None,
         help=f"SQLAlchemy URL of the campaign store without a password (default ${STORE_URL_FILE_ENV}'s content, "
-        f"else ${STORE_URL_ENV}, else sqlite:///runs/gauntlet.db); a PostgreSQL URL with its password, "
-        "postgresql+psycopg://user:pass@host/db, goes in one of those variables, never on the command line",
+        f"else ${STORE_URL_ENV}, else sqlite:///runs/store/gauntlet.db); a PostgreSQL URL with its password, "
+        "postgresql+psycopg://user:pass@host/db, goes in one of those variables, never on the command line. "
+        "No strategy parameter may name the store's files, its logs or its credentials",
     )
     parser.add_argument(
         "--retry-seconds",
@@ -92,6 +103,7 @@ def main() -> None:
             credentials=credentials,
             artifact_root=args.artifact_root,
             simulator_streams=streams,
+            protected=protected_paths(store, args),
         )
     except InvalidArgument as exc:
         raise SystemExit(f"error: {exc}") from None
@@ -101,7 +113,33 @@ def main() -> None:
         # before serving: a client that reconnects to this generator then finds the campaign running again. Their
         # first calls may meet a simulator that is still starting; the campaign retries them.
         servicer.resume_unfinished()
-    serve("generator", options, lambda server: register(server, servicer), on_stop=servicer.stop_all)
+    serve(
+        "generator", options, lambda server: register(server, servicer), on_stop=servicer.stop_all, ready=servicer.ready
+    )
+
+
+def protected_paths(store: CampaignStore, args: argparse.Namespace) -> ProtectedPaths:
+    """What no strategy parameter may name: the store's files and folder, the files this process logs to and their
+    folder, and every credential it reads, with its folder (runs/secure/<suite> in a local --secure suite)."""
+    files, folders = store.own_files()
+    logs = own_log_files()
+    secrets = [
+        Path(p)
+        for p in (
+            args.tls_cert,
+            args.tls_key,
+            args.tls_client_ca,
+            getattr(args, "token_file", None) or os.environ.get(TOKEN_FILE_ENV),
+            os.environ.get(STORE_URL_FILE_ENV),
+            getattr(args, "ca", None) or os.environ.get(CA_ENV),
+            getattr(args, "client_cert", None) or os.environ.get(CLIENT_CERT_ENV),
+            getattr(args, "client_key", None) or os.environ.get(CLIENT_KEY_ENV),
+        )
+        if p
+    ]
+    return ProtectedPaths.of(
+        [*files, *logs, *secrets], [*folders, *(f.parent for f in logs + secrets)], args.artifact_root
+    )
 
 
 if __name__ == "__main__":

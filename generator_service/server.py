@@ -3,24 +3,35 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
+import inspect
 import json
 import logging
 import queue
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import grpc
+import sqlalchemy as sa
 from google.protobuf import struct_pb2
 from prometheus_client import Gauge
 from pydantic import ValidationError
 
 from common.credentials import ClientCredentials
 from common.domain.rules import SubjectRules
-from common.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound, grpc_method
+from common.errors import (
+    AlreadyExists,
+    DataLoss,
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    Unavailable,
+    grpc_method,
+)
 from common.generated.gauntlet.v1 import (
     common_pb2,
     generator_pb2,
@@ -37,8 +48,9 @@ from generator_service.archive import judged_views, render, replay
 from generator_service.campaign import VERDICT_NAMES, CampaignRunner
 from generator_service.config import CampaignConfig, explain
 from generator_service.preflight import check_signals
+from generator_service.protected import ProtectedPaths
 from generator_service.simulators import SimulatorPool
-from generator_service.store import CampaignRow, CampaignStore, ExecutionRow
+from generator_service.store import CampaignExists, CampaignRow, CampaignStore, CorruptRow, ExecutionRow
 from generator_service.strategies import make_strategy, strategies
 from generator_service.strategies.params import ARTIFACT_PATH
 
@@ -46,6 +58,9 @@ log = logging.getLogger("generator")
 DEFAULT_ARTIFACT_ROOT = Path("runs")  # surrogates and training logs a campaign names live under it
 ARTIFACT_ROOT_NAME = "the generator's artifact root (--artifact-root, default runs/)"
 RUNNING = Gauge("gauntlet_generator_running_campaigns", "Campaigns running")
+# errors of the store's connection or file (PostgreSQL down, SQLite disk I/O): retryable, never INTERNAL
+STORE_DOWN = (sa.exc.OperationalError, sa.exc.InterfaceError)
+STORE_DOWN_MESSAGE = "the campaign store is unavailable ({}); retry later"
 _STATE = {
     "running": generator_pb2.CAMPAIGN_STATE_RUNNING,
     "completed": generator_pb2.CAMPAIGN_STATE_COMPLETED,
@@ -53,6 +68,32 @@ _STATE = {
     "interrupted": generator_pb2.CAMPAIGN_STATE_INTERRUPTED,
     "failed": generator_pb2.CAMPAIGN_STATE_FAILED,
 }
+
+
+def store_errors(func: Callable[..., Any]) -> Callable[..., Any]:
+    """An RPC whose store connection or file fails answers UNAVAILABLE (retryable), never INTERNAL, and never with
+    the driver's message (it can hold a host, a path or SQL)."""
+    if inspect.isgeneratorfunction(func):
+
+        @functools.wraps(func)
+        def stream(*args: Any, **kwargs: Any) -> Any:
+            try:
+                yield from func(*args, **kwargs)
+            except STORE_DOWN as exc:
+                log.error("store error in %s: %s", func.__name__, exc)
+                raise Unavailable(STORE_DOWN_MESSAGE.format(type(exc).__name__)) from None
+
+        return stream
+
+    @functools.wraps(func)
+    def unary(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except STORE_DOWN as exc:
+            log.error("store error in %s: %s", func.__name__, exc)
+            raise Unavailable(STORE_DOWN_MESSAGE.format(type(exc).__name__)) from None
+
+    return unary
 
 
 class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
@@ -65,9 +106,12 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
         credentials: ClientCredentials | None = None,
         artifact_root: Path = DEFAULT_ARTIFACT_ROOT,
         simulator_streams: int | None = None,
+        protected: ProtectedPaths | None = None,
     ) -> None:
         self.store = store
         self.artifact_root = artifact_root
+        # the store's own files, logs and credentials: refused as artifact paths (generator_service/protected.py)
+        self.protected = protected or ProtectedPaths.of(*store.own_files(), artifact_root)
         # one or several endpoints (comma-separated, or dns:///): a campaign's batches are spread over all of them
         self.simulators = SimulatorPool(simulator_endpoint, credentials, simulator_streams)
         self.oracle = oracle_pb2_grpc.OracleServiceStub(client_channel(oracle_endpoint, credentials))
@@ -92,7 +136,7 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
         """Runs a stored campaign; its spec keeps the paths as the client gave them, the runner gets them resolved."""
         runner = CampaignRunner(
             campaign_id,
-            resolve_artifact_paths(config, self.artifact_root),
+            resolve_artifact_paths(config, self.artifact_root, self.protected),
             self.store,
             self.simulators,
             self.oracle,
@@ -113,11 +157,25 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
                         q.put(None)
 
         thread = threading.Thread(target=body, name=f"campaign-{campaign_id}", daemon=True)
+        # stored as running first: a store that fails here leaves no runner registered (no phantom campaign)
+        self.store.set_state(campaign_id, "running")
         with self._lock:
             self._runners[campaign_id] = runner
             self._threads[campaign_id] = thread
-        self.store.set_state(campaign_id, "running")
-        thread.start()
+        try:
+            thread.start()
+        except BaseException:
+            with self._lock:
+                self._runners.pop(campaign_id, None)
+                self._threads.pop(campaign_id, None)
+            raise
+
+    def ready(self) -> bool:
+        """Readiness: the store answers (health says NOT_SERVING while it does not)."""
+        problem = self.store.check()
+        if problem:
+            log.error("not ready: %s", problem)
+        return not problem
 
     def resume_unfinished(self) -> list[str]:
         """Continues the campaigns a previous generator was running: those it left 'running' (it was killed) and
@@ -128,8 +186,9 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
             if left and row.id not in self._runners:
                 try:
                     config = stored_config(row)
+                    self._check_readable(row.id)
                     self._launch(row.id, config)
-                except InvalidArgument as exc:  # listed with its read_error; never blocks the other campaigns
+                except (InvalidArgument, DataLoss) as exc:  # listed with its read_error; never blocks the others
                     log.error("campaign %s left running cannot be resumed: %s", row.id, exc)
                     continue
                 resumed.append(row.id)
@@ -235,6 +294,7 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
             raise local_error(exc, "simulator service") from None
 
     @grpc_method
+    @store_errors
     def StartCampaign(
         self, request: generator_pb2.StartCampaignRequest, context: grpc.ServicerContext
     ) -> generator_pb2.StartCampaignResponse:
@@ -243,19 +303,29 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
             config = CampaignConfig.from_proto(request.spec)
         except ValidationError as exc:
             raise InvalidArgument(explain(exc, prefix="spec.")) from None
-        resolved = resolve_artifact_paths(config, self.artifact_root)  # refuses a path outside the root, early
+        # refuses a path outside the root, or one to the store, a log or a credential, before anything opens it
+        resolved = resolve_artifact_paths(config, self.artifact_root, self.protected)
         campaign_id = request.campaign_id or uuid.uuid4().hex[:12]
-        existing = self.store.campaign(campaign_id)
-        if existing is not None:
-            if existing.spec != json.loads(config.model_dump_json()):
-                raise AlreadyExists(f"campaign {campaign_id!r} exists with another spec")
-            return generator_pb2.StartCampaignResponse(status=self._status(campaign_id))
+        spec = json.loads(config.model_dump_json())
+        if self.store.campaign(campaign_id) is not None:
+            return self._existing(campaign_id, spec)
         self._preflight(resolved)
-        self.store.create_campaign(campaign_id, config.name, json.loads(config.model_dump_json()))
+        try:
+            self.store.create_campaign(campaign_id, config.name, spec)
+        except CampaignExists:  # a concurrent request with this id stored it first: the insert decides
+            return self._existing(campaign_id, spec)
         self._launch(campaign_id, config)
         return generator_pb2.StartCampaignResponse(status=self._status(campaign_id))
 
+    def _existing(self, campaign_id: str, spec: dict[str, Any]) -> generator_pb2.StartCampaignResponse:
+        """StartCampaign with a stored id: the same campaign for the same spec (the idempotency key), else
+        ALREADY_EXISTS."""
+        if self._row(campaign_id).spec != spec:
+            raise AlreadyExists(f"campaign {campaign_id!r} exists with another spec")
+        return generator_pb2.StartCampaignResponse(status=self._status(campaign_id))
+
     @grpc_method
+    @store_errors
     def WatchCampaign(
         self, request: generator_pb2.WatchCampaignRequest, context: grpc.ServicerContext
     ) -> Iterator[generator_pb2.WatchCampaignResponse]:
@@ -286,12 +356,14 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
                     watchers.remove(q)
 
     @grpc_method
+    @store_errors
     def GetCampaign(
         self, request: generator_pb2.GetCampaignRequest, context: grpc.ServicerContext
     ) -> generator_pb2.GetCampaignResponse:
         return generator_pb2.GetCampaignResponse(status=self._status(request.campaign_id))
 
     @grpc_method
+    @store_errors
     def ListCampaigns(
         self, request: generator_pb2.ListCampaignsRequest, context: grpc.ServicerContext
     ) -> generator_pb2.ListCampaignsResponse:
@@ -300,20 +372,35 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
         )
 
     @grpc_method
+    @store_errors
     def ListExecutions(
         self, request: generator_pb2.ListExecutionsRequest, context: grpc.ServicerContext
     ) -> Iterator[generator_pb2.ListExecutionsResponse]:
         self._row(request.campaign_id)  # NOT_FOUND for an unknown campaign, before streaming anything
-        for e in self.store.executions(request.campaign_id):
+        corrupt: list[CorruptRow] = []
+        for e in self.store.executions(request.campaign_id, corrupt=corrupt):
             yield generator_pb2.ListExecutionsResponse(execution=_execution(e))
+        if corrupt:  # every readable row went out first; the status names the others
+            raise DataLoss(corrupt_message(request.campaign_id, corrupt))
+
+    def _check_readable(self, campaign_id: str) -> None:
+        """DATA_LOSS naming the campaign's stored executions that cannot be read: resuming would replay the
+        strategy over them, so the campaign waits for the rows to be repaired instead."""
+        corrupt = self.store.corrupt_executions(campaign_id)
+        if corrupt:
+            raise DataLoss(
+                f"{corrupt_message(campaign_id, corrupt)}; the campaign cannot be resumed until they are repaired "
+                "or deleted in the store"
+            )
 
     @grpc_method
+    @store_errors
     def ListArchive(
         self, request: generator_pb2.ListArchiveRequest, context: grpc.ServicerContext
     ) -> Iterator[generator_pb2.ListArchiveResponse]:
         row = self._row(request.campaign_id)
         try:
-            config = resolve_artifact_paths(stored_config(row), self.artifact_root)
+            config = resolve_artifact_paths(stored_config(row), self.artifact_root, self.protected)
         except InvalidArgument as exc:
             raise FailedPrecondition(str(exc)) from None
         try:
@@ -342,6 +429,7 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
             yield generator_pb2.ListArchiveResponse(member=member)
 
     @grpc_method
+    @store_errors
     def CancelCampaign(
         self, request: generator_pb2.CancelCampaignRequest, context: grpc.ServicerContext
     ) -> generator_pb2.CancelCampaignResponse:
@@ -355,6 +443,7 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
         return generator_pb2.CancelCampaignResponse(status=self._status(request.campaign_id))
 
     @grpc_method
+    @store_errors
     def ResumeCampaign(
         self, request: generator_pb2.ResumeCampaignRequest, context: grpc.ServicerContext
     ) -> generator_pb2.ResumeCampaignResponse:
@@ -367,8 +456,16 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
             config = stored_config(row)
         except InvalidArgument as exc:
             raise FailedPrecondition(str(exc)) from None
+        self._check_readable(row.id)
         self._launch(row.id, config)
         return generator_pb2.ResumeCampaignResponse(status=self._status(request.campaign_id))
+
+
+def corrupt_message(campaign_id: str, corrupt: list[CorruptRow], shown_rows: int = 5) -> str:
+    """One sentence naming the campaign and its unreadable rows (the first few, and how many in all)."""
+    named = "; ".join(f"test case {c.test_case_id!r} ({c.column} is not valid JSON)" for c in corrupt[:shown_rows])
+    more = f"; and {len(corrupt) - shown_rows} more" if len(corrupt) > shown_rows else ""
+    return f"campaign {campaign_id!r}: {len(corrupt)} stored execution(s) cannot be read: {named}{more}"
 
 
 def stored_config(row: CampaignRow) -> CampaignConfig:
@@ -383,10 +480,13 @@ def stored_config(row: CampaignRow) -> CampaignConfig:
         ) from None
 
 
-def resolve_artifact_paths(config: CampaignConfig, root: Path) -> CampaignConfig:
+def resolve_artifact_paths(
+    config: CampaignConfig, root: Path, protected: ProtectedPaths | None = None
+) -> CampaignConfig:
     """`config` with each path parameter of its strategy (a surrogate folder, a training log) resolved under
-    `root`; InvalidArgument for one that is absolute, has '..' or leads out through a symbolic link. An unknown
-    strategy is left for check_strategy to name."""
+    `root`; InvalidArgument for one that is absolute, has '..', leads out through a symbolic link, or leads to one
+    of the `protected` paths (the store, logs, credentials). An unknown strategy is left for check_strategy to
+    name."""
     info = strategies().get(config.strategy)
     if info is None:
         return config
@@ -400,7 +500,10 @@ def resolve_artifact_paths(config: CampaignConfig, root: Path) -> CampaignConfig
         if not isinstance(value, str):
             kind = type(value).__name__
             raise InvalidArgument(f"{where} must be a path relative to {ARTIFACT_ROOT_NAME}, got a {kind}")
-        params[name] = str(resolve_under(root, value, where, ARTIFACT_ROOT_NAME))
+        resolved = resolve_under(root, value, where, ARTIFACT_ROOT_NAME)
+        if protected is not None:
+            protected.check(resolved, where)
+        params[name] = str(resolved)
     return config.model_copy(update={"strategy_params": params})
 
 

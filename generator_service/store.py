@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import math
 from collections.abc import Iterator
+from contextlib import closing
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,15 +24,72 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
+from sqlalchemy.ext.compiler import compiles
 
+log = logging.getLogger("generator")
 metadata = sa.MetaData()
+
+
+class JsonText(sa.types.TypeDecorator[str]):
+    """A JSON document held as text on the Python side. On PostgreSQL the column is `jsonb` (or `json` where key
+    order matters), so the database itself refuses a value that is not JSON; SQLite keeps text."""
+
+    impl = sa.Text
+    cache_ok = True
+
+    def __init__(self, pg_type: str = "jsonb") -> None:
+        super().__init__()
+        self.pg_type = pg_type
+
+    def load_dialect_impl(self, dialect: sa.Dialect) -> sa.types.TypeEngine[Any]:
+        if dialect.name == "postgresql":
+            return dialect.type_descriptor(_PgJson(self.pg_type))
+        return dialect.type_descriptor(sa.Text())
+
+    def bind_expression(self, bindvalue: Any) -> Any:
+        return sa.cast(bindvalue, _PgJson(self.pg_type)) if self.pg_type else bindvalue
+
+    def column_expression(self, column: Any) -> Any:
+        return sa.cast(column, sa.Text)
+
+
+class _PgJson(sa.types.UserDefinedType[str]):
+    """PostgreSQL's json/jsonb, passed as text both ways (JsonText casts)."""
+
+    cache_ok = True
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def get_col_spec(self, **_: Any) -> str:
+        return self.name.upper()
+
+
+@compiles(_PgJson, "sqlite")
+def _sqlite_json(element: _PgJson, compiler: Any, **_: Any) -> str:
+    return "TEXT"  # SQLite casts to TEXT (JsonText's bind cast compiles here)
+
+
+class CampaignExists(Exception):
+    """create_campaign: a campaign with that id is stored already (another request created it first)."""
+
+
+class CorruptRow(ValueError):
+    """A stored execution whose JSON cannot be read: names its campaign, test case and column."""
+
+    def __init__(self, campaign_id: str, test_case_id: str, column: str) -> None:
+        super().__init__(f"campaign {campaign_id!r}, test case {test_case_id!r}: column {column} is not valid JSON")
+        self.campaign_id = campaign_id
+        self.test_case_id = test_case_id
+        self.column = column
+
 
 campaigns = sa.Table(
     "campaigns",
     metadata,
     sa.Column("id", sa.String(64), primary_key=True),
     sa.Column("name", sa.String(200), nullable=False),
-    sa.Column("spec", sa.Text, nullable=False),  # JSON of the CampaignConfig
+    sa.Column("spec", JsonText(), nullable=False),  # JSON of the CampaignConfig
     sa.Column("state", sa.String(16), nullable=False),
     sa.Column("stop_reason", sa.String(32), nullable=False, default=""),
     sa.Column("error", sa.Text, nullable=False, default=""),
@@ -45,7 +104,8 @@ test_cases = sa.Table(
     sa.Column("position", sa.Integer, primary_key=True),  # 1-based order in which the strategy asked
     sa.Column("batch", sa.Integer, nullable=False),
     sa.Column("test_case_id", sa.String(64), nullable=False),
-    sa.Column("values", sa.Text, nullable=False),
+    # json, not jsonb: jsonb reorders keys, and a resume compares the replayed inputs with these as text
+    sa.Column("values", JsonText("json"), nullable=False),
 )
 
 executions = sa.Table(
@@ -57,18 +117,18 @@ executions = sa.Table(
     # episodes finish first in a batch, and "tests to first failure" must not profit from that)
     sa.Column("idx", sa.Integer, nullable=False),
     sa.Column("batch", sa.Integer, nullable=False),
-    sa.Column("values", sa.Text, nullable=False),
+    sa.Column("values", JsonText(), nullable=False),
     sa.Column("verdict", sa.String(8), nullable=False),
     sa.Column("margin", sa.Float, nullable=False),
     sa.Column("steps", sa.Integer, nullable=False),
     sa.Column("total_reward", sa.Float, nullable=False),
-    sa.Column("descriptors", sa.Text, nullable=False),
+    sa.Column("descriptors", JsonText(), nullable=False),
     sa.Column("reason", sa.Text, nullable=False),
     sa.Column("repetitions", sa.Integer, nullable=False),
     sa.Column("failed_repetitions", sa.Integer, nullable=False),
     sa.Column("elapsed_seconds", sa.Float, nullable=False),
     # JSON list; "[]" unless the campaign keeps final observations (added after the first release: see _migrate)
-    sa.Column("final_observation", sa.Text, nullable=False, server_default="[]"),
+    sa.Column("final_observation", JsonText(), nullable=False, server_default="[]"),
     sa.UniqueConstraint("campaign_id", "idx", name="uq_execution_index"),
     sa.Index("ix_executions_batch", "campaign_id", "batch"),
 )
@@ -139,9 +199,35 @@ class Totals:
         return dataclasses.asdict(self)
 
 
+STORE_FOLDER = "store"  # the default SQLite store's own folder under runs/, which no request path may name
+SQLITE_SIDECARS = ("-wal", "-shm", "-journal")  # files SQLite keeps beside the database
+
+
 def default_store_url(root: Path = Path("runs")) -> str:
-    root.mkdir(parents=True, exist_ok=True)
-    return f"sqlite:///{root / 'gauntlet.db'}"
+    """sqlite:///runs/store/gauntlet.db. A store an earlier version kept at runs/gauntlet.db (inside the generator's
+    artifact root) is copied there once, consistently (VACUUM INTO), and the old file renamed
+    gauntlet.db.moved-to-store; stop the suite that used it before the first start of this version."""
+    folder = root / STORE_FOLDER
+    folder.mkdir(parents=True, exist_ok=True)
+    database = folder / "gauntlet.db"
+    legacy = root / "gauntlet.db"
+    if legacy.is_file() and not database.exists():
+        _move_legacy_store(legacy, database)
+    return f"sqlite:///{database}"
+
+
+def _move_legacy_store(legacy: Path, database: Path) -> None:
+    import sqlite3
+
+    partial = database.with_name(database.name + ".partial")
+    partial.unlink(missing_ok=True)
+    with closing(sqlite3.connect(legacy, timeout=30)) as conn:
+        conn.execute("VACUUM INTO ?", (str(partial),))  # a consistent copy, committed WAL content included
+    partial.rename(database)
+    legacy.rename(legacy.with_name(legacy.name + ".moved-to-store"))
+    for suffix in SQLITE_SIDECARS:
+        legacy.with_name(legacy.name + suffix).unlink(missing_ok=True)
+    log.warning("moved the campaign store %s to %s (its own folder, outside the artifact root)", legacy, database)
 
 
 class CampaignStore:
@@ -157,22 +243,47 @@ class CampaignStore:
             sa.event.listen(self.engine, "connect", lambda dbapi, _: dbapi.execute("PRAGMA synchronous=NORMAL"))
         metadata.create_all(self.engine)
         _migrate(self.engine)
+        database = self.sqlite_file()
+        self._identity = _file_identity(database) if database is not None else None
+
+    def sqlite_file(self) -> Path | None:
+        """The SQLite database file (None for PostgreSQL or an in-memory database)."""
+        url = sa.engine.make_url(self.url)
+        if url.get_backend_name() != "sqlite" or not url.database or url.database == ":memory:":
+            return None
+        return Path(url.database)
+
+    def own_files(self) -> tuple[list[Path], list[Path]]:
+        """(files, folders) of the store on this machine, which no request path may name: the SQLite database and
+        the files SQLite keeps beside it, and its folder."""
+        database = self.sqlite_file()
+        if database is None:
+            return [], []
+        files = [database, *(database.with_name(database.name + s) for s in SQLITE_SIDECARS)]
+        return files, [database.parent]
 
     # -- campaigns --------------------------------------------------------------------------------
     def create_campaign(self, campaign_id: str, name: str, spec: dict[str, Any]) -> None:
-        with self.engine.begin() as conn:
-            conn.execute(
-                campaigns.insert().values(
-                    id=campaign_id,
-                    name=name,
-                    spec=json.dumps(spec, sort_keys=True),
-                    state="running",
-                    stop_reason="",
-                    error="",
-                    wall_seconds=0.0,
-                    created_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        """Stores a new campaign, running; CampaignExists when that id is stored already. The insert is the one
+        atomic test of the idempotency key: of concurrent requests with one id, exactly one creates it."""
+        try:
+            with self.engine.begin() as conn:
+                conn.execute(
+                    campaigns.insert().values(
+                        id=campaign_id,
+                        name=name,
+                        spec=json.dumps(spec, sort_keys=True),
+                        state="running",
+                        stop_reason="",
+                        error="",
+                        wall_seconds=0.0,
+                        created_at=datetime.now(UTC).isoformat(timespec="seconds"),
+                    )
                 )
-            )
+        except sa.exc.IntegrityError:
+            if self.campaign(campaign_id) is None:
+                raise  # another constraint
+            raise CampaignExists(campaign_id) from None
 
     def campaign(self, campaign_id: str) -> CampaignRow | None:
         with self.engine.connect() as conn:
@@ -267,29 +378,42 @@ class CampaignStore:
         with self.engine.connect() as conn:
             return conn.execute(query).first() is not None
 
-    def executions(self, campaign_id: str, batch: int | None = None) -> Iterator[ExecutionRow]:
-        """Stored executions in execution order, optionally only those of one batch."""
+    def executions(
+        self, campaign_id: str, batch: int | None = None, corrupt: list[CorruptRow] | None = None
+    ) -> Iterator[ExecutionRow]:
+        """Stored executions in execution order, optionally only those of one batch. A row whose JSON cannot be
+        read raises CorruptRow naming it; with `corrupt`, it is appended there instead and the listing goes on."""
         query = executions.select().where(executions.c.campaign_id == campaign_id)
         if batch is not None:
             query = query.where(executions.c.batch == batch)
         with self.engine.connect() as conn:
             for r in conn.execute(query.order_by(executions.c.idx)).mappings():
-                yield ExecutionRow(
-                    r["test_case_id"],
-                    r["idx"],
-                    r["batch"],
-                    json.loads(r["values"]),
-                    r["verdict"],
-                    r["margin"],
-                    r["steps"],
-                    r["total_reward"],
-                    tuple(json.loads(r["descriptors"])),
-                    r["reason"],
-                    r["repetitions"],
-                    r["failed_repetitions"],
-                    r["elapsed_seconds"],
-                    tuple(json.loads(r["final_observation"])),
-                )
+                try:
+                    yield _execution_row(campaign_id, r)
+                except CorruptRow as exc:
+                    if corrupt is None:
+                        raise
+                    corrupt.append(exc)
+
+    def corrupt_executions(self, campaign_id: str) -> list[CorruptRow]:
+        """Every stored execution of the campaign that cannot be read (one pass over them)."""
+        found: list[CorruptRow] = []
+        for _ in self.executions(campaign_id, corrupt=found):
+            pass
+        return found
+
+    def check(self) -> str:
+        """'' when the store answers a read and (SQLite) its file is still the one opened; else why not, in words
+        without paths or server details (what readiness reports)."""
+        try:
+            with self.engine.connect() as conn:
+                conn.execute(sa.select(sa.func.count()).select_from(campaigns)).scalar()
+        except sa.exc.SQLAlchemyError as exc:
+            return f"the campaign store cannot be read ({type(exc).__name__})"
+        database = self.sqlite_file()
+        if database is not None and self._identity is not None and _file_identity(database) != self._identity:
+            return "the campaign store's database file was deleted or replaced under the running generator"
+        return ""
 
     def totals(self, campaign_id: str) -> dict[str, Any]:
         return self.count(campaign_id).as_dict()
@@ -358,12 +482,76 @@ def _execution_values(campaign_id: str, row: ExecutionRow) -> dict[str, Any]:
     )
 
 
+def _execution_row(campaign_id: str, r: Any) -> ExecutionRow:
+    def document(column: str) -> Any:
+        try:
+            return json.loads(r[column])
+        except (TypeError, ValueError):
+            raise CorruptRow(campaign_id, r["test_case_id"], column) from None
+
+    values, descriptors, final = document("values"), document("descriptors"), document("final_observation")
+    if not isinstance(values, dict):
+        raise CorruptRow(campaign_id, r["test_case_id"], "values")
+    for column, numbers in (("descriptors", descriptors), ("final_observation", final)):
+        if not isinstance(numbers, list) or not all(isinstance(x, int | float) for x in numbers):
+            raise CorruptRow(campaign_id, r["test_case_id"], column)
+    return ExecutionRow(
+        r["test_case_id"],
+        r["idx"],
+        r["batch"],
+        values,
+        r["verdict"],
+        r["margin"],
+        r["steps"],
+        r["total_reward"],
+        tuple(descriptors),
+        r["reason"],
+        r["repetitions"],
+        r["failed_repetitions"],
+        r["elapsed_seconds"],
+        tuple(final),
+    )
+
+
+def _file_identity(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+# PostgreSQL columns an earlier version created as text, and the JSON type they become
+_JSON_COLUMNS = {
+    "campaigns": {"spec": "jsonb"},
+    "test_cases": {"values": "json"},
+    "executions": {"values": "jsonb", "descriptors": "jsonb", "final_observation": "jsonb"},
+}
+
+
 def _migrate(engine: Engine) -> None:
     """Brings a store written by an earlier version up to this schema (create_all adds tables, not columns)."""
-    present = {c["name"] for c in sa.inspect(engine).get_columns("executions")}
+    inspector = sa.inspect(engine)
+    present = {c["name"] for c in inspector.get_columns("executions")}
     if "final_observation" not in present:
         with engine.begin() as conn:
             conn.exec_driver_sql("ALTER TABLE executions ADD COLUMN final_observation TEXT NOT NULL DEFAULT '[]'")
+    if engine.dialect.name != "postgresql":
+        return
+    for table, columns in _JSON_COLUMNS.items():
+        types = {c["name"]: str(c["type"]).lower() for c in sa.inspect(engine).get_columns(table)}
+        for column, kind in columns.items():
+            if types.get(column) in ("text", "varchar"):
+                try:
+                    with engine.begin() as conn:
+                        conn.exec_driver_sql(
+                            f'ALTER TABLE {table} ALTER COLUMN "{column}" DROP DEFAULT, '
+                            f'ALTER COLUMN "{column}" TYPE {kind} USING "{column}"::{kind}'
+                        )
+                        if column == "final_observation":
+                            conn.exec_driver_sql(f"ALTER TABLE {table} ALTER COLUMN \"{column}\" SET DEFAULT '[]'")
+                except sa.exc.DataError:  # a row that is not JSON: kept as text, reported as DATA_LOSS when read
+                    log.error("store column %s.%s stays text: a row in it is not valid JSON", table, column)
 
 
 def _campaign_row(r: Any) -> CampaignRow:
