@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import contextlib
+import functools
 import json
 import shutil
 import signal
@@ -226,6 +227,29 @@ def _report(
         return _rpc(retrying, lambda: analysis.RenderReport(request, timeout=300))  # rendering again is harmless
 
 
+def _report_readable(
+    analysis: analysis_pb2_grpc.AnalysisServiceStub, ids: list[str], out: Path | None
+) -> analysis_pb2.RenderReportResponse:
+    """_report() for a bulk selection (--match): a campaign the store answers DATA_LOSS for (a row it cannot read)
+    is left out and listed with the rows it names, and the others are rendered."""
+    left = list(ids)
+    while True:
+        try:
+            with console.status("rendering the report..."):
+                request = analysis_pb2.RenderReportRequest(campaign_ids=left, output_dir=str(out) if out else "")
+                return retrying(functools.partial(analysis.RenderReport, request, timeout=300))
+        except grpc.RpcError as exc:
+            details = (exc.details() if callable(getattr(exc, "details", None)) else "") or ""
+            unreadable = exc.code() == grpc.StatusCode.DATA_LOSS
+            bad = [cid for cid in left if unreadable and f"campaign {cid!r}" in details]
+            if not bad:
+                raise UserError(describe(exc)) from None
+            console.print(f"[yellow]left out of the report[/yellow]: {escape(details)}")
+            left = [cid for cid in left if cid not in bad]
+            if not left:
+                raise UserError("no selected campaign can be read; their unreadable rows are listed above") from None
+
+
 def _summary(report: analysis_pb2.RenderReportResponse) -> None:
     """One column per campaign, one row per metric (reads well in an 80-column terminal)."""
     data = json.loads(report.json)
@@ -322,7 +346,8 @@ def cmd_report(args: argparse.Namespace) -> None:
         if args.compare:
             _comparison_summary(_compare(analysis, ids, args))
         else:
-            _summary(_report(analysis, ids, args.report_dir))
+            render = _report_readable if args.match else _report
+            _summary(render(analysis, ids, args.report_dir))
 
 
 def matching_campaigns(generator: generator_pb2_grpc.GeneratorServiceStub, pattern: str) -> list[str]:

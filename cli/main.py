@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> None:
     sub = parser.add_subparsers(dest="command", required=True, metavar="command")
 
     def suite_args(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--store-url", help="campaign store (default sqlite:///runs/gauntlet.db)")
+        p.add_argument("--store-url", help="campaign store (default sqlite:///runs/store/gauntlet.db)")
         p.add_argument(
             "--model-root",
             type=Path,
@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> None:
         "start, the suite stops and the command exits 2. The generator resumes, on start, the campaigns a previous "
         "generator left running. Ctrl-C stops the suite (exit 130).",
     )
-    p.add_argument("--store-url", help="campaign store (default sqlite:///runs/gauntlet.db)")
+    p.add_argument("--store-url", help="campaign store (default sqlite:///runs/store/gauntlet.db)")
     p.add_argument(
         "--secure",
         action="store_true",

@@ -332,6 +332,27 @@ def test_a_store_that_stops_answering_is_unavailable_and_not_ready(
     server.dispose()
 
 
+@contextmanager
+def analysis_service(generator: Generator, report_root: Path, log: Path) -> Iterator[str]:
+    """An analysis service reading from `generator`: its endpoint."""
+    with log.open("a") as err:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "analysis_service", "--port", "0", "--metrics-port", "-1"]
+            + ["--generator-endpoint", f"127.0.0.1:{generator.port}", "--report-root", str(report_root)],
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+            cwd=REPOSITORY,
+        )
+    try:
+        line = process.stdout.readline()  # type: ignore[union-attr]
+        assert line, log.read_text()[-3000:]
+        yield f"127.0.0.1:{json.loads(line)['port']}"
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
 # -- item 6: a corrupt row is named, never INTERNAL ------------------------------------------------------------------
 def test_a_corrupt_execution_is_data_loss_naming_it(suite: LocalSuite, tmp_path: Path) -> None:
     database = tmp_path / "store.db"
@@ -361,6 +382,21 @@ def test_a_corrupt_execution_is_data_loss_naming_it(suite: LocalSuite, tmp_path:
         status = stub.GetCampaign(generator_pb2.GetCampaignRequest(campaign_id="bad"), timeout=30).status
         assert status.state == generator_pb2.CAMPAIGN_STATE_INTERRUPTED and status.stop_reason == "error"
         assert len(executions(stub, "good")) == 10
+        # a bulk report renders the readable campaigns and lists the unreadable rows
+        with analysis_service(generator, tmp_path / "reports", tmp_path / "analysis.log") as analysis_endpoint:
+            done = subprocess.run(
+                [sys.executable, "-m", "cli.main", "report", "--match", "integrity"]
+                + ["--generator", f"127.0.0.1:{generator.port}", "--analysis", analysis_endpoint],
+                cwd=REPOSITORY,
+                capture_output=True,
+                text=True,
+                timeout=300,
+                env={**os.environ, "COLUMNS": "400"},
+            )
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "left out of the report" in done.stdout and "'t0000004'" in done.stdout, done.stdout
+        [written] = (tmp_path / "reports").glob("report-*.json")
+        assert [c["info"]["campaign_id"] for c in json.loads(written.read_text())["campaigns"]] == ["good"]
 
 
 def test_postgres_json_columns_refuse_what_is_not_json(postgres_url: str) -> None:
