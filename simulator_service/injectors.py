@@ -134,59 +134,6 @@ def mujoco_pose_offset(subject: Subject, options: Mapping[str, Any]) -> Injector
     return inject
 
 
-def taxi_state(subject: Subject, options: Mapping[str, Any]) -> Injector:
-    """Taxi grids: the test case is the start state (taxi row and column, passenger location, destination).
-
-    Calls the env's `set_state(taxi_row, taxi_col, passenger, destination)`; `parameters` maps
-    those four arguments to the subject's parameter names (default: the same names).
-    """
-    fields = ("taxi_row", "taxi_col", "passenger", "destination")
-    names: Mapping[str, str] = {**{f: f for f in fields}, **dict(options.get("parameters") or {})}
-
-    def inject(env: gym.Env, values: Mapping[str, ParamValue], seed: int | None) -> np.ndarray:
-        env.reset(seed=seed)
-        state = env.unwrapped.set_state(*(int(values[names[f]]) for f in fields))  # type: ignore[attr-defined]
-        return np.asarray(state, dtype=np.int64)
-
-    return inject
-
-
-def terrain_obstacles(subject: Subject, options: Mapping[str, Any]) -> Injector:
-    """Obstacle terrains (BipedalWalker): the test case's integer slots, in the order of `parameters` (default: the
-    space's order), are the obstacle codes of `reset(options={"obstacles": [...]})` (simulator_service/envs/
-    bipedal_obstacles.py). The env builds its terrain from them with a fixed terrain seed."""
-    names: list[str] = list(options.get("parameters") or subject.space.names)
-
-    def inject(env: gym.Env, values: Mapping[str, ParamValue], seed: int | None) -> np.ndarray:
-        obs, _ = env.reset(seed=seed, options={"obstacles": [int(values[n]) for n in names]})
-        return obs
-
-    return inject
-
-
-def parking_scene(subject: Subject, options: Mapping[str, Any]) -> Injector:
-    """Parking (GauntletParking-v0): the test case is the scene the env builds on reset (goal spot, parked cars,
-    ego position and heading; simulator_service/envs/parking.py). `flags` is the prefix of the 0/1 spot flags
-    (flag i = spot i+1)."""
-    from common.domain.validators import flag_names
-    from simulator_service.envs.parking import scene_from_values
-
-    flags = flag_names(str(options.get("flags", "parked")), subject.space.names)
-    if not flags:
-        raise ValueError(f"subject {subject.name}: injector parking_scene finds no flags {options.get('flags')}_0..")
-
-    def inject(env: gym.Env, values: Mapping[str, ParamValue], seed: int | None) -> Any:
-        base = env.unwrapped
-        spots = 2 * base.config["spots_per_row"]  # type: ignore[attr-defined]
-        if len(flags) != spots:
-            raise ValueError(f"{subject.name}: {len(flags)} spot flags for a lot of {spots} spots")
-        base.scene = scene_from_values(values, flags)  # type: ignore[attr-defined]
-        obs, _ = env.reset(seed=seed)
-        return obs
-
-    return inject
-
-
 def make_injector(subject: Subject) -> Injector:
     """The subject's injector: the plug-in its ``injector.kind`` names (entry-point group gauntlet.injectors), called
     as ``factory(subject, options)`` with the subject's ``injector`` mapping as options."""

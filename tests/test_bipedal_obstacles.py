@@ -7,11 +7,12 @@ import pytest
 
 from agent_service.registry import ModelRegistry
 from offline.evaluation import evaluate_policy
-from oracle_service.oracles import BIPEDAL_PAIRS, Episode, bipedal_features, get_oracle
+from oracle_service.oracles import Episode, get_oracle
 from simulator_service.backends import make_env
-from simulator_service.envs.bipedal_obstacles import PIT, STAIRS, STUMP
 from simulator_service.subject import load_subjects
 from simulator_service.trace import TraceRecorder
+from subjects.bipedal.env import PIT, STAIRS, STUMP
+from subjects.bipedal.oracle import BIPEDAL_PAIRS, bipedal_features
 
 SUBJECT = load_subjects()["bipedalwalker_obstacles"]
 STEP = 14 / 30.0  # Gymnasium's TERRAIN_STEP

@@ -13,9 +13,9 @@ from common.generated.gauntlet.v1 import common_pb2
 from common.space_spec import compatible, pack_observations, space_to_proto, unpack_observations
 from oracle_service.oracles import Episode, get_oracle
 from simulator_service.backends import make_env
-from simulator_service.envs.parking import NumpyKinematicsGoalObservation, spot_lane
 from simulator_service.subject import get_subject
 from simulator_service.trace import TraceRecorder
+from subjects.parking.env import NumpyKinematicsGoalObservation, spot_lane
 
 SUBJECT = get_subject("parking")
 

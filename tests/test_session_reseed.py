@@ -17,7 +17,7 @@ from cli.launcher import LocalSuite
 from common.generated.gauntlet.v1 import common_pb2, simulator_pb2, simulator_pb2_grpc
 from common.server import client_channel
 from common.tensor import from_tensor, to_tensor
-from simulator_service.envs.taxi_large import SOUTH
+from subjects.taxi.env import SOUTH
 
 ROOT = Path(__file__).resolve().parent.parent
 START = {"taxi_row": 8, "taxi_col": 6, "passenger": 0, "destination": 1}

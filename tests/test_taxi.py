@@ -18,10 +18,10 @@ from common.interaction_log import read_interaction_log
 from offline.training import get_recipe, train
 from oracle_service.oracles import Episode, Judgement, get_oracle
 from simulator_service.backends import make_env
-from simulator_service.envs.taxi_large import DROPOFF, EAST, MAP_FILE, NORTH, PICKUP, SOUTH, WEST, TaxiMap, load_map
 from simulator_service.server import SimulatorServicer
 from simulator_service.subject import load_subjects
 from simulator_service.trace import TraceRecorder
+from subjects.taxi.env import DROPOFF, EAST, MAP_FILE, NORTH, PICKUP, SOUTH, WEST, TaxiMap, load_map
 
 SUBJECT = load_subjects()["taxi_large"]
 MAP = load_map()

@@ -10,8 +10,8 @@ A subject declares them in YAML, e.g. Taxi's "the passenger does not start at it
 ``factory(options, names) -> Validator``: ``options`` are JSON-like (they travel to the generator in a protobuf
 Struct, so numbers may arrive as floats: ``3`` as ``3.0``), ``names`` are the subject's parameter names. The
 simulator builds its rules from its YAML with ``make_validator``; the generator builds the very same ones from
-DescribeEnvironment (common/domain/rules.py). Gauntlet's generic kinds (distinct, spot_free) and its packs'
-(donkey_track, road_lanes) are declared in its pyproject.toml; another package adds one by declaring its own entry
+DescribeEnvironment (common/domain/rules.py). Gauntlet's generic kind (distinct) and its packs' (spot_free,
+donkey_track, road_lanes) are declared in its pyproject.toml; another package adds one by declaring its own entry
 point.
 
 Each rule turns a test case into a list of violations, one sentence each (empty: valid). A rule skips parameters
@@ -120,34 +120,3 @@ def flag_names(prefix: str, names: Sequence[str]) -> list[str]:
     while f"{prefix}_{len(flags)}" in names:
         flags.append(f"{prefix}_{len(flags)}")
     return flags
-
-
-def spot_free(options: Mapping[str, Any], names: Sequence[str]) -> Validator:
-    """The spot an integer parameter names (1-based) has its 0/1 flag at 0, e.g. Parking's "the goal spot is free".
-
-    YAML: ``{kind: spot_free, spot: goal_lane, flags: parked}``; flag ``parked_0`` is spot 1.
-    """
-    spot, prefix = options.get("spot"), options.get("flags")
-    if not isinstance(spot, str) or spot not in names:
-        raise ValueError(
-            f"'spot_free' needs 'spot': the name of an integer parameter, got {spot!r} (known: {', '.join(names)})"
-        )
-    flags = flag_names(prefix, names) if isinstance(prefix, str) else []
-    if not flags:
-        raise ValueError(
-            f"'spot_free' needs 'flags': the prefix of flag parameters <prefix>_0, <prefix>_1, ..., got {prefix!r}"
-        )
-
-    def check(values: Mapping[str, ParamValue]) -> list[str]:
-        chosen = values.get(spot)
-        if isinstance(chosen, bool) or not isinstance(chosen, int) or not 1 <= chosen <= len(flags):
-            return []  # the domain check names a bad spot
-        flag = flags[chosen - 1]
-        if values.get(flag):
-            return [
-                f"{spot}={chosen} names an occupied spot ({flag}={values[flag]!r}); "
-                f"the spot {spot} names must be free ({flag} = 0)"
-            ]
-        return []
-
-    return Validator("spot_free", f"{prefix}_{{{spot}-1}} = 0 (the spot {spot} names is free)", check)

@@ -10,9 +10,6 @@ import numpy as np
 
 from common.errors import bounded
 from common.space import ParamValue
-
-# Imported for its side effect: it registers GauntletTaxiLarge-v0 for gym.make (the package registers the others).
-from simulator_service.envs import taxi_large  # noqa: F401
 from simulator_service.injectors import make_injector
 from simulator_service.subject import Subject, SubjectError
 

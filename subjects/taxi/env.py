@@ -38,7 +38,7 @@ import yaml
 from gymnasium import spaces
 
 ENV_ID = "GauntletTaxiLarge-v0"
-MAP_FILE = Path(__file__).with_name("taxi_large_map.yaml")
+MAP_FILE = Path(__file__).parent / "maps" / "taxi_large_map.yaml"
 MAX_EPISODE_STEPS = 200
 SOUTH, NORTH, EAST, WEST, PICKUP, DROPOFF = range(6)
 _MOVES = {SOUTH: (1, 0), NORTH: (-1, 0), EAST: (0, 1), WEST: (0, -1)}
@@ -254,6 +254,4 @@ class TaxiLargeEnv(gym.Env):
 
 
 if ENV_ID not in gym.registry:
-    gym.register(
-        id=ENV_ID, entry_point="simulator_service.envs.taxi_large:TaxiLargeEnv", max_episode_steps=MAX_EPISODE_STEPS
-    )
+    gym.register(id=ENV_ID, entry_point="subjects.taxi.env:TaxiLargeEnv", max_episode_steps=MAX_EPISODE_STEPS)

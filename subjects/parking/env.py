@@ -1,7 +1,7 @@
 """highway-env's Parking with Indago's 20 spots, a scene set by the test input, and a numpy goal observation.
 
-Registered as `GauntletParking-v0` (simulator_service/envs/__init__.py; highway-env is imported only
-when the env is made). It is highway-env's own ParkingEnv (dynamics, reward, success, collisions,
+Registered on import as `GauntletParking-v0` (the subject's env_id `subjects.parking.env:GauntletParking-v0`
+imports it when the env is made). It is highway-env's own ParkingEnv (dynamics, reward, success, collisions,
 walls) with three differences, all through subclassing, none by patching the package:
 
 * **Layout.** 2 rows of `spots_per_row` = 10 spots (Indago's 20), 4 m wide and 8 m deep, built by
@@ -20,7 +20,7 @@ walls) with three differences, all through subclassing, none by patching the pac
   KinematicsGoalObservation returns (checked value for value in tests/test_parking.py), without
   building two pandas DataFrames per call; ParkingEnv observes 4 times per step (observation,
   reward, termination, info), so this is most of the step's cost. Measured on this project's
-  2-core machine (`python -m simulator_service.envs.parking`: random actions, 19 parked cars, env
+  2-core machine (`python -m subjects.parking.env`: random actions, 19 parked cars, env
   steps per CPU-second, two runs): highway-env's observation 147 / 154, the numpy one 801 / 840 (5.4x).
 
 Episode signals for the oracle: `crashed` (the ego hit a parked car or a wall), `parked`
@@ -35,6 +35,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 from highway_env.envs.common.action import action_factory
 from highway_env.envs.common.observation import KinematicsGoalObservation
@@ -226,6 +227,10 @@ def scene_from_values(values: Mapping[str, Any], flags: Sequence[str]) -> Parkin
         ego_y=float(values["y"]),
         ego_heading=2.0 * np.pi * float(values["head_ego"]),
     )
+
+
+if "GauntletParking-v0" not in gym.registry:
+    gym.register("GauntletParking-v0", entry_point="subjects.parking.env:GauntletParkingEnv")
 
 
 if __name__ == "__main__":

@@ -112,6 +112,4 @@ class ObstacleBipedalWalker(bw.BipedalWalker):
 
 
 if ENV_ID not in gym.registry:
-    gym.register(
-        id=ENV_ID, entry_point="simulator_service.envs.bipedal_obstacles:ObstacleBipedalWalker", max_episode_steps=300
-    )
+    gym.register(id=ENV_ID, entry_point="subjects.bipedal.env:ObstacleBipedalWalker", max_episode_steps=300)
