@@ -576,8 +576,13 @@ def cmd_train(args: argparse.Namespace) -> None:
     from offline.training import RECIPES, RecipeError, get_recipe, register_model, train
     from simulator_service.subject import SubjectError, get_subject
 
-    if args.timesteps is not None and args.timesteps < 1:
-        raise UserError(f"--timesteps must be >= 1 (got {args.timesteps})")
+    for flag, value in (
+        ("--timesteps", args.timesteps),
+        ("--stop-at", args.stop_at),
+        ("--checkpoint-every", args.checkpoint_every),
+    ):
+        if value is not None and value < 1:
+            raise UserError(f"{flag} must be >= 1 (got {value})")
     try:  # the name becomes the model's folder and the agent service's model name
         check_id("recipe name", args.name)
         recipe = get_recipe(args.name, args.recipe or RECIPES)
@@ -603,9 +608,20 @@ def cmd_train(args: argparse.Namespace) -> None:
                 out,
                 timesteps=budget,
                 progress=lambda t, b, log: bar.update(task, completed=t, episodes=log.episodes, failures=log.failures),
+                resume=args.resume,
+                stop_at=args.stop_at,
+                checkpoint_every=args.checkpoint_every,
             )
-        except SubjectError as exc:  # its first observation does not fit its observation space
+        except (SubjectError, RecipeError) as exc:  # its first observation does not fit; no checkpoint to resume
             raise UserError(str(exc)) from None
+    if meta.get("finished") is False:
+        where = f"--model-root {args.model_root}" if args.model_root else f"--out {out}"
+        console.print(
+            f"stopped at {meta['num_timesteps']} of {budget} steps (checkpoint: {out / 'resume'}); continue with: "
+            f"gauntlet train {args.name} {where} --resume" + (f" --recipe {args.recipe}" if args.recipe else "")
+        )
+        console.print_json(json.dumps(meta))
+        return
     console.print(f"model: {out / model_file_name(recipe.algorithm)}\ninteraction log: {out / LOG_NAME}")
     if args.model_root:
         console.print(f"listed in {register_model(args.model_root, recipe, meta)}")

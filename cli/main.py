@@ -167,6 +167,25 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("name", help="recipe name, e.g. cartpole-ppo")
     p.add_argument("--recipe", type=Path, help="recipe file (default: the bundled offline/recipes.yaml)")
     p.add_argument("--timesteps", type=int, help="override the recipe's budget (e.g. for a smoke test)")
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue from the output folder's checkpoint (resume/: model, replay buffer, step count, RNG) "
+        "to the budget, adding this sitting's wall and CPU seconds to the run's",
+    )
+    p.add_argument(
+        "--stop-at",
+        type=int,
+        metavar="STEPS",
+        help="end this sitting with a checkpoint at the first episode end at or after STEPS total steps (Ctrl-C "
+        "or SIGTERM: at the next one); the model is listed only once the budget is reached",
+    )
+    p.add_argument(
+        "--checkpoint-every",
+        type=int,
+        metavar="STEPS",
+        help="steps between resumable checkpoints (default: a tenth of the budget, at most 10,000)",
+    )
     where = p.add_mutually_exclusive_group()
     where.add_argument("--out", type=Path, help="output folder (default runs/zoo/<name>)")
     where.add_argument("--model-root", type=Path, help="models folder to write the model into and list it in")
