@@ -32,7 +32,7 @@ from bench.harness import campaign_executions, run_campaign
 from cli.launcher import LocalSuite
 from common.generated.gauntlet.v1 import generator_pb2_grpc
 from common.server import client_channel
-from generator_service.config import CampaignConfig
+from generator_service.api import CampaignConfig
 
 ONE_STEP_CARTPOLE = """
 subject: cartpole_1step

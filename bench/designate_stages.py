@@ -32,11 +32,10 @@ import numpy as np
 import torch
 import yaml
 
-from agent_service.segmentation import SegmentationModel
-from oracle_service.oracles import Episode, get_oracle
-from simulator_service.backends import make_env
-from simulator_service.subject import get_subject
-from translator_service.translation import translate
+from agent_service.api import SegmentationModel
+from oracle_service.api import Episode, get_oracle
+from simulator_service.api import get_subject, make_env
+from translator_service.api import translate
 
 STAGES = ("render", "translate", "segment", "features", "oracle")
 

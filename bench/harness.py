@@ -8,7 +8,7 @@ Add functions here; do not change the signature of one another bench or replicat
 from __future__ import annotations
 
 from common.generated.gauntlet.v1 import generator_pb2, generator_pb2_grpc
-from generator_service.config import CampaignConfig
+from generator_service.api import CampaignConfig
 
 
 def run_campaign(gen: generator_pb2_grpc.GeneratorServiceStub, config: CampaignConfig) -> generator_pb2.CampaignStatus:

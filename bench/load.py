@@ -39,7 +39,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from cli.launcher import LocalSuite
 from common.generated.gauntlet.v1 import generator_pb2, generator_pb2_grpc
 from common.server import client_channel
-from generator_service.config import CampaignConfig
+from generator_service.api import CampaignConfig
 
 MAX_RSS_GROWTH_PCT = 10.0
 HEALTH_DEADLINE_S = 10.0

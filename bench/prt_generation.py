@@ -34,8 +34,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from common.space import ParameterSpace
-from generator_service.strategies import make_strategy
-from simulator_service.subject import get_subject
+from generator_service.api import make_strategy
+from simulator_service.api import get_subject
 
 SUBJECTS = {4: "cartpole", 47: "humanoid"}
 TAIL = 100  # tests timed at the end of each run for the marginal cost

@@ -31,12 +31,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from agent_service.registry import DEFAULT_MODEL_ROOT
+from agent_service.api import DEFAULT_MODEL_ROOT
 from bench.harness import campaign_executions, run_campaign
 from cli.launcher import LocalSuite
 from common.generated.gauntlet.v1 import generator_pb2_grpc, oracle_pb2
 from common.server import client_channel
-from generator_service.config import CampaignConfig
+from generator_service.api import CampaignConfig
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 Outcome = tuple[str, str, float, int]  # test-case id, verdict, margin, steps

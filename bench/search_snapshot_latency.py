@@ -31,8 +31,7 @@ from cli.launcher import LocalSuite
 from common.generated.gauntlet.v1 import common_pb2, simulator_pb2, simulator_pb2_grpc
 from common.server import client_channel
 from common.tensor import to_tensor
-from simulator_service.backends import make_env
-from simulator_service.subject import load_subjects
+from simulator_service.api import load_subjects, make_env
 
 
 def _timed(fn: object, repeats: int) -> float:

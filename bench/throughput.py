@@ -39,18 +39,13 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from agent_service.algorithms import algorithm_class
-from agent_service.registry import DEFAULT_MODEL_ROOT
+from agent_service.api import DEFAULT_MODEL_ROOT, algorithm_class
 from cli.launcher import LocalSuite
 from common.generated.gauntlet.v1 import generator_pb2, generator_pb2_grpc
 from common.seeding import derive_seed
 from common.server import client_channel
-from generator_service.config import CampaignConfig
-from generator_service.strategies import make_strategy
-from simulator_service.backends import make_env
-from simulator_service.runner import Job, run_lockstep
-from simulator_service.subject import get_subject
-from simulator_service.trace import TraceRecorder
+from generator_service.api import CampaignConfig, make_strategy
+from simulator_service.api import Job, TraceRecorder, get_subject, make_env, run_lockstep
 
 SIGNALS = ["observations", "actions", "final_observation"]  # what the CartPole oracle asks the simulator for
 PROFILED = ("simulator", "agent", "generator", "oracle")

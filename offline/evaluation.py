@@ -30,11 +30,8 @@ import numpy as np
 
 from common.seeding import derive_seed, episode_seed
 from common.space import ParamValue
-from oracle_service.oracles import Episode, get_oracle
-from simulator_service.backends import make_env
-from simulator_service.runner import Job, run_lockstep
-from simulator_service.subject import Subject
-from simulator_service.trace import TraceRecorder
+from oracle_service.api import Episode, get_oracle
+from simulator_service.api import Job, Subject, TraceRecorder, make_env, run_lockstep
 
 
 @dataclass(frozen=True)
@@ -197,8 +194,8 @@ def evaluate_model(
     so an interrupted measurement continues; a journal of other settings (or another model file) is refused.
     `progress` receives the number of finished tests, resumed ones included.
     """
-    from agent_service.registry import ModelRegistry, model_file_name
-    from simulator_service.subject import get_subject
+    from agent_service.api import ModelRegistry, model_file_name
+    from simulator_service.api import get_subject
 
     registry = ModelRegistry(model_root)
     entry = registry.entry(model)
@@ -339,8 +336,8 @@ def _one_torch_thread() -> None:
 
 
 def _worker_init(model_root: str, model: str, seed: int, parallelism: int, ticks: Any) -> None:
-    from agent_service.registry import ModelRegistry
-    from simulator_service.subject import get_subject
+    from agent_service.api import ModelRegistry
+    from simulator_service.api import get_subject
 
     _one_torch_thread()
     registry = ModelRegistry(Path(model_root))

@@ -32,7 +32,7 @@ from torch import nn
 
 from common.segmentation import iou_per_class
 from offline.real_domain import DomainSpec, ensure_dataset, load_split
-from simulator_service.envs.procedural_scene import CLASSES
+from simulator_service.api import CLASSES
 
 DATA_ROOT = Path("runs/real_domain")
 TRAINING_LOG = "training_log.jsonl"
@@ -333,7 +333,7 @@ def train_translator(
 
 def train_image_recipe(recipe: Any, out_dir: Path) -> dict[str, Any]:
     """Runs a SEGMENTATION or PIX2PIX recipe (offline/recipes.yaml) for its subject's scene; returns its metadata."""
-    from simulator_service.subject import get_subject
+    from simulator_service.api import get_subject
 
     kind = str(get_subject(recipe.subject).env_kwargs.get("scene", ""))
     if kind not in CLASSES:

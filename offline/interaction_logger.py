@@ -13,9 +13,8 @@ import gymnasium as gym
 import numpy as np
 
 from common.interaction_log import InteractionLog
-from oracle_service.oracles import Episode, get_oracle
-from simulator_service.subject import Subject
-from simulator_service.trace import TraceRecorder
+from oracle_service.api import Episode, get_oracle
+from simulator_service.api import Subject, TraceRecorder
 
 
 class InteractionLogger(gym.Wrapper):

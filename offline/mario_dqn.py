@@ -32,8 +32,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from simulator_service.backends import make_env
-from simulator_service.subject import load_subjects
+from simulator_service.api import load_subjects, make_env
 
 GAMMA = 0.9
 MEMORY = 30_000

@@ -31,11 +31,10 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
-from agent_service.qtable import FILE_NAME, QTablePolicy
+from agent_service.api import QTABLE_FILE_NAME, QTablePolicy
 from common.interaction_log import LOG_NAME, InteractionLog
 from offline.interaction_logger import InteractionLogger
-from simulator_service.backends import make_env
-from simulator_service.subject import get_subject
+from simulator_service.api import get_subject, make_env
 
 
 @dataclass(frozen=True)
@@ -132,7 +131,7 @@ def train_qlearning(
             if done_by_cap:
                 break
         env.close()
-        QTablePolicy(q).save(out_dir / FILE_NAME)
+        QTablePolicy(q).save(out_dir / QTABLE_FILE_NAME)
     return {
         "subject": recipe.subject,
         "algorithm": recipe.algorithm,
@@ -142,5 +141,5 @@ def train_qlearning(
         "train_wall_seconds": round(time.time() - started, 1),
         "training_episodes": log.episodes,
         "training_failures": log.failures,
-        "file_bytes": (out_dir / FILE_NAME).stat().st_size,
+        "file_bytes": (out_dir / QTABLE_FILE_NAME).stat().st_size,
     }

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from simulator_service.envs.procedural_scene import CLASSES, Camera, build_scene, on_urban_road, render
+from simulator_service.api import CLASSES, Camera, build_scene, on_urban_road, render
 
 SPLITS = ("train", "val", "test")
 # first layout seed of each split; a split uses layouts first .. first + LAYOUTS_PER_SPLIT - 1

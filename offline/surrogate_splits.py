@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from generator_service.surrogates.dataset import kept_indices
+from generator_service.api import kept_indices
 
 HELD_OUT_FILTER = 5.0
 HELD_OUT_FRACTION = 0.1

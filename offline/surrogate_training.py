@@ -37,23 +37,26 @@ import numpy as np
 
 from common.interaction_log import LOG_NAME
 from common.space import ParameterSpace
-from generator_service.surrogates.artifact import FORMAT_VERSION, write_artifact
-from generator_service.surrogates.dataset import InteractionData, kept_indices, load_interaction_log
-from generator_service.surrogates.encoding import Encoder
-from generator_service.surrogates.model import (
+from generator_service.api import (
     DROPOUT,
     HIDDEN_UNITS,
     LDS_BINS,
     LDS_KERNEL_SIZE,
     LDS_SIGMA,
+    SURROGATE_FORMAT_VERSION,
+    Encoder,
+    InteractionData,
     LdsDensity,
     TrainSettings,
     check_kind,
     class_weights,
     fit,
+    kept_indices,
+    load_interaction_log,
     load_network,
     predict_scores,
     score_module,
+    write_artifact,
 )
 from offline.surrogate_splits import VALIDATION_FRACTION, MarginScale, held_out_indices, stratified_split
 
@@ -381,7 +384,7 @@ def _meta(
             "failure_below": scale.threshold,
         }  # type: ignore[union-attr]
     return {
-        "format_version": FORMAT_VERSION,
+        "format_version": SURROGATE_FORMAT_VERSION,
         "kind": kind,
         "subject": subject,
         "model": model,
@@ -423,7 +426,7 @@ def zoo_model(name: str, model_root: Path | None = None) -> tuple[str, Path]:
     """(subject, interaction log path) of a model listed in the zoo's manifest.yaml."""
     import yaml
 
-    from agent_service.registry import DEFAULT_MODEL_ROOT
+    from agent_service.api import DEFAULT_MODEL_ROOT
 
     root = Path(model_root) if model_root else DEFAULT_MODEL_ROOT
     manifest = root / "manifest.yaml"
@@ -451,7 +454,7 @@ def train_zoo_surrogate(
     progress: Callable[[int, int, Mapping[str, Any]], None] | None = None,
 ) -> Path:
     """Trains a surrogate for a zoo model from its interaction log (subject and space from the manifest)."""
-    from simulator_service.subject import get_subject
+    from simulator_service.api import get_subject
 
     check_kind(kind)
     resolve_grid(grid)

@@ -164,7 +164,7 @@ def train(
 RESUME_DIR = "resume"
 STATE_NAME = "state.json"  # counters: steps, episodes, failures, budget, per-sitting wall and CPU seconds
 BUFFER_NAME = "replay_buffer.pkl.gz"  # off-policy algorithms only
-RNG_NAME = "rng.pkl"  # torch, numpy, random, the action space and each env's test-case sampler and own generator
+RNG_NAME = "rng.pkl"  # torch, numpy, random and each training env's test-case sampler
 
 
 class _SealableGzipLog(io.TextIOBase):
@@ -185,31 +185,6 @@ class _SealableGzipLog(io.TextIOBase):
     def close(self) -> None:
         self._stream.close()
         super().close()
-
-
-class _ResetMark(gym.Wrapper):
-    """Outermost wrapper of a training env: remembers the random state (the test-case sampler's and the env's own
-    generator) each reset started from. A checkpoint taken just after an episode ended saves that state, so the
-    resumed run redraws the very episode the checkpointed run had begun and goes on exactly as it would have."""
-
-    def __init__(self, env: gym.Env, sampler: np.random.Generator) -> None:
-        super().__init__(env)
-        self._sampler = sampler
-        self.before_reset = self.random_state()
-
-    def reset(self, **kwargs: Any) -> tuple[Any, dict]:
-        self.before_reset = self.random_state()
-        return self.env.reset(**kwargs)
-
-    def random_state(self) -> dict[str, Any]:
-        return {
-            "sampler": self._sampler.bit_generator.state,
-            "env": self.env.unwrapped.np_random.bit_generator.state,
-        }
-
-    def set_random_state(self, state: dict[str, Any]) -> None:
-        self._sampler.bit_generator.state = state["sampler"]
-        self.env.unwrapped.np_random.bit_generator.state = state["env"]
 
 
 def _recipe_identity(recipe: Recipe) -> dict[str, Any]:
@@ -278,16 +253,13 @@ def _train_sb3(
     log.episodes = previous.get("training_episodes", 0)
     log.failures = previous.get("training_failures", 0)
     log.timesteps = previous.get("num_timesteps", 0)
-    samplers = [np.random.default_rng([recipe.seed, rank]) for rank in range(recipe.n_envs)]  # test-case draws
-
-    marks: list[_ResetMark] = []
+    samplers = [np.random.default_rng([recipe.seed, rank]) for rank in range(recipe.n_envs)]
 
     def factory(rank: int) -> Callable[[], gym.Env]:
         def build() -> gym.Env:
             env = make_env(subject)
             env._sampler = samplers[rank]  # type: ignore[attr-defined]
-            marks.append(_ResetMark(InteractionLogger(env, subject, log), samplers[rank]))
-            return marks[-1]
+            return InteractionLogger(env, subject, log)
 
         return build
 
@@ -307,13 +279,11 @@ def _train_sb3(
             model.learning_starts = model.num_timesteps + int(recipe.hyperparams.get("learning_starts", 100))
         with open(resume_dir / RNG_NAME, "rb") as rng_file:
             rng = pickle.load(rng_file)
-        torch.set_rng_state(rng["torch"])  # after load(), which reseeds everything with the recipe's seed
+        torch.set_rng_state(rng["torch"])
         np.random.set_state(rng["numpy"])
         random.setstate(rng["random"])
-        model.action_space.np_random.bit_generator.state = rng["action_space"]
-        for mark, env_state in zip(marks, rng["envs"], strict=True):
-            mark.set_random_state(env_state)
-        vec._seeds = [None] * recipe.n_envs  # the first reset goes on from the restored generators, as an autoreset
+        for sampler, sampler_state in zip(samplers, rng["samplers"], strict=True):
+            sampler.bit_generator.state = sampler_state
     else:
         params = schedule_params(replay_buffer_params(copy.deepcopy(recipe.hyperparams)))  # SB3 edits nested dicts
         policy = params.pop("policy", "MlpPolicy")
@@ -341,13 +311,7 @@ def _train_sb3(
             "sittings": done,
         }
 
-    episode_ended = [True]  # did every env just end an episode (set by the callback from each step's dones)
-
-    def at_episode_end() -> bool:
-        return episode_ended[0]
-
     def save_checkpoint() -> None:
-        exact = at_episode_end()  # every env has just begun an episode: its reset can be replayed
         sink.seal()  # the log on disk is whole up to this step
         partial = out_dir / (RESUME_DIR + ".partial")
         shutil.rmtree(partial, ignore_errors=True)
@@ -362,14 +326,12 @@ def _train_sb3(
             "torch": torch.get_rng_state(),
             "numpy": np.random.get_state(),
             "random": random.getstate(),
-            "action_space": model.action_space.np_random.bit_generator.state,
-            "envs": [mark.before_reset if exact else mark.random_state() for mark in marks],
+            "samplers": [s.bit_generator.state for s in samplers],
         }
         with open(partial / RNG_NAME, "wb") as rng_out:
             pickle.dump(rng, rng_out)
         shutil.copyfile(out_dir / LOG_NAME, partial / LOG_NAME)
-        counters = {**state(int(model.num_timesteps)), "exact": exact}
-        (partial / STATE_NAME).write_text(json.dumps(counters, indent=1) + "\n")
+        (partial / STATE_NAME).write_text(json.dumps(state(int(model.num_timesteps)), indent=1) + "\n")
         old = out_dir / (RESUME_DIR + ".old")
         shutil.rmtree(old, ignore_errors=True)
         if resume_dir.exists():
@@ -386,29 +348,23 @@ def _train_sb3(
         """Progress, the periodic resumable checkpoint, and a clean stop (checkpointed) at stop_at or a signal.
 
         Checkpoints are taken when a rollout starts: every step so far is in the replay buffer and every update
-        for it is done. With one env a due checkpoint waits for the end of the running episode (at most one
-        episode's steps), so resuming from it gives the same run as not stopping (`exact` in state.json); with
-        several envs it is taken at once, and the resumed envs start new episodes."""
+        for it is done, so the checkpoint is exactly the run at that step count."""
 
         last_saved = start_step
 
         def _on_step(self) -> bool:
-            episode_ended[0] = bool(np.all(self.locals["dones"]))
             if progress and self.num_timesteps % 2048 < recipe.n_envs:
                 progress(self.num_timesteps, budget, log)
             return True
 
         def _on_rollout_start(self) -> None:
             steps = self.num_timesteps
-            stopping = interrupted.is_set() or (stop_at is not None and steps >= stop_at)
-            if not (stopping or steps - self.last_saved >= every):
-                return
-            if recipe.n_envs == 1 and not at_episode_end():
-                return
-            save_checkpoint()
-            self.last_saved = steps
-            if stopping:
+            if interrupted.is_set() or (stop_at is not None and steps >= stop_at):
+                save_checkpoint()
                 raise StopSitting
+            if steps - self.last_saved >= every:
+                save_checkpoint()
+                self.last_saved = steps
 
     snapshots = CheckpointCallback(  # model-only snapshots of the run at each tenth of the budget
         save_freq=max(budget // (10 * recipe.n_envs), 1), save_path=str(out_dir / "checkpoints"), name_prefix="ckpt"

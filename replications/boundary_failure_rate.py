@@ -19,11 +19,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np
 
-from agent_service.registry import DEFAULT_MODEL_ROOT, ModelRegistry, NotFound
-from analysis_service.metrics import wilson_interval
+from agent_service.api import DEFAULT_MODEL_ROOT, ModelRegistry
+from analysis_service.api import wilson_interval
+from common.errors import NotFound
 from common.space import ParamValue
 from offline.evaluation import run_test_cases
-from simulator_service.subject import Subject, get_subject
+from simulator_service.api import Subject, get_subject
 
 
 def boundary_cases(subject: Subject, tests: int, seed: int) -> list[dict[str, ParamValue]]:

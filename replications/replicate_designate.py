@@ -42,7 +42,7 @@ import numpy as np
 import torch
 import yaml
 
-from analysis_service.statistics import compare
+from analysis_service.api import compare
 from bench.harness import campaign_executions, run_campaign
 from cli.designate_archive import calibrate_rows
 from cli.launcher import LocalSuite
@@ -54,8 +54,7 @@ from common.generated.gauntlet.v1 import (
 from common.segmentation import IRRELEVANT, mean_pairwise_distance, pairwise_pixel_distances
 from common.server import client_channel
 from common.space import case_values
-from generator_service.config import CampaignConfig
-from generator_service.strategies.designate import SCALARS
+from generator_service.api import DESIGNATE_SCALARS, CampaignConfig
 
 VARIANTS = ("DESIGNATE", "DESIGNATE_single", "DESIGNATE_pix", "DESIGNATE_NoGAN", "Random")
 PAPER = {  # Tables II/IV (median, avg accuracy, #images), VI/VIII (feature median), X/XII (median after retraining)
@@ -83,9 +82,8 @@ class Renderer:
     """Re-renders poses as the services do: simulator ground truth, translator image, DNN features (in process)."""
 
     def __init__(self, subject: str) -> None:
-        from agent_service.segmentation import SegmentationModel
-        from simulator_service.backends import make_env
-        from simulator_service.subject import get_subject
+        from agent_service.api import SegmentationModel
+        from simulator_service.api import get_subject, make_env
 
         self.env = make_env(get_subject(subject))
         self.dnn = SegmentationModel.load(ROOT / "agent_service/zoo" / f"segnet-{subject}" / "model.pt")
@@ -94,7 +92,7 @@ class Renderer:
         self.generator = torch.jit.load(str(root / f"pix2pix-{subject}" / "generator.pt")).eval()
 
     def render(self, poses: list[dict[str, Any]], translated: bool = True) -> dict[str, np.ndarray]:
-        from translator_service.translation import translate
+        from translator_service.api import translate
 
         if not poses:
             return {
@@ -164,12 +162,12 @@ def one_run(
             if r.verdict != oracle_pb2.VERDICT_KIND_INVALID and r.margin < IRRELEVANT and r.descriptors[3] <= t_rel
         ]
         members = [(case_values(r.test_case), r.margin) for r in kept]
-        scalars = [list(r.descriptors[:SCALARS]) for r in kept]
+        scalars = [list(r.descriptors[:DESIGNATE_SCALARS]) for r in kept]
     else:
         listed = gen.ListArchive(generator_pb2.ListArchiveRequest(campaign_id=status.campaign_id), timeout=600)
         archive = [r.member for r in listed if r.WhichOneof("item") == "member"]
         members = [(case_values(m.execution.test_case), m.f_accuracy) for m in archive]
-        scalars = [list(m.execution.descriptors[:SCALARS]) for m in archive]
+        scalars = [list(m.execution.descriptors[:DESIGNATE_SCALARS]) for m in archive]
     poses = [dict(v) for v, _ in members]
     rendered = renderer.render(poses, translated=variant != "DESIGNATE_NoGAN")
     images = list(rendered["images"])

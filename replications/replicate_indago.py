@@ -61,25 +61,18 @@ if str(ROOT) not in sys.path:
 
 import numpy as np
 
-from analysis_service.failure_clusters import (
-    cluster_diversity,
-    gini_purity,
-    mean_trajectory,
-    pad_trajectories,
-)
-from analysis_service.statistics import compare
+from analysis_service.api import cluster_diversity, compare, gini_purity, mean_trajectory, pad_trajectories
 from bench.harness import campaign_executions, run_campaign
 from common.generated.gauntlet.v1 import oracle_pb2, simulator_pb2
 from common.space import ParameterSpace, value_from_proto
-from generator_service.config import CampaignConfig
-from generator_service.strategies.indago import SETTINGS
+from generator_service.api import INDAGO_SETTINGS, CampaignConfig
 from replications.harness import Clients, failing_traces, temporary_suite
 
 # approach name -> (strategy, needs the surrogate); the paper's row order, train. fail. last (Table 5's baseline)
 APPROACHES: dict[str, tuple[str, bool]] = {
     "random": ("random", False),
     "sampling": ("indago_sampling", True),
-    **{name: ("indago", True) for name in SETTINGS},
+    **{name: ("indago", True) for name in INDAGO_SETTINGS},
     "train_fail": ("train_fail_replay", True),
 }
 METRICS = ("failures", "in_coverage", "in_entropy", "out_coverage", "out_entropy")
@@ -325,7 +318,7 @@ def replicate(
 
     ``checkpoint`` gets the result so far after every finished run (the caller writes partial results).
     ``finished_runs``: records of runs 1..k from an earlier, interrupted session (--resume); only k+1.. run."""
-    from generator_service.surrogates.encoding import Encoder
+    from generator_service.api import Encoder
 
     unknown = [a for a in spec.approaches if a not in APPROACHES]
     if unknown:
@@ -431,7 +424,7 @@ def summarise(runs: Sequence[Mapping[str, Any]], approaches: Sequence[str]) -> d
     sds = {a: {m: statistics.pstdev(v) for m, v in ms.items()} for a, ms in values.items()}
     tests: dict[str, dict[str, dict[str, dict[str, float | str]]]] = {}
     for a in approaches:
-        if a not in SETTINGS:
+        if a not in INDAGO_SETTINGS:
             continue
         for base in ("random", "sampling"):
             if base in values:
@@ -456,10 +449,10 @@ def failure_ratios(summary: Mapping[str, Any]) -> tuple[str, dict[str, float], l
     """(best Indago setting, {baseline: ratio}, notes): best mean failures over each baseline's, smoothed
     (x + 1) / (y + 1) when the baseline's mean is 0 (then a note says so)."""
     means = summary["means"]
-    settings = [a for a in SETTINGS if a in means]
+    settings = [a for a in INDAGO_SETTINGS if a in means]
     if not settings:
         raise ValueError("no Indago setting was run: the ratios need at least one")
-    best = max(settings, key=lambda a: (means[a]["failures"], -list(SETTINGS).index(a)))
+    best = max(settings, key=lambda a: (means[a]["failures"], -list(INDAGO_SETTINGS).index(a)))
     x = means[best]["failures"]
     ratios, notes = {}, []
     for base in ("random", "sampling"):
@@ -559,7 +552,7 @@ def cached_surrogate(
     model: str, grid: str, say: Callable[[str], None] = print, root: Path = ROOT / "runs" / "surrogates" / "bench"
 ) -> Path:
     """The classifier for ``model`` trained on ``grid``, from the cache when its log is unchanged."""
-    from generator_service.surrogates.dataset import file_sha256
+    from generator_service.api import file_sha256
     from offline.surrogate_training import train_zoo_surrogate, zoo_model
 
     _, log = zoo_model(model)
@@ -668,7 +661,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     unknown = [a for a in approaches if a not in APPROACHES]
     if unknown:
         parser.error(f"--approaches: unknown {', '.join(unknown)}; known: {', '.join(APPROACHES)}")
-    if not any(a in SETTINGS for a in approaches) or not {"random", "sampling"} & set(approaches):
+    if not any(a in INDAGO_SETTINGS for a in approaches) or not {"random", "sampling"} & set(approaches):
         parser.error("--approaches needs at least one Indago setting and random or sampling (the final ratios)")
     args.approaches = tuple(approaches)
     return args
@@ -678,7 +671,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from generator_service.surrogates.artifact import read_meta
+    from generator_service.api import read_meta
 
     args = parse_args(argv)
     console = Console(stderr=True)

@@ -45,12 +45,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from rich.progress import Progress
 
-from analysis_service.statistics import compare
+from analysis_service.api import compare
 from cli.launcher import LocalSuite
 from common.generated.gauntlet.v1 import analysis_pb2, analysis_pb2_grpc, generator_pb2, generator_pb2_grpc
 from common.server import client_channel
-from generator_service.config import CampaignConfig
-from generator_service.strategies import strategies
+from generator_service.api import CampaignConfig, strategies
 from replications.harness import load_saved_runs
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -42,23 +42,23 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np
 
-from analysis_service.fault_diversity import (
+from analysis_service.api import (
     Grid,
     checkpoints_for,
+    compare,
     improvement,
     quartiles,
     relative_to_baseline,
     run_curves,
 )
-from analysis_service.statistics import compare
 from bench.harness import campaign_executions, run_campaign
 from cli.launcher import LocalSuite
 from common.generated.gauntlet.v1 import generator_pb2_grpc, oracle_pb2
 from common.server import client_channel
 from common.space import value_from_proto
-from generator_service.config import CampaignConfig
+from generator_service.api import CampaignConfig
 from replications.harness import load_saved_runs
-from simulator_service.subject import get_subject
+from simulator_service.api import get_subject
 
 ROOT = Path(__file__).resolve().parent.parent
 METHODS = ("random", "map_elites", "novelty_search", "mdpfuzz", "fuzzer")
@@ -74,7 +74,7 @@ LABELS = {
 
 
 def _taxi_state(obs: np.ndarray) -> np.ndarray:
-    from subjects.taxi.env import TaxiLargeEnv  # the taxi pack (subjects/taxi/)
+    from simulator_service.envs.taxi_large import TaxiLargeEnv
 
     return np.asarray(TaxiLargeEnv().decode(int(np.asarray(obs).reshape(-1)[0])), dtype=float)
 

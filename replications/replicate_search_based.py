@@ -29,13 +29,16 @@ from common.generated.gauntlet.v1 import generator_pb2_grpc, simulator_pb2, simu
 from common.performance_testing import measure_performance, pearson
 from common.server import client_channel
 from common.space import value_from_proto
-from generator_service.config import CampaignConfig
-from generator_service.search_based.artifact import reference_document, write_reference
-from generator_service.search_based.dfs import depth_first_search
-from generator_service.search_based.performance import write_traces
-from generator_service.search_based.safety_metrics import measure_suite
-from generator_service.search_based.session import SessionEnvironment
-from generator_service.search_based.trace_fuzzing import fittest_traces
+from generator_service.api import (
+    CampaignConfig,
+    SessionEnvironment,
+    depth_first_search,
+    fittest_traces,
+    measure_suite,
+    reference_document,
+    write_reference,
+    write_traces,
+)
 
 SUITES = (("ST", {}), ("IT", {"interval": 2}), ("AC", {"k": 1}), ("AC", {"k": 2}))
 # The paper's statements (Section 7, on Super Mario Bros.), printed beside ours.
