@@ -56,6 +56,7 @@ class CampaignMetrics(_message.Message):
     WALL_SECONDS_FIELD_NUMBER: _builtins.int
     campaign_id: _builtins.str
     executions: _builtins.int
+    """Test cases that ran and were judged; inputs the subject refused are not executions (see `invalid`)."""
     failures: _builtins.int
     distinct_failures: _builtins.int
     """Failing inputs that differ after rounding to the parameter's resolution."""
@@ -67,6 +68,7 @@ class CampaignMetrics(_message.Message):
     """95 % Wilson score interval of the failure rate."""
     failure_rate_high: _builtins.float
     invalid: _builtins.int
+    """Stored executions with verdict INVALID (inputs the subject refused, or episodes the oracle could not judge)."""
     steps: _builtins.int
     wall_seconds: _builtins.float
     def __init__(

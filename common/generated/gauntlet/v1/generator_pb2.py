@@ -27,7 +27,7 @@ from common.generated.gauntlet.v1 import oracle_pb2 as gauntlet_dot_v1_dot_oracl
 from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bgauntlet/v1/generator.proto\x12\x0bgauntlet.v1\x1a\x18gauntlet/v1/common.proto\x1a\x18gauntlet/v1/oracle.proto\x1a\x1cgoogle/protobuf/struct.proto\"\x17\n\x15ListStrategiesRequest\"\x9a\x01\n\x0cStrategyInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12\x0e\n\x06source\x18\x03 \x01(\t\x12/\n\x0e\x64\x65\x66\x61ult_params\x18\x04 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x15\n\rparams_schema\x18\x05 \x01(\t\x12\x0f\n\x07package\x18\x06 \x01(\t\"G\n\x16ListStrategiesResponse\x12-\n\nstrategies\x18\x01 \x03(\x0b\x32\x19.gauntlet.v1.StrategyInfo\"M\n\x06\x42udget\x12\x16\n\x0emax_executions\x18\x01 \x01(\x04\x12\x11\n\tmax_steps\x18\x02 \x01(\x04\x12\x18\n\x10max_wall_seconds\x18\x03 \x01(\x01\"\xf8\x02\n\x0c\x43\x61mpaignSpec\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07subject\x18\x02 \x01(\t\x12$\n\x05model\x18\x03 \x01(\x0b\x32\x15.gauntlet.v1.ModelRef\x12\x10\n\x08strategy\x18\x04 \x01(\t\x12\x30\n\x0fstrategy_params\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x0c\n\x04seed\x18\x06 \x01(\x04\x12#\n\x06\x62udget\x18\x07 \x01(\x0b\x32\x13.gauntlet.v1.Budget\x12\x12\n\nbatch_size\x18\x08 \x01(\r\x12\x13\n\x0bparallelism\x18\t \x01(\r\x12\x1d\n\x15stop_at_first_failure\x18\n \x01(\x08\x12\x13\n\x0brepetitions\x18\x0b \x01(\r\x12\x0e\n\x06oracle\x18\x0c \x01(\t\x12\x1f\n\x17keep_final_observations\x18\r \x01(\x08\x12\x1e\n\x16observation_translator\x18\x0e \x01(\t\"\xcc\x02\n\x0e\x43\x61mpaignStatus\x12\x13\n\x0b\x63\x61mpaign_id\x18\x01 \x01(\t\x12\'\n\x04spec\x18\x02 \x01(\x0b\x32\x19.gauntlet.v1.CampaignSpec\x12)\n\x05state\x18\x03 \x01(\x0e\x32\x1a.gauntlet.v1.CampaignState\x12\x12\n\nexecutions\x18\x04 \x01(\x04\x12\x10\n\x08\x66\x61ilures\x18\x05 \x01(\x04\x12\r\n\x05steps\x18\x06 \x01(\x04\x12\x14\n\x0cwall_seconds\x18\x07 \x01(\x01\x12\x13\n\x0bstop_reason\x18\x08 \x01(\t\x12\r\n\x05\x65rror\x18\t \x01(\t\x12\x1b\n\x13\x66irst_failure_index\x18\n \x01(\x04\x12\x1d\n\x15\x66irst_failure_seconds\x18\x0b \x01(\x01\x12\x12\n\ncreated_at\x18\x0c \x01(\t\x12\x12\n\nread_error\x18\r \x01(\t\"T\n\x14StartCampaignRequest\x12\x13\n\x0b\x63\x61mpaign_id\x18\x01 \x01(\t\x12\'\n\x04spec\x18\x02 \x01(\x0b\x32\x19.gauntlet.v1.CampaignSpec\"D\n\x15StartCampaignResponse\x12+\n\x06status\x18\x01 \x01(\x0b\x32\x1b.gauntlet.v1.CampaignStatus\"+\n\x14WatchCampaignRequest\x12\x13\n\x0b\x63\x61mpaign_id\x18\x01 \x01(\t\"c\n\x15WatchCampaignResponse\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12+\n\x06status\x18\x02 \x01(\x0b\x32\x1b.gauntlet.v1.CampaignStatus\x12\x0f\n\x07message\x18\x03 \x01(\t\")\n\x12GetCampaignRequest\x12\x13\n\x0b\x63\x61mpaign_id\x18\x01 \x01(\t\"B\n\x13GetCampaignResponse\x12+\n\x06status\x18\x01 \x01(\x0b\x32\x1b.gauntlet.v1.CampaignStatus\"\x16\n\x14ListCampaignsRequest\"G\n\x15ListCampaignsResponse\x12.\n\tcampaigns\x18\x01 \x03(\x0b\x32\x1b.gauntlet.v1.CampaignStatus\",\n\x15ListExecutionsRequest\x12\x13\n\x0b\x63\x61mpaign_id\x18\x01 \x01(\t\"\xbd\x02\n\tExecution\x12\r\n\x05index\x18\x01 \x01(\x04\x12(\n\ttest_case\x18\x02 \x01(\x0b\x32\x15.gauntlet.v1.TestCase\x12)\n\x07verdict\x18\x03 \x01(\x0e\x32\x18.gauntlet.v1.VerdictKind\x12\x0e\n\x06margin\x18\x04 \x01(\x01\x12\r\n\x05steps\x18\x05 \x01(\r\x12\x14\n\x0ctotal_reward\x18\x06 \x01(\x01\x12\x13\n\x0b\x64\x65scriptors\x18\x07 \x03(\x01\x12\x0e\n\x06reason\x18\x08 \x01(\t\x12\x13\n\x0brepetitions\x18\t \x01(\r\x12\x1a\n\x12\x66\x61iled_repetitions\x18\n \x01(\r\x12\x17\n\x0f\x65lapsed_seconds\x18\x0b \x01(\x01\x12\r\n\x05\x62\x61tch\x18\x0c \x01(\r\x12\x19\n\x11\x66inal_observation\x18\r \x03(\x01\"C\n\x16ListExecutionsResponse\x12)\n\texecution\x18\x01 \x01(\x0b\x32\x16.gauntlet.v1.Execution\",\n\x15\x43\x61ncelCampaignRequest\x12\x13\n\x0b\x63\x61mpaign_id\x18\x01 \x01(\t\"E\n\x16\x43\x61ncelCampaignResponse\x12+\n\x06status\x18\x01 \x01(\x0b\x32\x1b.gauntlet.v1.CampaignStatus\",\n\x15ResumeCampaignRequest\x12\x13\n\x0b\x63\x61mpaign_id\x18\x01 \x01(\t\"E\n\x16ResumeCampaignResponse\x12+\n\x06status\x18\x01 \x01(\x0b\x32\x1b.gauntlet.v1.CampaignStatus\"A\n\x12ListArchiveRequest\x12\x13\n\x0b\x63\x61mpaign_id\x18\x01 \x01(\t\x12\x16\n\x0einclude_images\x18\x02 \x01(\x08\"\xed\x01\n\x0e\x41rchiveSummary\x12\x10\n\x08strategy\x18\x01 \x01(\t\x12\x0f\n\x07variant\x18\x02 \x01(\t\x12\x0f\n\x07members\x18\x03 \x01(\r\x12\x10\n\x08\x64istance\x18\x04 \x01(\t\x12\x13\n\x0bt_diversity\x18\x05 \x01(\x01\x12\x1a\n\x12t_diversity_source\x18\x06 \x01(\t\x12\x18\n\x0bt_relevance\x18\x07 \x01(\x01H\x00\x88\x01\x01\x12!\n\x14\x64iversity_percentile\x18\x08 \x01(\x01H\x01\x88\x01\x01\x42\x0e\n\x0c_t_relevanceB\x17\n\x15_diversity_percentile\"\x98\x02\n\rArchiveMember\x12)\n\texecution\x18\x01 \x01(\x0b\x32\x16.gauntlet.v1.Execution\x12\x12\n\nf_accuracy\x18\x02 \x01(\x01\x12\"\n\x05image\x18\x03 \x01(\x0b\x32\x13.gauntlet.v1.Tensor\x12&\n\tlabel_map\x18\x04 \x01(\x0b\x32\x13.gauntlet.v1.Tensor\x12\'\n\nprediction\x18\x05 \x01(\x0b\x32\x13.gauntlet.v1.Tensor\x12%\n\x08\x66\x65\x61tures\x18\x06 \x01(\x0b\x32\x13.gauntlet.v1.Tensor\x12,\n\x0fsimulator_image\x18\x07 \x01(\x0b\x32\x13.gauntlet.v1.Tensor\"{\n\x13ListArchiveResponse\x12.\n\x07summary\x18\x01 \x01(\x0b\x32\x1b.gauntlet.v1.ArchiveSummaryH\x00\x12,\n\x06member\x18\x02 \x01(\x0b\x32\x1a.gauntlet.v1.ArchiveMemberH\x00\x42\x06\n\x04item*\xc2\x01\n\rCampaignState\x12\x1e\n\x1a\x43\x41MPAIGN_STATE_UNSPECIFIED\x10\x00\x12\x1a\n\x16\x43\x41MPAIGN_STATE_RUNNING\x10\x01\x12\x1c\n\x18\x43\x41MPAIGN_STATE_COMPLETED\x10\x02\x12\x1c\n\x18\x43\x41MPAIGN_STATE_CANCELLED\x10\x03\x12\x1e\n\x1a\x43\x41MPAIGN_STATE_INTERRUPTED\x10\x04\x12\x19\n\x15\x43\x41MPAIGN_STATE_FAILED\x10\x05\x32\xb0\x06\n\x10GeneratorService\x12Y\n\x0eListStrategies\x12\".gauntlet.v1.ListStrategiesRequest\x1a#.gauntlet.v1.ListStrategiesResponse\x12V\n\rStartCampaign\x12!.gauntlet.v1.StartCampaignRequest\x1a\".gauntlet.v1.StartCampaignResponse\x12X\n\rWatchCampaign\x12!.gauntlet.v1.WatchCampaignRequest\x1a\".gauntlet.v1.WatchCampaignResponse0\x01\x12P\n\x0bGetCampaign\x12\x1f.gauntlet.v1.GetCampaignRequest\x1a .gauntlet.v1.GetCampaignResponse\x12V\n\rListCampaigns\x12!.gauntlet.v1.ListCampaignsRequest\x1a\".gauntlet.v1.ListCampaignsResponse\x12[\n\x0eListExecutions\x12\".gauntlet.v1.ListExecutionsRequest\x1a#.gauntlet.v1.ListExecutionsResponse0\x01\x12Y\n\x0e\x43\x61ncelCampaign\x12\".gauntlet.v1.CancelCampaignRequest\x1a#.gauntlet.v1.CancelCampaignResponse\x12Y\n\x0eResumeCampaign\x12\".gauntlet.v1.ResumeCampaignRequest\x1a#.gauntlet.v1.ResumeCampaignResponse\x12R\n\x0bListArchive\x12\x1f.gauntlet.v1.ListArchiveRequest\x1a .gauntlet.v1.ListArchiveResponse0\x01\x42I\n\x0f\x64\x65v.gauntlet.v1P\x01Z&gauntlet/gen/go/gauntlet/v1;gauntletv1\xaa\x02\x0bGauntlet.V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bgauntlet/v1/generator.proto\x12\x0bgauntlet.v1\x1a\x18gauntlet/v1/common.proto\x1a\x18gauntlet/v1/oracle.proto\x1a\x1cgoogle/protobuf/struct.proto\"\x17\n\x15ListStrategiesRequest\"\x9a\x01\n\x0cStrategyInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12\x0e\n\x06source\x18\x03 \x01(\t\x12/\n\x0e\x64\x65\x66\x61ult_params\x18\x04 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x15\n\rparams_schema\x18\x05 \x01(\t\x12\x0f\n\x07package\x18\x06 \x01(\t\"G\n\x16ListStrategiesResponse\x12-\n\nstrategies\x18\x01 \x03(\x0b\x32\x19.gauntlet.v1.StrategyInfo\"M\n\x06\x42udget\x12\x16\n\x0emax_executions\x18\x01 \x01(\x04\x12\x11\n\tmax_steps\x18\x02 \x01(\x04\x12\x18\n\x10max_wall_seconds\x18\x03 \x01(\x01\"\xf8\x02\n\x0c\x43\x61mpaignSpec\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07subject\x18\x02 \x01(\t\x12$\n\x05model\x18\x03 \x01(\x0b\x32\x15.gauntlet.v1.ModelRef\x12\x10\n\x08strategy\x18\x04 \x01(\t\x12\x30\n\x0fstrategy_params\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x0c\n\x04seed\x18\x06 \x01(\x04\x12#\n\x06\x62udget\x18\x07 \x01(\x0b\x32\x13.gauntlet.v1.Budget\x12\x12\n\nbatch_size\x18\x08 \x01(\r\x12\x13\n\x0bparallelism\x18\t \x01(\r\x12\x1d\n\x15stop_at_first_failure\x18\n \x01(\x08\x12\x13\n\x0brepetitions\x18\x0b \x01(\r\x12\x0e\n\x06oracle\x18\x0c \x01(\t\x12\x1f\n\x17keep_final_observations\x18\r \x01(\x08\x12\x1e\n\x16observation_translator\x18\x0e \x01(\t\"\xe4\x02\n\x0e\x43\x61mpaignStatus\x12\x13\n\x0b\x63\x61mpaign_id\x18\x01 \x01(\t\x12\'\n\x04spec\x18\x02 \x01(\x0b\x32\x19.gauntlet.v1.CampaignSpec\x12)\n\x05state\x18\x03 \x01(\x0e\x32\x1a.gauntlet.v1.CampaignState\x12\x12\n\nexecutions\x18\x04 \x01(\x04\x12\x10\n\x08\x66\x61ilures\x18\x05 \x01(\x04\x12\r\n\x05steps\x18\x06 \x01(\x04\x12\x14\n\x0cwall_seconds\x18\x07 \x01(\x01\x12\x13\n\x0bstop_reason\x18\x08 \x01(\t\x12\r\n\x05\x65rror\x18\t \x01(\t\x12\x1b\n\x13\x66irst_failure_index\x18\n \x01(\x04\x12\x1d\n\x15\x66irst_failure_seconds\x18\x0b \x01(\x01\x12\x12\n\ncreated_at\x18\x0c \x01(\t\x12\x12\n\nread_error\x18\r \x01(\t\x12\x16\n\x0einvalid_inputs\x18\x0e \x01(\x04\"T\n\x14StartCampaignRequest\x12\x13\n\x0b\x63\x61mpaign_id\x18\x01 \x01(\t\x12\'\n\x04spec\x18\x02 \x01(\x0b\x32\x19.gauntlet.v1.CampaignSpec\"D\n\x15StartCampaignResponse\x12+\n\x06status\x18\x01 \x01(\x0b\x32\x1b.gauntlet.v1.CampaignStatus\"+\n\x14WatchCampaignRequest\x12\x13\n\x0b\x63\x61mpaign_id\x18\x01 \x01(\t\"c\n\x15WatchCampaignResponse\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12+\n\x06status\x18\x02 \x01(\x0b\x32\x1b.gauntlet.v1.CampaignStatus\x12\x0f\n\x07message\x18\x03 \x01(\t\")\n\x12GetCampaignRequest\x12\x13\n\x0b\x63\x61mpaign_id\x18\x01 \x01(\t\"B\n\x13GetCampaignResponse\x12+\n\x06status\x18\x01 \x01(\x0b\x32\x1b.gauntlet.v1.CampaignStatus\"\x16\n\x14ListCampaignsRequest\"G\n\x15ListCampaignsResponse\x12.\n\tcampaigns\x18\x01 \x03(\x0b\x32\x1b.gauntlet.v1.CampaignStatus\",\n\x15ListExecutionsRequest\x12\x13\n\x0b\x63\x61mpaign_id\x18\x01 \x01(\t\"\xbd\x02\n\tExecution\x12\r\n\x05index\x18\x01 \x01(\x04\x12(\n\ttest_case\x18\x02 \x01(\x0b\x32\x15.gauntlet.v1.TestCase\x12)\n\x07verdict\x18\x03 \x01(\x0e\x32\x18.gauntlet.v1.VerdictKind\x12\x0e\n\x06margin\x18\x04 \x01(\x01\x12\r\n\x05steps\x18\x05 \x01(\r\x12\x14\n\x0ctotal_reward\x18\x06 \x01(\x01\x12\x13\n\x0b\x64\x65scriptors\x18\x07 \x03(\x01\x12\x0e\n\x06reason\x18\x08 \x01(\t\x12\x13\n\x0brepetitions\x18\t \x01(\r\x12\x1a\n\x12\x66\x61iled_repetitions\x18\n \x01(\r\x12\x17\n\x0f\x65lapsed_seconds\x18\x0b \x01(\x01\x12\r\n\x05\x62\x61tch\x18\x0c \x01(\r\x12\x19\n\x11\x66inal_observation\x18\r \x03(\x01\"C\n\x16ListExecutionsResponse\x12)\n\texecution\x18\x01 \x01(\x0b\x32\x16.gauntlet.v1.Execution\",\n\x15\x43\x61ncelCampaignRequest\x12\x13\n\x0b\x63\x61mpaign_id\x18\x01 \x01(\t\"E\n\x16\x43\x61ncelCampaignResponse\x12+\n\x06status\x18\x01 \x01(\x0b\x32\x1b.gauntlet.v1.CampaignStatus\",\n\x15ResumeCampaignRequest\x12\x13\n\x0b\x63\x61mpaign_id\x18\x01 \x01(\t\"E\n\x16ResumeCampaignResponse\x12+\n\x06status\x18\x01 \x01(\x0b\x32\x1b.gauntlet.v1.CampaignStatus\"A\n\x12ListArchiveRequest\x12\x13\n\x0b\x63\x61mpaign_id\x18\x01 \x01(\t\x12\x16\n\x0einclude_images\x18\x02 \x01(\x08\"\xed\x01\n\x0e\x41rchiveSummary\x12\x10\n\x08strategy\x18\x01 \x01(\t\x12\x0f\n\x07variant\x18\x02 \x01(\t\x12\x0f\n\x07members\x18\x03 \x01(\r\x12\x10\n\x08\x64istance\x18\x04 \x01(\t\x12\x13\n\x0bt_diversity\x18\x05 \x01(\x01\x12\x1a\n\x12t_diversity_source\x18\x06 \x01(\t\x12\x18\n\x0bt_relevance\x18\x07 \x01(\x01H\x00\x88\x01\x01\x12!\n\x14\x64iversity_percentile\x18\x08 \x01(\x01H\x01\x88\x01\x01\x42\x0e\n\x0c_t_relevanceB\x17\n\x15_diversity_percentile\"\x98\x02\n\rArchiveMember\x12)\n\texecution\x18\x01 \x01(\x0b\x32\x16.gauntlet.v1.Execution\x12\x12\n\nf_accuracy\x18\x02 \x01(\x01\x12\"\n\x05image\x18\x03 \x01(\x0b\x32\x13.gauntlet.v1.Tensor\x12&\n\tlabel_map\x18\x04 \x01(\x0b\x32\x13.gauntlet.v1.Tensor\x12\'\n\nprediction\x18\x05 \x01(\x0b\x32\x13.gauntlet.v1.Tensor\x12%\n\x08\x66\x65\x61tures\x18\x06 \x01(\x0b\x32\x13.gauntlet.v1.Tensor\x12,\n\x0fsimulator_image\x18\x07 \x01(\x0b\x32\x13.gauntlet.v1.Tensor\"{\n\x13ListArchiveResponse\x12.\n\x07summary\x18\x01 \x01(\x0b\x32\x1b.gauntlet.v1.ArchiveSummaryH\x00\x12,\n\x06member\x18\x02 \x01(\x0b\x32\x1a.gauntlet.v1.ArchiveMemberH\x00\x42\x06\n\x04item*\xc2\x01\n\rCampaignState\x12\x1e\n\x1a\x43\x41MPAIGN_STATE_UNSPECIFIED\x10\x00\x12\x1a\n\x16\x43\x41MPAIGN_STATE_RUNNING\x10\x01\x12\x1c\n\x18\x43\x41MPAIGN_STATE_COMPLETED\x10\x02\x12\x1c\n\x18\x43\x41MPAIGN_STATE_CANCELLED\x10\x03\x12\x1e\n\x1a\x43\x41MPAIGN_STATE_INTERRUPTED\x10\x04\x12\x19\n\x15\x43\x41MPAIGN_STATE_FAILED\x10\x05\x32\xb0\x06\n\x10GeneratorService\x12Y\n\x0eListStrategies\x12\".gauntlet.v1.ListStrategiesRequest\x1a#.gauntlet.v1.ListStrategiesResponse\x12V\n\rStartCampaign\x12!.gauntlet.v1.StartCampaignRequest\x1a\".gauntlet.v1.StartCampaignResponse\x12X\n\rWatchCampaign\x12!.gauntlet.v1.WatchCampaignRequest\x1a\".gauntlet.v1.WatchCampaignResponse0\x01\x12P\n\x0bGetCampaign\x12\x1f.gauntlet.v1.GetCampaignRequest\x1a .gauntlet.v1.GetCampaignResponse\x12V\n\rListCampaigns\x12!.gauntlet.v1.ListCampaignsRequest\x1a\".gauntlet.v1.ListCampaignsResponse\x12[\n\x0eListExecutions\x12\".gauntlet.v1.ListExecutionsRequest\x1a#.gauntlet.v1.ListExecutionsResponse0\x01\x12Y\n\x0e\x43\x61ncelCampaign\x12\".gauntlet.v1.CancelCampaignRequest\x1a#.gauntlet.v1.CancelCampaignResponse\x12Y\n\x0eResumeCampaign\x12\".gauntlet.v1.ResumeCampaignRequest\x1a#.gauntlet.v1.ResumeCampaignResponse\x12R\n\x0bListArchive\x12\x1f.gauntlet.v1.ListArchiveRequest\x1a .gauntlet.v1.ListArchiveResponse0\x01\x42I\n\x0f\x64\x65v.gauntlet.v1P\x01Z&gauntlet/gen/go/gauntlet/v1;gauntletv1\xaa\x02\x0bGauntlet.V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,8 +35,8 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'gauntlet.v1.generator_pb2',
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\017dev.gauntlet.v1P\001Z&gauntlet/gen/go/gauntlet/v1;gauntletv1\252\002\013Gauntlet.V1'
-  _globals['_CAMPAIGNSTATE']._serialized_start=3069
-  _globals['_CAMPAIGNSTATE']._serialized_end=3263
+  _globals['_CAMPAIGNSTATE']._serialized_start=3093
+  _globals['_CAMPAIGNSTATE']._serialized_end=3287
   _globals['_LISTSTRATEGIESREQUEST']._serialized_start=126
   _globals['_LISTSTRATEGIESREQUEST']._serialized_end=149
   _globals['_STRATEGYINFO']._serialized_start=152
@@ -48,45 +48,45 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_CAMPAIGNSPEC']._serialized_start=461
   _globals['_CAMPAIGNSPEC']._serialized_end=837
   _globals['_CAMPAIGNSTATUS']._serialized_start=840
-  _globals['_CAMPAIGNSTATUS']._serialized_end=1172
-  _globals['_STARTCAMPAIGNREQUEST']._serialized_start=1174
-  _globals['_STARTCAMPAIGNREQUEST']._serialized_end=1258
-  _globals['_STARTCAMPAIGNRESPONSE']._serialized_start=1260
-  _globals['_STARTCAMPAIGNRESPONSE']._serialized_end=1328
-  _globals['_WATCHCAMPAIGNREQUEST']._serialized_start=1330
-  _globals['_WATCHCAMPAIGNREQUEST']._serialized_end=1373
-  _globals['_WATCHCAMPAIGNRESPONSE']._serialized_start=1375
-  _globals['_WATCHCAMPAIGNRESPONSE']._serialized_end=1474
-  _globals['_GETCAMPAIGNREQUEST']._serialized_start=1476
-  _globals['_GETCAMPAIGNREQUEST']._serialized_end=1517
-  _globals['_GETCAMPAIGNRESPONSE']._serialized_start=1519
-  _globals['_GETCAMPAIGNRESPONSE']._serialized_end=1585
-  _globals['_LISTCAMPAIGNSREQUEST']._serialized_start=1587
-  _globals['_LISTCAMPAIGNSREQUEST']._serialized_end=1609
-  _globals['_LISTCAMPAIGNSRESPONSE']._serialized_start=1611
-  _globals['_LISTCAMPAIGNSRESPONSE']._serialized_end=1682
-  _globals['_LISTEXECUTIONSREQUEST']._serialized_start=1684
-  _globals['_LISTEXECUTIONSREQUEST']._serialized_end=1728
-  _globals['_EXECUTION']._serialized_start=1731
-  _globals['_EXECUTION']._serialized_end=2048
-  _globals['_LISTEXECUTIONSRESPONSE']._serialized_start=2050
-  _globals['_LISTEXECUTIONSRESPONSE']._serialized_end=2117
-  _globals['_CANCELCAMPAIGNREQUEST']._serialized_start=2119
-  _globals['_CANCELCAMPAIGNREQUEST']._serialized_end=2163
-  _globals['_CANCELCAMPAIGNRESPONSE']._serialized_start=2165
-  _globals['_CANCELCAMPAIGNRESPONSE']._serialized_end=2234
-  _globals['_RESUMECAMPAIGNREQUEST']._serialized_start=2236
-  _globals['_RESUMECAMPAIGNREQUEST']._serialized_end=2280
-  _globals['_RESUMECAMPAIGNRESPONSE']._serialized_start=2282
-  _globals['_RESUMECAMPAIGNRESPONSE']._serialized_end=2351
-  _globals['_LISTARCHIVEREQUEST']._serialized_start=2353
-  _globals['_LISTARCHIVEREQUEST']._serialized_end=2418
-  _globals['_ARCHIVESUMMARY']._serialized_start=2421
-  _globals['_ARCHIVESUMMARY']._serialized_end=2658
-  _globals['_ARCHIVEMEMBER']._serialized_start=2661
-  _globals['_ARCHIVEMEMBER']._serialized_end=2941
-  _globals['_LISTARCHIVERESPONSE']._serialized_start=2943
-  _globals['_LISTARCHIVERESPONSE']._serialized_end=3066
-  _globals['_GENERATORSERVICE']._serialized_start=3266
-  _globals['_GENERATORSERVICE']._serialized_end=4082
+  _globals['_CAMPAIGNSTATUS']._serialized_end=1196
+  _globals['_STARTCAMPAIGNREQUEST']._serialized_start=1198
+  _globals['_STARTCAMPAIGNREQUEST']._serialized_end=1282
+  _globals['_STARTCAMPAIGNRESPONSE']._serialized_start=1284
+  _globals['_STARTCAMPAIGNRESPONSE']._serialized_end=1352
+  _globals['_WATCHCAMPAIGNREQUEST']._serialized_start=1354
+  _globals['_WATCHCAMPAIGNREQUEST']._serialized_end=1397
+  _globals['_WATCHCAMPAIGNRESPONSE']._serialized_start=1399
+  _globals['_WATCHCAMPAIGNRESPONSE']._serialized_end=1498
+  _globals['_GETCAMPAIGNREQUEST']._serialized_start=1500
+  _globals['_GETCAMPAIGNREQUEST']._serialized_end=1541
+  _globals['_GETCAMPAIGNRESPONSE']._serialized_start=1543
+  _globals['_GETCAMPAIGNRESPONSE']._serialized_end=1609
+  _globals['_LISTCAMPAIGNSREQUEST']._serialized_start=1611
+  _globals['_LISTCAMPAIGNSREQUEST']._serialized_end=1633
+  _globals['_LISTCAMPAIGNSRESPONSE']._serialized_start=1635
+  _globals['_LISTCAMPAIGNSRESPONSE']._serialized_end=1706
+  _globals['_LISTEXECUTIONSREQUEST']._serialized_start=1708
+  _globals['_LISTEXECUTIONSREQUEST']._serialized_end=1752
+  _globals['_EXECUTION']._serialized_start=1755
+  _globals['_EXECUTION']._serialized_end=2072
+  _globals['_LISTEXECUTIONSRESPONSE']._serialized_start=2074
+  _globals['_LISTEXECUTIONSRESPONSE']._serialized_end=2141
+  _globals['_CANCELCAMPAIGNREQUEST']._serialized_start=2143
+  _globals['_CANCELCAMPAIGNREQUEST']._serialized_end=2187
+  _globals['_CANCELCAMPAIGNRESPONSE']._serialized_start=2189
+  _globals['_CANCELCAMPAIGNRESPONSE']._serialized_end=2258
+  _globals['_RESUMECAMPAIGNREQUEST']._serialized_start=2260
+  _globals['_RESUMECAMPAIGNREQUEST']._serialized_end=2304
+  _globals['_RESUMECAMPAIGNRESPONSE']._serialized_start=2306
+  _globals['_RESUMECAMPAIGNRESPONSE']._serialized_end=2375
+  _globals['_LISTARCHIVEREQUEST']._serialized_start=2377
+  _globals['_LISTARCHIVEREQUEST']._serialized_end=2442
+  _globals['_ARCHIVESUMMARY']._serialized_start=2445
+  _globals['_ARCHIVESUMMARY']._serialized_end=2682
+  _globals['_ARCHIVEMEMBER']._serialized_start=2685
+  _globals['_ARCHIVEMEMBER']._serialized_end=2965
+  _globals['_LISTARCHIVERESPONSE']._serialized_start=2967
+  _globals['_LISTARCHIVERESPONSE']._serialized_end=3090
+  _globals['_GENERATORSERVICE']._serialized_start=3290
+  _globals['_GENERATORSERVICE']._serialized_end=4106
 # @@protoc_insertion_point(module_scope)

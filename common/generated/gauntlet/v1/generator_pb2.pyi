@@ -257,9 +257,14 @@ class CampaignStatus(_message.Message):
     FIRST_FAILURE_SECONDS_FIELD_NUMBER: _builtins.int
     CREATED_AT_FIELD_NUMBER: _builtins.int
     READ_ERROR_FIELD_NUMBER: _builtins.int
+    INVALID_INPUTS_FIELD_NUMBER: _builtins.int
     campaign_id: _builtins.str
     state: Global___CampaignState.ValueType
     executions: _builtins.int
+    """Test cases that ran (what max_executions counts). An input the subject refused (outside its parameter
+    space, or breaking a validity rule) is stored as an invalid execution but is no execution here: see
+    invalid_inputs.
+    """
     failures: _builtins.int
     steps: _builtins.int
     wall_seconds: _builtins.float
@@ -280,6 +285,10 @@ class CampaignStatus(_message.Message):
     Such a campaign is still listed, with campaign_id, created_at and what else
     could be read; it cannot be resumed or reported until the row is repaired.
     """
+    invalid_inputs: _builtins.int
+    """Inputs the subject refused, stored with verdict INVALID and never run; not counted in `executions` nor
+    against the budget.
+    """
     @_builtins.property
     def spec(self) -> Global___CampaignSpec: ...
     def __init__(
@@ -298,10 +307,11 @@ class CampaignStatus(_message.Message):
         first_failure_seconds: _builtins.float = ...,
         created_at: _builtins.str = ...,
         read_error: _builtins.str = ...,
+        invalid_inputs: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["spec", b"spec"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["campaign_id", b"campaign_id", "created_at", b"created_at", "error", b"error", "executions", b"executions", "failures", b"failures", "first_failure_index", b"first_failure_index", "first_failure_seconds", b"first_failure_seconds", "read_error", b"read_error", "spec", b"spec", "state", b"state", "steps", b"steps", "stop_reason", b"stop_reason", "wall_seconds", b"wall_seconds"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["campaign_id", b"campaign_id", "created_at", b"created_at", "error", b"error", "executions", b"executions", "failures", b"failures", "first_failure_index", b"first_failure_index", "first_failure_seconds", b"first_failure_seconds", "invalid_inputs", b"invalid_inputs", "read_error", b"read_error", "spec", b"spec", "state", b"state", "steps", b"steps", "stop_reason", b"stop_reason", "wall_seconds", b"wall_seconds"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

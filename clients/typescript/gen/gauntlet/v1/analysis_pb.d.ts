@@ -36,6 +36,8 @@ export declare type CampaignMetrics = Message<"gauntlet.v1.CampaignMetrics"> & {
   campaignId: string;
 
   /**
+   * Test cases that ran and were judged; inputs the subject refused are not executions (see `invalid`).
+   *
    * @generated from field: uint64 executions = 2;
    */
   executions: bigint;
@@ -82,6 +84,8 @@ export declare type CampaignMetrics = Message<"gauntlet.v1.CampaignMetrics"> & {
   failureRateHigh: number;
 
   /**
+   * Stored executions with verdict INVALID (inputs the subject refused, or episodes the oracle could not judge).
+   *
    * @generated from field: uint64 invalid = 10;
    */
   invalid: bigint;

@@ -240,6 +240,10 @@ export declare type CampaignStatus = Message<"gauntlet.v1.CampaignStatus"> & {
   state: CampaignState;
 
   /**
+   * Test cases that ran (what max_executions counts). An input the subject refused (outside its parameter
+   * space, or breaking a validity rule) is stored as an invalid execution but is no execution here: see
+   * invalid_inputs.
+   *
    * @generated from field: uint64 executions = 4;
    */
   executions: bigint;
@@ -301,6 +305,14 @@ export declare type CampaignStatus = Message<"gauntlet.v1.CampaignStatus"> & {
    * @generated from field: string read_error = 13;
    */
   readError: string;
+
+  /**
+   * Inputs the subject refused, stored with verdict INVALID and never run; not counted in `executions` nor
+   * against the budget.
+   *
+   * @generated from field: uint64 invalid_inputs = 14;
+   */
+  invalidInputs: bigint;
 };
 
 /**
