@@ -33,6 +33,13 @@ def main() -> None:
         "with OpenLane instead of ActStream (default: a fresh private folder under the system's temp folder, "
         "removed at exit; 'off' = ActStream only; docs/contracts/lanes.md)",
     )
+    parser.add_argument(
+        "--no-preload",
+        dest="preload",
+        action="store_false",
+        help="load each model at its first use instead of at start (a quick start for a listing; the first act "
+        "of each model then pays for loading it)",
+    )
     add_service_arguments(parser, port=50052, metrics_port=9102)
     args = parser.parse_args()
     options = options_from_args(args)
@@ -41,8 +48,8 @@ def main() -> None:
 
     torch.set_num_threads(args.torch_threads)
     registry = ModelRegistry(args.model_root)
-    # load every model now: the first lock-step of a campaign should not pay for imports and unzipping
-    registry.preload()
+    if args.preload:  # every model now: the first lock-step of a campaign should not pay for imports and unzipping
+        registry.preload()
     from agent_service.server import register
 
     own_folder = lane_dir if not args.lane_dir else None  # the default, private folder is ours to remove

@@ -1,4 +1,5 @@
-"""Implementations of the gauntlet subcommands (the parser lives in cli.main)."""
+"""Implementations of the gauntlet subcommands that run campaigns, start the suite and work offline (their
+arguments are in cli/arguments.py; the listings are in cli/listings.py)."""
 
 from __future__ import annotations
 
@@ -25,31 +26,27 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from cli.certificates import SuiteCredentials, create_suite_credentials, write_credentials
+from cli.endpoints import check_endpoint, reach
+from cli.errors import CampaignNotCompleted, UserError
 from cli.follow import LostCampaign, campaign_events, outcome, retrying
 from cli.launcher import LaunchError, LocalSuite, available_environments, environments_for
 from cli.supervisor import RestartPolicy
 from common.credentials import ClientCredentials, CredentialError, client_credentials, store_url
-from common.generated.gauntlet.v1 import analysis_pb2, analysis_pb2_grpc, generator_pb2, generator_pb2_grpc
+from common.generated.gauntlet.v1 import (
+    analysis_pb2,
+    analysis_pb2_grpc,
+    generator_pb2,
+    generator_pb2_grpc,
+    simulator_pb2,
+    simulator_pb2_grpc,
+)
 from common.remote import describe
 from common.server import client_channel
 from generator_service.config import CampaignConfig, explain
 from generator_service.store import default_store_url
 
 console = Console()
-
-
-class UserError(Exception):
-    """Printed as `error: <message>` with exit code 2, never with a traceback."""
-
-    exit_code = 2
-
-
-class CampaignNotCompleted(UserError):
-    """The campaign ended failed, interrupted or cancelled: its report is written, the exit code says which."""
-
-    def __init__(self, message: str, exit_code: int) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code
+__all__ = ["CampaignNotCompleted", "UserError", "load_campaign_file"]  # and the cmd_* handlers
 
 
 # -- campaign files ---------------------------------------------------------------------------------
@@ -85,12 +82,19 @@ class Connection:
     generator_endpoint: str
     analysis_endpoint: str
     credentials: ClientCredentials
+    local: LocalSuite | None = None  # the suite started for this command, if any
 
     def generator(self) -> generator_pb2_grpc.GeneratorServiceStub:
         return generator_pb2_grpc.GeneratorServiceStub(client_channel(self.generator_endpoint, self.credentials))
 
     def analysis(self) -> analysis_pb2_grpc.AnalysisServiceStub:
         return analysis_pb2_grpc.AnalysisServiceStub(client_channel(self.analysis_endpoint, self.credentials))
+
+    def reach(self) -> None:
+        """Both services answer within seconds, or UserError naming the one that does not and its endpoint."""
+        for service, endpoint in (("generator", self.generator_endpoint), ("analysis", self.analysis_endpoint)):
+            with client_channel(endpoint, self.credentials) as channel:
+                reach(channel, service, endpoint)
 
 
 def resolve_store_url(args: argparse.Namespace, file_url: str | None = None) -> str:
@@ -123,16 +127,30 @@ def secure_credentials(secure: bool) -> SuiteCredentials | None:
 
 @contextlib.contextmanager
 def suite(
-    args: argparse.Namespace, file_store_url: str | None = None, subjects: tuple[str, ...] = ()
+    args: argparse.Namespace,
+    file_store_url: str | None = None,
+    subjects: tuple[str, ...] = (),
+    roles: frozenset[str] | None = None,
+    origin: str = "",
 ) -> Iterator[Connection]:
-    """The given generator and analysis endpoints, or a local suite started for this command (--secure: mTLS); a
-    local suite also starts the simulator environments that `subjects` need (e.g. Mario's, in .venv-mario)."""
-    if getattr(args, "generator", None):
+    """The given generator and analysis endpoints (each reached within seconds), or a local suite started for this
+    command (--secure: mTLS) with the given roles (None: every service); a local suite also starts the simulator
+    environments that `subjects` need (e.g. Mario's, in .venv-mario). `origin` says where endpoints came from when
+    they did not come from flags (a campaign file's endpoints: section)."""
+    if getattr(args, "generator", None) or getattr(args, "analysis", None):
+        if not args.generator:
+            raise UserError(f"--analysis needs --generator too{f' ({origin})' if origin else ''}")
         if not args.analysis:
             raise UserError("--generator needs --analysis too (the report is rendered by the analysis service)")
         if getattr(args, "secure", False):
             raise UserError("--secure starts a local suite; for remote services give --ca, --client-cert, --token-file")
-        yield Connection(args.generator, args.analysis, remote_credentials(args))
+        connection = Connection(
+            check_endpoint("generator", args.generator, origin),
+            check_endpoint("analysis", args.analysis, origin),
+            remote_credentials(args),
+        )
+        connection.reach()
+        yield connection
         return
     url = resolve_store_url(args, file_store_url)
     security = secure_credentials(getattr(args, "secure", False))
@@ -147,13 +165,14 @@ def suite(
                 restart_policy=RestartPolicy(),  # a crashed service comes back on its port; the campaign goes on
                 resume_on_start=False,  # this command's campaign only: older interrupted ones wait for `resume`
                 environments=environments_for(list(subjects)),
+                roles=roles,
             ).start()
         except LaunchError as exc:
             raise UserError(str(exc)) from None
     args.report_dir = None  # a request's output_dir is relative to the report root, which is the folder already
     try:
         credentials = security.client_credentials() if security else ClientCredentials()
-        yield Connection(local.endpoint("generator"), local.endpoint("analysis"), credentials)
+        yield Connection(local.endpoint("generator"), local.endpoint("analysis"), credentials, local)
     finally:
         with console.status("stopping the services..."):
             local.stop()
@@ -306,9 +325,11 @@ def _summary(report: analysis_pb2.RenderReportResponse) -> None:
 def cmd_run(args: argparse.Namespace) -> None:
     config, data = load_campaign_file(args.campaign)
     endpoints = data.get("endpoints") or {}
+    origin = ""
     if endpoints and not args.generator:
         args.generator, args.analysis = endpoints.get("generator"), endpoints.get("analysis")
-    with suite(args, data.get("store_url"), (config.subject,)) as connection:
+        origin = f"{args.campaign}: endpoints"
+    with suite(args, data.get("store_url"), (config.subject,), origin=origin) as connection:
         generator = connection.generator()
         # the id is chosen here, so a StartCampaign retried after a lost answer cannot start a second campaign
         request = generator_pb2.StartCampaignRequest(
@@ -337,17 +358,54 @@ def cmd_report(args: argparse.Namespace) -> None:
         raise UserError("name at least one campaign id, or select stored campaigns with --match GLOB")
     if not args.compare and (args.baseline or args.alternative != "two-sided"):
         raise UserError("--baseline and --alternative apply to --compare only")
-    with suite(args) as connection:
+    # a local suite for a report: the store's reader (generator), the analysis service and a simulator to describe
+    # the campaigns' subjects; the agent and translator only when a report re-renders images (see _render_roles)
+    with suite(args, roles=REPORT_ROLES) as connection:
         ids = list(args.campaign_ids)
         if args.match:
             ids += matching_campaigns(connection.generator(), args.match)
         ids = list(dict.fromkeys(ids))
+        if connection.local is not None and (more := _render_roles(connection, ids)):
+            with console.status(f"starting the {' and '.join(sorted(more))} services for the report's images..."):
+                try:
+                    connection.local.start_roles(more)
+                except LaunchError as exc:
+                    raise UserError(str(exc)) from None
         analysis = connection.analysis()
         if args.compare:
             _comparison_summary(_compare(analysis, ids, args))
         else:
             render = _report_readable if args.match else _report
             _summary(render(analysis, ids, args.report_dir))
+
+
+REPORT_ROLES = frozenset({"simulator", "generator", "analysis"})
+IMAGE_ROLES = frozenset({"agent", "translator"})
+
+
+def _render_roles(connection: Connection, ids: list[str]) -> frozenset[str]:
+    """The services a local report needs beyond REPORT_ROLES: the agent and translator when a campaign ran on a
+    subject whose observations are images (its report re-renders archive members through the simulator); none
+    otherwise. A campaign or subject that cannot be read adds nothing: RenderReport says what is wrong with it."""
+    assert connection.local is not None
+    generator = connection.generator()
+    simulator = simulator_pb2_grpc.SimulatorServiceStub(
+        client_channel(connection.local.endpoint("simulator"), connection.credentials)
+    )
+    subjects: set[str] = set()
+    for cid in ids:
+        with contextlib.suppress(grpc.RpcError):
+            subjects.add(
+                generator.GetCampaign(generator_pb2.GetCampaignRequest(campaign_id=cid), timeout=30).status.spec.subject
+            )
+    for subject in sorted(subjects):
+        with contextlib.suppress(grpc.RpcError):
+            described = simulator.DescribeEnvironment(
+                simulator_pb2.DescribeEnvironmentRequest(subject=subject), timeout=60
+            )
+            if len(described.observation_space.shape) >= 2:
+                return IMAGE_ROLES
+    return frozenset()
 
 
 def matching_campaigns(generator: generator_pb2_grpc.GeneratorServiceStub, pattern: str) -> list[str]:
@@ -491,83 +549,6 @@ def cmd_certs(args: argparse.Namespace) -> None:
     print(f"server certificate valid for: {', '.join(written.hosts())}")
 
 
-# -- listings (read locally: they need no running service) ------------------------------------------------
-def cmd_environments(args: argparse.Namespace) -> None:
-    from simulator_service.subject import load_subjects
-
-    table = Table(title="Subjects")
-    for col in ("subject", "environment", "parameters", "oracle", "max steps"):
-        table.add_column(col)
-    for s in load_subjects().values():
-        params = s.space.parameters
-        shown = ", ".join(f"{p.name} {p.domain_text()}" for p in params[:4]) + (
-            f", ... ({len(params)} in all)" if len(params) > 4 else ""
-        )
-        table.add_row(s.name, s.env_id, shown, s.oracle, str(s.max_steps))
-    console.print(table)
-
-
-def cmd_models(args: argparse.Namespace) -> None:
-    import yaml as _yaml
-
-    from agent_service.registry import DEFAULT_MODEL_ROOT
-
-    root = args.model_root or DEFAULT_MODEL_ROOT
-    manifest = root / "manifest.yaml"
-    if args.model_root and not manifest.is_file():
-        raise UserError(f"--model-root {root} has no manifest.yaml (gauntlet train --model-root {root} writes one)")
-    models = (_yaml.safe_load(manifest.read_text()) or {}).get("models", {}) if manifest.exists() else {}
-    table = Table(title=f"Models ({root})")
-    for col in ("model", "subject", "algorithm", "timesteps", "success rate", "eval tests"):
-        table.add_column(col)
-    for name, m in models.items():
-        table.add_row(
-            name,
-            m["subject"],
-            m["algorithm"],
-            str(m.get("timesteps", "")),
-            f"{100 * m['success_rate']:.2f}%" if "success_rate" in m else "-",
-            str(m.get("eval_tests", "")),
-        )
-    console.print(table)
-
-
-def cmd_strategies(args: argparse.Namespace) -> None:
-    """One block per installed strategy plug-in: what it is, its package and source, and its parameters."""
-    from generator_service.strategies import strategies
-
-    for info in strategies().values():
-        console.print(f"[bold]{info.name}[/bold]  (package {info.package or 'unknown'})", soft_wrap=True)
-        console.print(f"  {info.description}", soft_wrap=True, markup=False)
-        if info.source:
-            console.print(f"  source: {info.source}", soft_wrap=True, markup=False)
-        table = Table(box=None, padding=(0, 2), show_edge=False)
-        for col in ("parameter", "default", "allowed", "meaning"):
-            table.add_column(col)
-        for p in info.parameters:
-            table.add_row(p.name, json.dumps(p.default), p.allowed, p.description)
-        console.print(table if info.parameters else "  (no parameters)")
-        console.print()
-
-
-def cmd_oracles(args: argparse.Namespace) -> None:
-    from common.plugins import ORACLES, plugin_package
-    from oracle_service.oracles import oracles
-
-    table = Table(title="Oracles (no oracle takes options)")
-    for col in ("oracle", "package", "description", "signals", "descriptors"):
-        table.add_column(col)
-    for o in oracles().values():
-        table.add_row(
-            o.name,
-            plugin_package(ORACLES, o.name),
-            o.description,
-            ", ".join(o.required_signals),
-            ", ".join(o.descriptor_names),
-        )
-    console.print(table)
-
-
 def cmd_train(args: argparse.Namespace) -> None:
     from agent_service.algorithms import model_file_name
     from common.errors import InvalidArgument
@@ -704,15 +685,3 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     if result.tests >= 100_000:
         summary["prt_well_trained"] = 1 <= result.failures * 100_000 / result.tests < 500
     console.print_json(json.dumps(summary))
-
-
-def cmd_surrogate(args: argparse.Namespace) -> None:
-    from cli.surrogate_commands import run_surrogate
-
-    run_surrogate(args)
-
-
-def cmd_designate(args: argparse.Namespace) -> None:
-    from cli.designate_commands import run_designate
-
-    run_designate(args)

@@ -6,14 +6,15 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import Any
 
 import grpc
 
+from cli.errors import UserError
 from common.generated.gauntlet.v1 import generator_pb2, generator_pb2_grpc
 
 
 def run_designate(args: argparse.Namespace) -> None:
-    from cli.commands import UserError
     from common.credentials import client_credentials
     from common.remote import describe
     from common.server import client_channel
@@ -53,7 +54,6 @@ def _print_archive(gen: generator_pb2_grpc.GeneratorServiceStub, args: argparse.
     """The summary, then one JSON line per member, as the generator's ListArchive gives them."""
     from google.protobuf import json_format
 
-    from cli.commands import UserError
     from common.remote import describe
     from common.space import case_values
 
@@ -75,7 +75,8 @@ def _print_archive(gen: generator_pb2_grpc.GeneratorServiceStub, args: argparse.
         raise UserError(f"generator {args.generator}: {describe(exc)}") from None
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: Any) -> None:  # argparse._SubParsersAction, private in typeshed
+    from cli.endpoints import endpoint_type
     from common.credentials import add_client_arguments
 
     p = sub.add_parser("designate", help="DESIGNATE: calibrate thresholds, list a campaign's archive")
@@ -93,6 +94,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     c.add_argument("--out", type=Path, default=Path("runs/artifacts/designate_thresholds.json"))
     a = actions.add_parser("archive", help="a designate campaign's archive (the generator's ListArchive)")
     a.add_argument("campaign_id")
+    p.set_defaults(handler="cli.designate_commands:run_designate")
     for q in (c, a):
-        q.add_argument("--generator", required=True, help="host:port of the generator service holding the campaign")
+        q.add_argument(
+            "--generator",
+            type=endpoint_type("--generator"),
+            required=True,
+            help="host:port of the generator service holding the campaign",
+        )
         add_client_arguments(q, "credentials for the services")

@@ -105,6 +105,8 @@ class LocalSuite:
     artifact_root: Path = Path("runs")  # what campaigns' surrogate/log parameters are relative to
     generator_retry_seconds: float = 60.0
     simulator_pipeline: int = 2
+    # False: the agent loads each model at its first use instead of at start (a listing needs none of them)
+    agent_preload: bool = True
     # True: a simulator acts over a same-host lane where the agent offers one (common/lane.py); False: ActStream
     agent_lanes: bool = True
     # simulator processes ("simulator", "simulator-2", ...): the generator spreads each batch over all of them
@@ -207,6 +209,7 @@ class LocalSuite:
 
     def _start_agent(self) -> None:
         agent_args = ["--model-root", str(self.model_root)] if self.model_root else []
+        agent_args += [] if self.agent_preload else ["--no-preload"]
         self.start_service("agent", "agent_service", *agent_args, port=self._ports["agent"])
 
     def _start_translator(self) -> None:  # image subjects' GAN stage

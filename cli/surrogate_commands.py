@@ -12,12 +12,12 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from cli.errors import UserError
+
 console = Console()
 
 
 def run_surrogate(args: argparse.Namespace) -> None:
-    from cli.commands import UserError
-
     try:
         if args.surrogate_command == "train":
             train(args)

@@ -1,0 +1,77 @@
+"""The endpoints a command talks to: checked when they are given (a missing port is not silently 443), and reached
+within seconds before any work is sent (an unreachable service is named with its endpoint, instead of a call that
+retries for minutes)."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import Callable
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from cli.errors import UserError
+from common.remote import describe
+
+# How long a command waits for a named service to answer a health check before it gives up on the endpoint.
+REACH_SECONDS = 5.0
+_HOST_PORT = re.compile(r"^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})$")
+_SCHEMES = ("dns:", "ipv4:", "ipv6:", "unix:", "unix-abstract:")
+
+
+def endpoint_problem(text: str) -> str | None:
+    """Why ``text`` is not an endpoint a client can dial (None when it is): HOST:PORT with a port in 1..65535, a
+    bracketed IPv6 address with a port ([::1]:50054), or a gRPC target with its scheme (dns:///name:port, unix:...)."""
+    if text.startswith(_SCHEMES):
+        if text.startswith("dns:") and not re.search(r":\d{1,5}$", text):
+            return f"{text!r} has no port (dns:///NAME:PORT)"
+        return None
+    found = _HOST_PORT.match(text)
+    if not found:
+        if text and ":" not in text.strip("[]"):
+            return f"{text!r} has no port: give HOST:PORT, e.g. {text}:50054 (no port would mean 443)"
+        return f"{text!r} is not HOST:PORT (e.g. 127.0.0.1:50054, [::1]:50054 or dns:///generator:50054)"
+    if not 1 <= int(found.group(1)) <= 65535:
+        return f"{text!r} has port {found.group(1)}, outside 1..65535"
+    return None
+
+
+def endpoint_type(flag: str) -> Callable[[str], str]:
+    """An argparse `type` for an endpoint flag: the flag's value, or a usage error naming the flag."""
+
+    def check(text: str) -> str:
+        problem = endpoint_problem(text)
+        if problem:
+            raise argparse.ArgumentTypeError(problem)
+        return text
+
+    check.__name__ = flag  # argparse names the type in its message: "invalid --generator value"
+    return check
+
+
+def check_endpoint(service: str, text: str, origin: str = "") -> str:
+    """``text`` if it is an endpoint a client can dial; else UserError naming the service (and where it came from,
+    e.g. a campaign file's endpoints: section)."""
+    problem = endpoint_problem(text)
+    if problem:
+        where = f" ({origin})" if origin else ""
+        raise UserError(f"{service} service endpoint{where}: {problem}")
+    return text
+
+
+def reach(channel: grpc.Channel, service: str, endpoint: str, seconds: float = REACH_SECONDS) -> None:
+    """Waits up to ``seconds`` for the service behind ``channel`` to answer a health check (any answer will do:
+    a service that is not serving says why in the call that follows). UserError naming the service and its
+    endpoint when nothing answers."""
+    try:
+        stub: Any = health_pb2_grpc.HealthStub(channel)  # types-grpcio-health-checking declares no methods on it
+        stub.Check(health_pb2.HealthCheckRequest(), timeout=seconds)
+    except grpc.RpcError as exc:
+        if exc.code() in (grpc.StatusCode.UNIMPLEMENTED, grpc.StatusCode.NOT_FOUND):
+            return  # something that speaks gRPC answered
+        why = describe(exc)
+        if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+            why = f"no answer within {seconds:g} s"
+        raise UserError(f"cannot reach the {service} service at {endpoint}: {why}") from None
