@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from analysis_service.archive_report import ARCHIVE_IMAGES
+from analysis_service.designate_archive_report import ARCHIVE_IMAGES
 from common.server import add_outgoing_arguments, add_service_arguments, options_from_args, outgoing_credentials, serve
 
 

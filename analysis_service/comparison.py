@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from analysis_service.archive_report import ArchiveView, accuracy_name, archive_outcome, rq1, rq1_html
+from analysis_service.designate_archive_report import ArchiveView, accuracy_name, archive_outcome, rq1, rq1_html
 from analysis_service.html_kit import CSS, escape, figure_png_base64, img_tag, new_figure, plot_label
 from analysis_service.metrics import ExecutionRecord, compute_metrics
 from analysis_service.report import BEHAVIOUR_CELLS, DIVERSITY_K, _jsonable, final_state_sparsity, real_parameters
@@ -60,8 +60,8 @@ METRICS: tuple[Metric, ...] = (
     Metric("cluster_coverage", "failing-input cluster coverage % (Indago)", True, 1),
     Metric("cluster_entropy", "failing-input cluster entropy % (Indago)", True, 1),
 )
-# DESIGNATE's RQ1 per campaign (analysis_service/archive_report.py), shown when a compared campaign has an archive
-# or relevant images: a lower accuracy of the kept images is better testing.
+# DESIGNATE's RQ1 per campaign (analysis_service/designate_archive_report.py), shown when a compared campaign has an
+# archive or relevant images: a lower accuracy of the kept images is better testing.
 ARCHIVE_METRICS: tuple[Metric, ...] = (
     Metric("archive_images", "archive images", True, 0),
     Metric("archive_median_accuracy", "median accuracy over the archive", False, 3),
@@ -298,7 +298,7 @@ def build_comparison(
     baseline: the group every other group is tested against; default "random" when present,
     else the first group. alternative: of the Mann–Whitney U test, "greater" meaning the row's
     values tend to be larger than the baseline's. archives: each campaign's archive view or None
-    (analysis_service/archive_report.py); when any is given, the archive metrics join the tables and
+    (analysis_service/designate_archive_report.py); when any is given, the archive metrics join the tables and
     `rq1` holds DESIGNATE's RQ1 table.
     """
     if len(campaigns) < 2:

@@ -1,9 +1,9 @@
 """The parts every HTML page of the analysis service is made of: its stylesheet, escaping, inline PNG images, and
 matplotlib figures drawn off pyplot.
 
-One module so that the pages (report.py, comparison.py, archive_report.py, performance_report.py) depend on it and
-not on each other. matplotlib is imported lazily inside new_figure, so importing this module (and building a JSON
-report, the common path) does not pay matplotlib's import time. Figures use the object-oriented
+One module so that the pages (report.py, comparison.py, designate_archive_report.py, performance_report.py) depend
+on it and not on each other. matplotlib is imported lazily inside new_figure, so importing this module (and
+building a JSON report, the common path) does not pay matplotlib's import time. Figures use the object-oriented
 `matplotlib.figure.Figure` API, which always renders through Agg and never touches pyplot's global figure registry:
 no GUI backend, no global state, safe in a server thread.
 """

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from analysis_service.archive_report import ArchiveView, archive_entry, archive_section
+from analysis_service.designate_archive_report import ArchiveView, archive_entry, archive_section
 from analysis_service.html_kit import CSS, escape, figure_png_base64, fmt_float, img_tag, new_figure, plot_label
 from analysis_service.metrics import ExecutionRecord, compute_metrics, cumulative_failures
 from analysis_service.performance_report import performance_section
@@ -30,7 +30,8 @@ MAX_FAILURES_LISTED = 50
 INFO_KEYS = ("campaign_id", "name", "subject", "model", "strategy", "seed", "state", "stop_reason", "budget")
 
 CampaignRecords = Mapping[str, Sequence[ExecutionRecord]]
-CampaignArchives = Mapping[str, ArchiveView]  # campaign_id -> its archive (analysis_service/archive_report.py)
+# campaign_id -> its archive (analysis_service/designate_archive_report.py)
+CampaignArchives = Mapping[str, ArchiveView]
 
 
 # --------------------------------------------------------------------------- JSON report

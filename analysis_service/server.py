@@ -10,20 +10,20 @@ from typing import Any
 import grpc
 from google.protobuf import json_format
 
-from analysis_service.archive_report import (
-    ARCHIVE_IMAGES,
-    ArchiveView,
-    fetch_archive,
-    is_segmentation,
-    relevant_images,
-    with_shared_relevance,
-)
 from analysis_service.comparison import (
     ALTERNATIVES,
     build_comparison,
     comparison_stem,
     group_of,
     render_comparison_html,
+)
+from analysis_service.designate_archive_report import (
+    ARCHIVE_IMAGES,
+    ArchiveView,
+    fetch_archive,
+    is_segmentation,
+    relevant_images,
+    with_shared_relevance,
 )
 from analysis_service.metrics import ExecutionRecord, compute_metrics
 from analysis_service.report import build_report, render_html, report_stem, write_report

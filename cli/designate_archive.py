@@ -17,7 +17,7 @@ import numpy as np
 from common.generated.gauntlet.v1 import generator_pb2, oracle_pb2
 from common.segmentation import DIVERSITY_PERCENTILE, IRRELEVANT, diversity_threshold, relevance_threshold
 from generator_service.strategies.designate import SCALARS
-from generator_service.strategies.designate_archive import Distance, pairwise
+from generator_service.strategies.designate_diversity_archive import Distance, pairwise
 
 
 def calibrate_rows(

@@ -270,7 +270,7 @@ def _render_report(suite: LocalSuite, *campaign_ids: str) -> tuple[dict, str]:
 
 
 def test_report_of_a_designate_campaign_shows_its_archive_and_an_image_grid(suite: LocalSuite) -> None:
-    from analysis_service.archive_report import fetch_archive
+    from analysis_service.designate_archive_report import fetch_archive
     from common.segmentation import mean_pairwise_distance
 
     status = _designate_campaign(suite, "designate")

@@ -13,7 +13,7 @@ from common.segmentation import IRRELEVANT, digest_distance, pixel_digest
 from generator_service.strategies import Result, make_strategy
 from generator_service.strategies.base import StrategyParamError, TestInput
 from generator_service.strategies.designate import Designate
-from generator_service.strategies.designate_archive import Archive
+from generator_service.strategies.designate_diversity_archive import Archive
 from simulator_service.subject import load_subjects
 
 SPACE = load_subjects()["urban"].space

@@ -5,7 +5,7 @@ paper extends pymoo's NSGA-II; this module uses pymoo's operators, non-dominated
 
 1. Seeding: ``seed_populations`` (r = 5) random populations of ``population_size`` (N = 12) individuals are
    evaluated; P0 is the population holding the individual with the lowest F_accuracy, and the archive is updated
-   with every individual of P0 (Algorithm 1, designate_archive.py).
+   with every individual of P0 (Algorithm 1, designate_diversity_archive.py).
 2. Each generation: parents by binary tournament on (rank, crowding distance); offspring Q by simulated binary
    crossover (per-mating probability 0.7) and polynomial mutation (per-individual probability 0.3), pymoo's
    duplicate elimination as in its NSGA-II; Q is evaluated (one ask of N inputs); for every individual of
@@ -49,7 +49,7 @@ from pydantic import Field
 from common.segmentation import DIVERSITY_PERCENTILE, IRRELEVANT, diversity_threshold
 from common.space import ParameterSpace
 from generator_service.strategies.base import Result, TestInput
-from generator_service.strategies.designate_archive import Archive, Distance, pairwise
+from generator_service.strategies.designate_diversity_archive import Archive, Distance, pairwise
 from generator_service.strategies.params import ARTIFACT_PATH, Integer, Number, StrategyParams
 from generator_service.strategies.search_support import AskLedger
 

@@ -9,7 +9,8 @@ import base64
 import numpy as np
 import pytest
 
-from analysis_service.archive_report import (
+from analysis_service.comparison import build_comparison, render_comparison_html
+from analysis_service.designate_archive_report import (
     ArchiveView,
     Rendered,
     archive_entry,
@@ -18,7 +19,6 @@ from analysis_service.archive_report import (
     relevant_images,
     with_shared_relevance,
 )
-from analysis_service.comparison import build_comparison, render_comparison_html
 from analysis_service.metrics import ExecutionRecord
 from analysis_service.report import build_report, render_html
 from common.segmentation import pixel_digest
