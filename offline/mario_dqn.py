@@ -1,7 +1,7 @@
 """Double DQN for the Super Mario Bros. subjects, as "Search-Based Testing of Reinforcement Learning" (Section 7.3).
 
 Runs inside .venv-mario (the Mario simulator's own environment, plus the CPU torch build): the env is the Mario
-backend itself (simulator_service/backends/mario.py), in process, so training sees exactly the observations the
+backend itself (subjects/mario/backend.py), in process, so training sees exactly the observations the
 Mario simulator service serves. The network and hyper-parameters are the paper's: 3 conv + ReLU layers and 2 linear
 layers on 4x84x84 grey frames, gamma 0.9, replay memory 30,000, batch 20, learn every 3 experiences, sync the target
 network every 1,000, burn-in 100. What the paper does not give is ours (docs/subjects/mario.md): the PyTorch Mario

@@ -29,9 +29,7 @@ import gymnasium as gym
 import numpy as np
 
 from common.space import ParamValue
-from simulator_service.backends.gymnasium import SubjectEnv
-from simulator_service.injectors import Injector
-from simulator_service.subject import Subject
+from simulator_service.plugin_api import Injector, Subject, SubjectEnv
 
 # The paper's action sets (Section 7.2 names them, not their buttons; this mapping is ours, documented in
 # docs/subjects/mario.md). B held is running; A is jump.
