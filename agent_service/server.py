@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import logging
+import math
+import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,13 +22,18 @@ from common.errors import FailedPrecondition, InvalidArgument, grpc_method, stat
 from common.generated.gauntlet.v1 import agent_pb2, agent_pb2_grpc, common_pb2
 from common.lane import ERROR, REQUEST, RESPONSE, LaneConnection, LaneError, LaneOffer, encode_error
 from common.space_spec import space_to_proto
-from common.tensor import TensorError, from_tensor, to_tensor
+from common.tensor import TensorError, element_size, from_tensor, to_tensor
 from common.validation import non_finite_summary
 
 ACT_LATENCY = Histogram("gauntlet_agent_act_seconds", "Latency of one batched act call", ["model"])
 ACT_OBSERVATIONS = Counter("gauntlet_agent_observations_total", "Observations acted on", ["model"])
 log = logging.getLogger("agent")
 LANES = Counter("gauntlet_agent_lanes_total", "Same-host lanes offered, by what became of them", ["outcome"])
+# The largest batch one call may carry. A campaign sends at most 2 x 512 observations a lock-step (parallelism
+# <= 512; image subjects send each simulator image and its translation), a few MB; a 240 MB batch was once
+# accepted and the process kept 1.5 GB afterwards. Checked on the message before any copy is made of its data.
+MAX_BATCH_OBSERVATIONS = 4096
+MAX_BATCH_BYTES = 64 * 1024 * 1024
 
 
 class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
@@ -61,6 +71,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         )
 
     def _act(self, name: str, tensor: common_pb2.Tensor) -> common_pb2.Tensor:
+        check_batch("observations", tensor)
         try:
             observations = from_tensor(tensor)
         except TensorError as exc:
@@ -83,6 +94,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
 
     @grpc_method
     def Embed(self, request: agent_pb2.EmbedRequest, context: grpc.ServicerContext) -> agent_pb2.EmbedResponse:
+        check_batch("images", request.images)
         try:
             images = from_tensor(request.images)
         except TensorError as exc:
@@ -159,6 +171,47 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
                 lane.send(RESPONSE, answer.SerializeToString())
             except LaneError:
                 return
+
+
+def check_batch(field: str, tensor: common_pb2.Tensor) -> None:
+    """INVALID_ARGUMENT when a batch is over MAX_BATCH_OBSERVATIONS rows or MAX_BATCH_BYTES of data, judged from
+    its declared shape and dtype, so that a refused batch is never decoded or copied (a data field that does not
+    match its shape is refused by from_tensor)."""
+    shape = [int(s) for s in tensor.shape]
+    try:
+        _check_batch(field, tensor, shape)
+    except InvalidArgument:
+        # the refused message's buffers are freed as the call ends, but malloc keeps them unless handed back
+        release_free_memory()
+        later = threading.Timer(1.0, release_free_memory)
+        later.daemon = True
+        later.start()
+        raise
+
+
+def _check_batch(field: str, tensor: common_pb2.Tensor, shape: list[int]) -> None:
+    if shape and shape[0] > MAX_BATCH_OBSERVATIONS:
+        raise InvalidArgument(
+            f"{field}: a batch may hold at most {MAX_BATCH_OBSERVATIONS:,} rows (shape[0]); got {shape[0]:,} "
+            "(split it into several calls)"
+        )
+    itemsize = element_size(tensor.dtype)
+    declared = math.prod(shape) * itemsize if itemsize and all(s >= 0 for s in shape) else 0
+    if declared > MAX_BATCH_BYTES:
+        raise InvalidArgument(
+            f"{field}: a batch may hold at most {MAX_BATCH_BYTES:,} bytes of data; got shape {shape[:8]} of "
+            f"{declared:,} bytes (split it into several calls)"
+        )
+
+
+_LIBC = ctypes.CDLL(ctypes.util.find_library("c") or None) if sys.platform == "linux" else None
+
+
+def release_free_memory() -> None:
+    """Hands memory malloc holds but no longer uses back to the system (glibc's malloc_trim); a no-op elsewhere."""
+    trim = getattr(_LIBC, "malloc_trim", None)
+    if trim is not None:
+        trim(0)
 
 
 def register(server: grpc.Server, registry: ModelRegistry, lane_dir: Path | None = None) -> list[str]:

@@ -35,6 +35,12 @@ def to_tensor(array: np.ndarray | float | int | bool) -> common_pb2.Tensor:
     return common_pb2.Tensor(dtype=code, shape=list(arr.shape), data=np.ascontiguousarray(little).tobytes())
 
 
+def element_size(dtype: common_pb2.ElementType.ValueType) -> int:
+    """Bytes per element of a Tensor dtype; 0 for an unknown one."""
+    known = _TO_NUMPY.get(dtype)
+    return known.itemsize if known is not None else 0
+
+
 def from_tensor(tensor: common_pb2.Tensor) -> np.ndarray:
     dtype = _TO_NUMPY.get(tensor.dtype)
     if dtype is None:
@@ -43,11 +49,12 @@ def from_tensor(tensor: common_pb2.Tensor) -> np.ndarray:
     if any(s < 0 for s in shape):
         raise TensorError(f"Tensor.shape {list(shape)} has a negative dimension")
     expected = math.prod(shape) * dtype.itemsize  # Python integers: an int64 product can wrap round to a match
-    if len(tensor.data) != expected:
+    data = tensor.data  # once: each read of a bytes field makes a copy of it
+    if len(data) != expected:
         raise TensorError(
-            f"Tensor.data holds {len(tensor.data)} bytes but shape {list(shape)} of {dtype.name} needs {expected}"
+            f"Tensor.data holds {len(data)} bytes but shape {list(shape)} of {dtype.name} needs {expected}"
         )
     try:
-        return np.frombuffer(tensor.data, dtype=dtype).reshape(shape)
+        return np.frombuffer(data, dtype=dtype).reshape(shape)
     except ValueError:  # an empty array whose other dimensions are too large for numpy to index
         raise TensorError(f"Tensor.shape has dimensions too large to index ({len(shape)} dimensions)") from None

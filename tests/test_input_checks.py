@@ -14,12 +14,14 @@ import math
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import grpc
 import numpy as np
 import pytest
 
+from agent_service.server import MAX_BATCH_BYTES, MAX_BATCH_OBSERVATIONS
 from cli.launcher import LocalSuite
 from common.errors import MAX_DETAIL_BYTES, InvalidArgument, bounded
 from common.generated.gauntlet.v1 import (
@@ -340,6 +342,43 @@ def test_a_huge_name_comes_back_summarised_not_echoed(suite: LocalSuite) -> None
         grpc.StatusCode.NOT_FOUND,
     )
     assert "3,000,000 characters" in details
+
+
+def _rss_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS")
+
+
+def test_an_oversized_batch_is_refused_and_its_memory_not_kept(suite: LocalSuite) -> None:
+    """Issue 35 item 7: a 240 MB batch was accepted and the agent kept 1.5 GB afterwards."""
+    agent = agent_pb2_grpc.AgentServiceStub(client_channel(suite.endpoint("agent")))
+    model = common_pb2.ModelRef(name="cartpole-ppo")
+    full = agent.Act(
+        agent_pb2.ActRequest(model=model, observations=to_tensor(np.zeros((MAX_BATCH_OBSERVATIONS, 4), np.float32))),
+        timeout=60,
+    )
+    assert list(full.actions.shape) == [MAX_BATCH_OBSERVATIONS]  # the largest batch is served
+    too_many = to_tensor(np.zeros((MAX_BATCH_OBSERVATIONS + 1, 4), np.float32))
+    details = refused(agent.Act, agent_pb2.ActRequest(model=model, observations=too_many))
+    assert "observations" in details and f"{MAX_BATCH_OBSERVATIONS:,} rows" in details
+    pid = suite.services["agent"].process.pid
+    before = _rss_bytes(pid)
+    wide = to_tensor(np.zeros((1000, 100_000), np.uint8))  # 100 MB in 1,000 rows, over MAX_BATCH_BYTES
+    for _ in range(3):
+        details = refused(agent.Act, agent_pb2.ActRequest(model=model, observations=wide))
+        assert "observations" in details and f"{MAX_BATCH_BYTES:,} bytes" in details
+        details = refused(agent.Embed, agent_pb2.EmbedRequest(model=model, images=wide))
+        assert "images" in details and f"{MAX_BATCH_BYTES:,} bytes" in details
+        stream = agent.ActStream(iter([agent_pb2.ActStreamRequest(model=model, observations=wide)]), timeout=60)
+        with pytest.raises(grpc.RpcError) as err:
+            list(stream)
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    deadline = time.monotonic() + 10  # a stream's last message is freed when gRPC has cleaned the call up
+    while (grown := _rss_bytes(pid) - before) >= 64 * 1024 * 1024 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert grown < 64 * 1024 * 1024, f"the agent kept {grown:,} bytes after refusing 900 MB of batches"
 
 
 def test_nan_observations_are_summarised_not_dumped(suite: LocalSuite) -> None:
