@@ -74,7 +74,7 @@ LABELS = {
 
 
 def _taxi_state(obs: np.ndarray) -> np.ndarray:
-    from simulator_service.envs.taxi_large import TaxiLargeEnv
+    from subjects.taxi.env import TaxiLargeEnv  # the taxi pack (subjects/taxi/)
 
     return np.asarray(TaxiLargeEnv().decode(int(np.asarray(obs).reshape(-1)[0])), dtype=float)
 
