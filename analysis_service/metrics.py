@@ -63,7 +63,7 @@ class CampaignMetrics:
     """Summary of one campaign; every field is a plain JSON-friendly scalar."""
 
     campaign_id: str
-    executions: int
+    executions: int  # judged executions: invalid ones (inputs the subject refused) are counted in `invalid`
     failures: int
     distinct_failures: int
     tests_to_first_failure: int  # 1-based index of the first failure, 0 if none
@@ -153,7 +153,7 @@ def compute_metrics(campaign_id: str, records: Sequence[ExecutionRecord]) -> Cam
     first = failures[0] if failures else None
     return CampaignMetrics(
         campaign_id=campaign_id,
-        executions=len(ordered),
+        executions=judged,  # an input the subject refused (verdict invalid) is no execution
         failures=len(failures),
         distinct_failures=distinct_failing_inputs(failures),
         tests_to_first_failure=first.index if first else 0,

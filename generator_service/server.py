@@ -240,7 +240,8 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
             campaign_id=row.id,
             spec=spec,
             state=_STATE.get(row.state, generator_pb2.CAMPAIGN_STATE_UNSPECIFIED),
-            executions=totals.executions,
+            executions=totals.run,  # an input the subject refused is no execution
+            invalid_inputs=totals.invalid,
             failures=totals.failures,
             steps=totals.steps,
             wall_seconds=wall,

@@ -137,7 +137,7 @@ def test_invalid_excluded_from_rate() -> None:
     records = [rec(1, "fail"), rec(2, "pass"), rec(3, "pass"), rec(4, "pass")]
     records += [rec(i, "invalid") for i in range(5, 11)]
     m = compute_metrics("c", records)
-    assert m.executions == 10
+    assert m.executions == 4  # refused inputs are no executions
     assert m.invalid == 6
     assert m.failure_rate == pytest.approx(1 / 4)
     ref = wilson_reference(1, 4)

@@ -208,6 +208,35 @@ def test_out_of_domain_config_is_invalid_argument_naming_parameter(suite: LocalS
     assert "Traceback" not in err.value.details()
 
 
+def test_run_episodes_answers_an_invalid_case_with_its_violations_when_asked(suite: LocalSuite) -> None:
+    # invalid_as_results: one call checks and runs a batch; the invalid case gets one result naming its violation
+    # (once, whatever the repetitions), is not run, and the valid ones around it run as usual
+    sim = stub(suite, "simulator", simulator_pb2_grpc.SimulatorServiceStub)
+    space = ParameterSpace.from_proto(
+        sim.DescribeEnvironment(simulator_pb2.DescribeEnvironmentRequest(subject="cartpole")).parameter_space
+    )
+    cases = [
+        space.test_case_to_proto("ok1", CARTPOLE),
+        space.test_case_to_proto("bad", {**CARTPOLE, "x": 2.0}),
+        space.test_case_to_proto("ok2", {**CARTPOLE, "theta": -0.02}),
+    ]
+    request = simulator_pb2.RunEpisodesRequest(
+        subject="cartpole", test_cases=cases, repetitions=2, seed=3, invalid_as_results=True
+    )
+    request.model.name = "cartpole-ppo"
+    results = [r.result for r in sim.RunEpisodes(request, timeout=120)]
+    bad = [r for r in results if r.test_case_id == "bad"]
+    assert len(bad) == 1 and bad[0].steps == 0 and not bad[0].signals
+    assert "x=2 is outside its domain [-0.9, 0.9]" in bad[0].violations[0]
+    ran = sorted((r.test_case_id, r.repetition) for r in results if r.test_case_id != "bad")
+    assert ran == [("ok1", 0), ("ok1", 1), ("ok2", 0), ("ok2", 1)]
+    assert all(r.steps > 0 and not r.violations for r in results if r.test_case_id != "bad")
+    # only invalid cases: answered without running anything
+    request = simulator_pb2.RunEpisodesRequest(subject="cartpole", test_cases=cases[1:2], invalid_as_results=True)
+    request.model.name = "cartpole-ppo"
+    assert [len(r.result.violations) for r in sim.RunEpisodes(request, timeout=60)] == [1]
+
+
 def test_unknown_subject_and_model_are_not_found_listing_what_exists(suite: LocalSuite) -> None:
     sim = stub(suite, "simulator", simulator_pb2_grpc.SimulatorServiceStub)
     with pytest.raises(grpc.RpcError) as err:
@@ -380,11 +409,24 @@ def test_inputs_the_subject_rejects_are_stored_invalid_not_run(suite: LocalSuite
         batch_size=40,
         parallelism=20,
     )
-    status = run_campaign(suite, config)
+    gen = stub(suite, "generator", generator_pb2_grpc.GeneratorServiceStub)
+    started = gen.StartCampaign(generator_pb2.StartCampaignRequest(spec=config.to_proto()), timeout=120).status
+    events = list(gen.WatchCampaign(generator_pb2.WatchCampaignRequest(campaign_id=started.campaign_id), timeout=300))
+    status = events[-1].status
     rows = executions(suite, status.campaign_id)
     invalid = [r for r in rows if r.verdict == oracle_pb2.VERDICT_KIND_INVALID]
     # the budget counts run tests: rejected inputs are extra rows
     assert status.state == generator_pb2.CAMPAIGN_STATE_COMPLETED and len(rows) - len(invalid) == 120
     assert invalid and all("passenger" in r.reason and r.steps == 0 for r in invalid)
+    # ... and they are no executions anywhere: not in any progress event (a bar never shows 13x/120), not in the
+    # final status, not in the metrics a summary shows (whose failure rate is out of the same 120)
+    assert max(e.status.executions for e in events) == status.executions == 120
+    assert status.invalid_inputs == len(invalid)
+    analysis = stub(suite, "analysis", analysis_pb2_grpc.AnalysisServiceStub)
+    metrics = analysis.ComputeMetrics(
+        analysis_pb2.ComputeMetricsRequest(campaign_ids=[status.campaign_id]), timeout=120
+    ).metrics[0]
+    assert (metrics.executions, metrics.invalid) == (120, len(invalid))
+    assert metrics.failure_rate == pytest.approx(metrics.failures / 120)
     assert all(r.test_case.values["passenger"].integer == r.test_case.values["destination"].integer for r in invalid)
     assert all(r.steps > 0 for r in rows if r.verdict != oracle_pb2.VERDICT_KIND_INVALID)
