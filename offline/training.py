@@ -164,7 +164,7 @@ def train(
 RESUME_DIR = "resume"
 STATE_NAME = "state.json"  # counters: steps, episodes, failures, budget, per-sitting wall and CPU seconds
 BUFFER_NAME = "replay_buffer.pkl.gz"  # off-policy algorithms only
-RNG_NAME = "rng.pkl"  # torch, numpy, random and each training env's test-case sampler
+RNG_NAME = "rng.pkl"  # torch, numpy, random, the action space and each env's test-case sampler and own generator
 
 
 class _SealableGzipLog(io.TextIOBase):
@@ -185,6 +185,31 @@ class _SealableGzipLog(io.TextIOBase):
     def close(self) -> None:
         self._stream.close()
         super().close()
+
+
+class _ResetMark(gym.Wrapper):
+    """Outermost wrapper of a training env: remembers the random state (the test-case sampler's and the env's own
+    generator) each reset started from. A checkpoint taken just after an episode ended saves that state, so the
+    resumed run redraws the very episode the checkpointed run had begun and goes on exactly as it would have."""
+
+    def __init__(self, env: gym.Env, sampler: np.random.Generator) -> None:
+        super().__init__(env)
+        self._sampler = sampler
+        self.before_reset = self.random_state()
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict]:
+        self.before_reset = self.random_state()
+        return self.env.reset(**kwargs)
+
+    def random_state(self) -> dict[str, Any]:
+        return {
+            "sampler": self._sampler.bit_generator.state,
+            "env": self.env.unwrapped.np_random.bit_generator.state,
+        }
+
+    def set_random_state(self, state: dict[str, Any]) -> None:
+        self._sampler.bit_generator.state = state["sampler"]
+        self.env.unwrapped.np_random.bit_generator.state = state["env"]
 
 
 def _recipe_identity(recipe: Recipe) -> dict[str, Any]:
@@ -244,7 +269,10 @@ def _train_sb3(
                 f"checkpoint in {resume_dir} was trained with another {', '.join(differs)} than recipe {recipe.name!r}"
             )
         if previous["num_timesteps"] >= budget:
-            raise RecipeError(f"checkpoint in {resume_dir} is at {previous['num_timesteps']} steps, budget {budget}")
+            raise RecipeError(
+                f"checkpoint in {resume_dir} is at {previous['num_timesteps']} steps, budget {budget}: nothing to "
+                "train (a larger --timesteps trains on from it)"
+            )
         shutil.copyfile(resume_dir / LOG_NAME, out_dir / LOG_NAME)  # the log as it was at the checkpoint
     every = checkpoint_every or max(min(budget // 10, 10_000), 1)
     started, cpu_started = time.time(), time.process_time()
@@ -253,13 +281,16 @@ def _train_sb3(
     log.episodes = previous.get("training_episodes", 0)
     log.failures = previous.get("training_failures", 0)
     log.timesteps = previous.get("num_timesteps", 0)
-    samplers = [np.random.default_rng([recipe.seed, rank]) for rank in range(recipe.n_envs)]
+    samplers = [np.random.default_rng([recipe.seed, rank]) for rank in range(recipe.n_envs)]  # test-case draws
+
+    marks: list[_ResetMark] = []
 
     def factory(rank: int) -> Callable[[], gym.Env]:
         def build() -> gym.Env:
             env = make_env(subject)
             env._sampler = samplers[rank]  # type: ignore[attr-defined]
-            return InteractionLogger(env, subject, log)
+            marks.append(_ResetMark(InteractionLogger(env, subject, log), samplers[rank]))
+            return marks[-1]
 
         return build
 
@@ -279,11 +310,13 @@ def _train_sb3(
             model.learning_starts = model.num_timesteps + int(recipe.hyperparams.get("learning_starts", 100))
         with open(resume_dir / RNG_NAME, "rb") as rng_file:
             rng = pickle.load(rng_file)
-        torch.set_rng_state(rng["torch"])
+        torch.set_rng_state(rng["torch"])  # after load(), which reseeds everything with the recipe's seed
         np.random.set_state(rng["numpy"])
         random.setstate(rng["random"])
-        for sampler, sampler_state in zip(samplers, rng["samplers"], strict=True):
-            sampler.bit_generator.state = sampler_state
+        model.action_space.np_random.bit_generator.state = rng["action_space"]
+        for mark, env_state in zip(marks, rng["envs"], strict=True):
+            mark.set_random_state(env_state)
+        vec._seeds = [None] * recipe.n_envs  # the first reset goes on from the restored generators, as an autoreset
     else:
         params = schedule_params(replay_buffer_params(copy.deepcopy(recipe.hyperparams)))  # SB3 edits nested dicts
         policy = params.pop("policy", "MlpPolicy")
@@ -295,10 +328,11 @@ def _train_sb3(
         sitting = {
             "from_step": start_step,
             "to_step": steps,
-            "replay_buffer_restored": buffer_restored,
             "wall_seconds": round(time.time() - started, 1),
             "cpu_seconds": round(time.process_time() - cpu_started, 1),
         }
+        if resume and getattr(model, "replay_buffer", None) is not None:  # off-policy: buffer back, or warm start
+            sitting["replay_buffer_restored"] = buffer_restored
         done = [*sittings, sitting]
         return {
             **identity,
@@ -311,7 +345,13 @@ def _train_sb3(
             "sittings": done,
         }
 
+    episode_ended = [True]  # did every env just end an episode (set by the callback from each step's dones)
+
+    def at_episode_end() -> bool:
+        return episode_ended[0]
+
     def save_checkpoint() -> None:
+        exact = at_episode_end()  # every env has just begun an episode: its reset can be replayed
         sink.seal()  # the log on disk is whole up to this step
         partial = out_dir / (RESUME_DIR + ".partial")
         shutil.rmtree(partial, ignore_errors=True)
@@ -326,12 +366,14 @@ def _train_sb3(
             "torch": torch.get_rng_state(),
             "numpy": np.random.get_state(),
             "random": random.getstate(),
-            "samplers": [s.bit_generator.state for s in samplers],
+            "action_space": model.action_space.np_random.bit_generator.state,
+            "envs": [mark.before_reset if exact else mark.random_state() for mark in marks],
         }
         with open(partial / RNG_NAME, "wb") as rng_out:
             pickle.dump(rng, rng_out)
         shutil.copyfile(out_dir / LOG_NAME, partial / LOG_NAME)
-        (partial / STATE_NAME).write_text(json.dumps(state(int(model.num_timesteps)), indent=1) + "\n")
+        counters = {**state(int(model.num_timesteps)), "exact": exact}
+        (partial / STATE_NAME).write_text(json.dumps(counters, indent=1) + "\n")
         old = out_dir / (RESUME_DIR + ".old")
         shutil.rmtree(old, ignore_errors=True)
         if resume_dir.exists():
@@ -348,23 +390,29 @@ def _train_sb3(
         """Progress, the periodic resumable checkpoint, and a clean stop (checkpointed) at stop_at or a signal.
 
         Checkpoints are taken when a rollout starts: every step so far is in the replay buffer and every update
-        for it is done, so the checkpoint is exactly the run at that step count."""
+        for it is done. With one env a due checkpoint waits for the end of the running episode (at most one
+        episode's steps), so resuming from it gives the same run as not stopping (`exact` in state.json); with
+        several envs it is taken at once, and the resumed envs start new episodes."""
 
         last_saved = start_step
 
         def _on_step(self) -> bool:
+            episode_ended[0] = bool(np.all(self.locals["dones"]))
             if progress and self.num_timesteps % 2048 < recipe.n_envs:
                 progress(self.num_timesteps, budget, log)
             return True
 
         def _on_rollout_start(self) -> None:
             steps = self.num_timesteps
-            if interrupted.is_set() or (stop_at is not None and steps >= stop_at):
-                save_checkpoint()
+            stopping = interrupted.is_set() or (stop_at is not None and steps >= stop_at)
+            if not (stopping or steps - self.last_saved >= every):
+                return
+            if recipe.n_envs == 1 and not at_episode_end():
+                return
+            save_checkpoint()
+            self.last_saved = steps
+            if stopping:
                 raise StopSitting
-            if steps - self.last_saved >= every:
-                save_checkpoint()
-                self.last_saved = steps
 
     snapshots = CheckpointCallback(  # model-only snapshots of the run at each tenth of the budget
         save_freq=max(budget // (10 * recipe.n_envs), 1), save_path=str(out_dir / "checkpoints"), name_prefix="ckpt"
