@@ -42,8 +42,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from agent_service.api import DEFAULT_MODEL_ROOT, algorithm_class
 from cli.launcher import LocalSuite
 from common.generated.gauntlet.v1 import generator_pb2, generator_pb2_grpc
-from common.seeding import derive_seed
+from common.seeding import episode_seed, strategy_seed
 from common.server import client_channel
+from common.test_case import TestCase
 from generator_service.api import CampaignConfig, make_strategy
 from simulator_service.api import Job, TraceRecorder, get_subject, make_env, run_lockstep
 
@@ -214,8 +215,9 @@ def main() -> None:
     )
     # the same test cases and episode seeds the campaign will use
     space = get_subject(args.subject).space
-    values = make_strategy("random", space, derive_seed(args.seed, "strategy")).ask(args.episodes)
-    jobs = [Job(f"t{i + 1:07d}", v, derive_seed(args.seed, f"t{i + 1:07d}", 0)) for i, v in enumerate(values)]
+    asked = make_strategy("random", space, strategy_seed(args.seed)).ask(args.episodes)
+    values = [a.values if isinstance(a, TestCase) else a for a in asked]
+    jobs = [Job(f"t{i + 1:07d}", v, episode_seed(args.seed, f"t{i + 1:07d}")) for i, v in enumerate(values)]
     model = algorithm_class(models[name]["algorithm"]).load(args.model_root / name / "model.zip", device="cpu")
 
     repeats = args.repeats
