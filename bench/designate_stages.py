@@ -4,12 +4,12 @@ Runs the very code the services run, in one process (no gRPC), on the urban subj
 bundled DNN under test (agent_service/zoo/segnet-<subject>) and translator (translator_service/models/
 pix2pix-<subject>): for each of `--batches` batches of `--batch` uniformly drawn valid camera poses it times
 
-* render    the simulator's RGB image and ground truth (simulator_service/backends/procedural_scene.py);
+* render    the simulator's RGB image and ground truth (subjects/urban/backend.py);
 * translate the label maps to realistic images (translator_service/translation.py: one batched call);
 * segment   the DNN on the simulator images AND on the realistic ones (agent_service/segmentation.py: one batch
             of 2 x batch images, as the simulator's image stage sends it);
 * features  the DNN encoder's feature vectors of the realistic images (the Embed RPC's work);
-* oracle    IoU_car / mIoU with the relevance rules (oracle_service/segmentation_oracles.py).
+* oracle    IoU_car / mIoU with the relevance rules (subjects/urban/oracle.py).
 
 The default batch is 12, the population size of DESIGNATE's NSGA-II (one generation = one lock-step).
 Prints one line per stage (milliseconds per evaluation, i.e. per image pose) and ends with

@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from common.segmentation import class_iou, mean_iou
 from offline.image_training import Segmenter, _dataset, predict_labels
 from offline.training import get_recipe
-from simulator_service.api import CLASSES
+from subjects.urban.scene import CLASSES
 
 
 def per_image_accuracy(kind: str, model: Any, labels: np.ndarray, images: np.ndarray) -> np.ndarray:

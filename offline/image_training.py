@@ -32,7 +32,7 @@ from torch import nn
 
 from common.segmentation import iou_per_class
 from offline.real_domain import DomainSpec, ensure_dataset, load_split
-from simulator_service.api import CLASSES
+from subjects.urban.scene import CLASSES
 
 DATA_ROOT = Path("runs/real_domain")
 TRAINING_LOG = "training_log.jsonl"

@@ -4,7 +4,7 @@ DESIGNATE ("Search-based DNN Testing and Retraining with GAN-enhanced Simulation
 the DNN under test and the pix2pixHD translator on a real dataset of <image, segmentation> pairs. Neither dataset
 can be downloaded here, so this module generates one, deterministically from a seed:
 
-* the label maps come from the same procedural scenes as the simulator (simulator_service/envs/procedural_scene.py)
+* the label maps come from the same procedural scenes as the simulator (subjects/urban/scene.py)
   but from OTHER layouts (layout seeds 100, 101, ...; the subjects render layout 0) and random camera poses, as
   Cityscapes' cities differ from AirSim's town;
 * each image is painted from its label map by a DIFFERENT renderer than the simulator's flat shading: per-class
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from simulator_service.api import CLASSES, Camera, build_scene, on_urban_road, render
+from subjects.urban.scene import CLASSES, Camera, build_scene, on_urban_road, render
 
 SPLITS = ("train", "val", "test")
 # first layout seed of each split; a split uses layouts first .. first + LAYOUTS_PER_SPLIT - 1

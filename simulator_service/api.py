@@ -9,22 +9,16 @@ re-exported under the name it keeps for callers; clients in other processes use 
 from __future__ import annotations
 
 from simulator_service.backends import check_first_observation, make_env
-from simulator_service.envs.procedural_scene import CLASSES, Camera, build_scene, on_urban_road, render
 from simulator_service.runner import Job, run_lockstep
 from simulator_service.subject import Subject, get_subject, load_subjects
 from simulator_service.trace import TraceRecorder
 
 __all__ = [
-    "build_scene",
-    "Camera",
     "check_first_observation",
-    "CLASSES",
     "get_subject",
     "Job",
     "load_subjects",
     "make_env",
-    "on_urban_road",
-    "render",
     "run_lockstep",
     "Subject",
     "TraceRecorder",

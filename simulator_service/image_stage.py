@@ -13,7 +13,7 @@ image by a feature vector (F_similarity). Per lock-step, for the k image environ
 
 The agent's 2k label maps come back as k actions of shape (2, H, W): prediction on the simulator image, then on
 the realistic one. The env stores them as `prediction_simulated` / `prediction_realistic` (see
-simulator_service/backends/procedural_scene.py for the signal contract).
+subjects/urban/backend.py for the signal contract).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ TIMEOUT_SECONDS = 120.0
 
 @runtime_checkable
 class ImageEnv(Protocol):
-    """What an image backend's env offers the stage (simulator_service/backends/procedural_scene.py)."""
+    """What an image backend's env offers the stage (subjects/urban/backend.py)."""
 
     def translator_input(self) -> np.ndarray: ...
 

@@ -31,10 +31,10 @@ from common.server import client_channel
 from generator_service.config import CampaignConfig
 from oracle_service.oracles import Episode, get_oracle
 from simulator_service.backends import backends, make_env
-from simulator_service.backends.airsim import ENDPOINT_ENV, LEASES
 from simulator_service.runner import Job, run_lockstep
 from simulator_service.subject import Subject, load_subjects
 from simulator_service.trace import TraceRecorder
+from subjects.airsim.backend import ENDPOINT_ENV, LEASES
 from tests.fake_airsim_server import FakeAirSimServer
 
 DRIVE = np.array([0.0, 0.5], dtype=np.float32)

@@ -12,7 +12,7 @@ import pytest
 from cli.commands import load_campaign_file
 from cli.launcher import LocalSuite
 from common.generated.gauntlet.v1 import generator_pb2, oracle_pb2
-from simulator_service.backends.airsim import ENDPOINT_ENV
+from subjects.airsim.backend import ENDPOINT_ENV
 from tests.fake_airsim_server import FakeAirSimServer
 from tests.test_services_e2e import executions, run_campaign
 

@@ -9,8 +9,8 @@ import pytest
 
 from oracle_service.oracles import Episode, get_oracle
 from simulator_service.backends import make_env
-from simulator_service.envs.procedural_scene import URBAN_CLASSES, Camera, build_scene, render
 from simulator_service.subject import load_subjects
+from subjects.urban.scene import URBAN_CLASSES, Camera, build_scene, render
 
 CAR = URBAN_CLASSES.index("car")
 

@@ -36,7 +36,7 @@ from common.segmentation import (
     pixel_digest,
     urban_relevance,
 )
-from oracle_service.oracles import Episode, Judgement, Oracle
+from oracle_service.plugin_api import Episode, Judgement, Oracle
 
 URBAN_CAR = 5  # the urban class table: road, sidewalk, building, vegetation, sky, car
 MARS_SKY, MARS_CLASSES = 4, 5  # the Mars class table: soil, sand, bedrock, big_rock, sky

@@ -6,7 +6,7 @@ closes (simulator_service/backends/hosts.py); run campaigns with a parallelism o
 On connecting, the env pings the host and checks its API version (``getServerVersion`` must be one of
 ``server_versions``, default [1], and the host's ``getMinRequiredClientVersion`` at most the airsim client's
 version): another version is FAILED_PRECONDITION naming it. Every call has a timeout (``call_timeout_s``); the
-wire's errors are in airsim_rpc.py (UNAVAILABLE naming the host, DATA_LOSS for what cannot be read).
+wire's errors are in rpc.py (UNAVAILABLE naming the host, DATA_LOSS for what cannot be read).
 
 Two episode kinds, chosen by the subject's ``env_id``:
 
@@ -16,7 +16,7 @@ Two episode kinds, chosen by the subject's ``env_id``:
   segmentation colours map to the subject's ``classes`` through ``env_kwargs.segmentation`` (per class:
   ``object_id``, the ``color`` AirSim renders for that id, the mesh name regexes that get the id with
   ``simSetSegmentationObjectID`` when the env connects; every mesh gets ``background_id`` first, and pixels of
-  no class colour take the ``background`` class). The env keeps procedural_scene.py's contract exactly
+  no class colour take the ``background`` class). The env keeps the urban pack's backend.py contract exactly
   (observation, action, signal names, dtypes and shapes, ``attach_views``/``translator_input`` for the image
   stage), so the urban subject's strategy, translator, DNN and oracle run on either.
 - ``car`` (driving policies, ``SimMode: Car``): reset resets the car, places it at the start pose, applies the scene
@@ -50,13 +50,15 @@ from typing import Any, TypeVar
 import gymnasium as gym
 import numpy as np
 
-from common.domain.road_lanes import Lane, inside_lanes, parse_lanes
 from common.errors import FailedPrecondition
 from common.space import ParamValue
-from simulator_service.backends.airsim_rpc import HostUnavailable, MalformedResponse, RpcConnection
-from simulator_service.backends.gymnasium import RemoteSubjectEnv
-from simulator_service.backends.hosts import Endpoint, EndpointLeases, parse_endpoints
-from simulator_service.subject import Subject
+from simulator_service.plugin_api import Endpoint, EndpointLeases, RemoteSubjectEnv, Subject, parse_endpoints
+from subjects.airsim.rpc import HostUnavailable, MalformedResponse, RpcConnection
+from subjects.urban.lanes import (  # the urban pack's lane rule: airsim_urban is its scene
+    Lane,
+    inside_lanes,
+    parse_lanes,
+)
 
 ENDPOINT_ENV = "GAUNTLET_AIRSIM_ENDPOINT"
 DEFAULT_PORT = 41451  # AirSim's RPC port (settings.json "ApiServerPort")
@@ -187,7 +189,7 @@ class AirSimEnv(gym.Env):
     def _open(self, airsim: Any, endpoint: Endpoint) -> Any:
         self._conn = RpcConnection(endpoint, self.connect_timeout_s, self.call_timeout_s)
         # The airsim client's API over our transport: its __init__ would only open msgpack-rpc-python's tornado
-        # client (airsim_rpc.py says why not), so the instance is made without it.
+        # client (rpc.py says why not), so the instance is made without it.
         client = airsim.CarClient.__new__(airsim.CarClient)
         client.client = self._conn
         self._client = client
@@ -307,7 +309,7 @@ class AirSimEnv(gym.Env):
 
 
 class AirSimCaptureEnv(AirSimEnv):
-    """One camera capture per episode, with the signals of procedural_scene.py's contract (module docstring there):
+    """One camera capture per episode, with the signals of the urban pack's contract (subjects/urban/backend.py):
     ``image``, ``label_map`` (uint8 class index per pixel), ``on_road``, and the image stage's ``realistic_image``,
     ``features``, ``prediction_simulated``, ``prediction_realistic``, ``t_relevance``, ``iou_threshold``."""
 
@@ -392,7 +394,7 @@ class AirSimCaptureEnv(AirSimEnv):
         return self.image, {"test_case": values}
 
     def attach_views(self, realistic_image: np.ndarray | None, features: np.ndarray | None) -> None:
-        """The image stage's products for this episode (before the step), as procedural_scene.py's env takes them."""
+        """The image stage's products for this episode (before the step), as the urban pack's env takes them."""
         self.realistic_image = EMPTY_U8 if realistic_image is None else realistic_image
         self.features = np.zeros((0,), dtype=np.float32) if features is None else features.astype(np.float32)
 

@@ -31,9 +31,9 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from common.domain.road_lanes import inside_lanes, parse_lanes
-from simulator_service.envs.procedural_scene import CLASSES, Camera, build_scene, render
-from simulator_service.subject import Subject
+from simulator_service.plugin_api import Subject
+from subjects.urban.lanes import inside_lanes, parse_lanes
+from subjects.urban.scene import CLASSES, Camera, build_scene, render
 
 EMPTY_U8 = np.zeros((0,), dtype=np.uint8)
 

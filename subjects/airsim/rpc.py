@@ -28,7 +28,7 @@ import time
 from typing import Any
 
 from common.errors import DataLoss, FailedPrecondition, Unavailable
-from simulator_service.backends.hosts import Endpoint
+from simulator_service.plugin_api import Endpoint
 
 REQUEST, RESPONSE = 0, 1
 MAX_RESPONSE_BYTES = 256 * 1024 * 1024  # two uncompressed 4K images fit; a peer sending more is not AirSim

@@ -28,7 +28,7 @@ MARS_CLASSES = ("soil", "sand", "bedrock", "big_rock", "sky")
 CLASSES = {"urban": URBAN_CLASSES, "mars": MARS_CLASSES}
 
 # The urban map: a main road along x and a cross street along y at x = CROSS_X (metres). The road-lane validity
-# rule of the urban subject (common/domain/road_lanes.py) lists the drivable part of these rectangles.
+# rule of the urban subject (lanes.py) lists the drivable part of these rectangles.
 ROAD_HALF_WIDTH = 4.0
 SIDEWALK_WIDTH = 2.5
 CROSS_X = 40.0
