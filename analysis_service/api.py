@@ -18,6 +18,7 @@ from analysis_service.fault_diversity import (
     run_curves,
 )
 from analysis_service.metrics import wilson_interval
+from analysis_service.performance_testing import PerformanceMeasurement, measure_performance, pearson
 from analysis_service.statistics import compare
 
 __all__ = [
@@ -28,7 +29,10 @@ __all__ = [
     "Grid",
     "improvement",
     "mean_trajectory",
+    "measure_performance",
     "pad_trajectories",
+    "pearson",
+    "PerformanceMeasurement",
     "quartiles",
     "relative_to_baseline",
     "run_curves",

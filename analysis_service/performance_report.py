@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from analysis_service.html_kit import escape, figure_png_base64, img_tag, new_figure, plot_label
 from analysis_service.metrics import ExecutionRecord
-from common.performance_testing import PerformanceMeasurement, measure_performance
+from analysis_service.performance_testing import PerformanceMeasurement, measure_performance
 
 
 def performance_section(title: str, records: Sequence[ExecutionRecord]) -> str:

@@ -23,10 +23,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from analysis_service.api import measure_performance, pearson
 from bench.harness import campaign_executions, run_campaign
 from cli.launcher import LocalSuite, environments_for
 from common.generated.gauntlet.v1 import generator_pb2_grpc, simulator_pb2, simulator_pb2_grpc
-from common.performance_testing import measure_performance, pearson
 from common.server import client_channel
 from common.space import value_from_proto
 from generator_service.api import (

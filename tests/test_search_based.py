@@ -165,8 +165,8 @@ def test_performance_cases_follow_algorithms_2_and_3() -> None:
 
 
 def test_fittest_traces_and_performance_are_measured_from_stored_executions() -> None:
+    from analysis_service.performance_testing import measure_performance, pearson
     from common.generated.gauntlet.v1 import generator_pb2
-    from common.performance_testing import measure_performance, pearson
     from generator_service.search_based.trace_fuzzing import fittest_traces
 
     def execution(actions: list[int], labels: dict[str, str], descriptors: list[float], reward: float = 0.0):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from analysis_service.performance_testing import measure_performance
 from bench.harness import campaign_executions, run_campaign
 from cli.launcher import LocalSuite
 from common.generated.gauntlet.v1 import (
@@ -15,7 +16,6 @@ from common.generated.gauntlet.v1 import (
     oracle_pb2,
     simulator_pb2_grpc,
 )
-from common.performance_testing import measure_performance
 from common.server import client_channel
 from generator_service.config import CampaignConfig
 from generator_service.search_based.performance import write_traces

@@ -3,8 +3,9 @@
 "Search-Based Testing of Reinforcement Learning" (IJCAI-ECAI 2022), Section 6. The generator's `trace_performance`
 strategy labels every action-trace test case with its role ("agent": the agent takes over after the prefix;
 "trace": the fuzz trace replayed whole) and prefix length `pl` (0 for simple testing); each execution's
-total_reward is already the mean over its n_ep runs. The generator's bench and the analysis service's report both
-read a campaign's executions this way, so the measurement lives here, free of any service.
+total_reward is already the mean over its n_ep runs. The analysis service's report is the one service that reads a
+campaign's executions this way; the replication (replications/replicate_search_based.py) reaches it through
+analysis_service/api.py.
 """
 
 from __future__ import annotations
