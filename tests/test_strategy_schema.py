@@ -39,6 +39,20 @@ def _over_the_wire(params: dict) -> dict:
     return json_format.MessageToDict(struct)
 
 
+def _keywords(node: object) -> list[str]:
+    """Every key of a JSON Schema that is a keyword (not a property name), at any depth."""
+    if isinstance(node, list):
+        return [k for item in node for k in _keywords(item)]
+    if not isinstance(node, dict):
+        return []
+    found = []
+    for key, value in node.items():
+        found.append(key)
+        named = key in ("properties", "$defs") and isinstance(value, dict)
+        found += [k for v in value.values() for k in _keywords(v)] if named else _keywords(value)
+    return found
+
+
 def _validator(info: generator_pb2.StrategyInfo) -> jsonschema.protocols.Validator:
     schema = json.loads(info.params_schema)
     jsonschema.Draft202012Validator.check_schema(schema)
@@ -48,6 +62,7 @@ def _validator(info: generator_pb2.StrategyInfo) -> jsonschema.protocols.Validat
 def test_every_strategy_has_a_schema_its_defaults_fit(listed: dict[str, generator_pb2.StrategyInfo]) -> None:
     assert {"random", "prt", "map_elites", "novelty_search", "designate", "indago"} <= set(listed)
     for name, info in listed.items():
+        assert not {"ge", "gt", "le", "lt"} & set(_keywords(json.loads(info.params_schema))), name
         validator = _validator(info)
         defaults = _over_the_wire(json_format.MessageToDict(info.default_params))
         # a null default (e.g. "no surrogate yet") is the model's own: only the given values need to fit
@@ -73,6 +88,9 @@ def test_schema_accepts_the_bundled_campaigns_params(listed: dict[str, generator
         ("prt", {"variant": "nope"}, "variant"),  # not one of the allowed values
         ("prt", {"lamda": 20}, "lamda"),  # unknown name
         ("map_elites", {"initial_tests": 2.5}, "initial_tests"),  # an integer parameter given a fraction
+        ("map_elites", {"cells": 0}, "cells"),  # a bound inside a union (pydantic's own name would be ignored)
+        ("map_elites", {"cells": [4, 0]}, "cells"),  # ... and inside a list of that union
+        ("designate", {"t_diversity": -1.0}, "t_diversity"),  # a bound of an optional number
     ],
 )
 def test_schema_refuses_what_the_generator_refuses(

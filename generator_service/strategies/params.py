@@ -41,10 +41,43 @@ Number = Annotated[float, BeforeValidator(_number_only)]
 Count = Annotated[int, BeforeValidator(_number_only), annotated_types.Ge(1)]  # an integer >= 1, inside other types
 
 
-class StrategyParams(BaseModel):
-    """Base of every strategy's parameter schema: unknown names, NaN and infinity are refused."""
+# pydantic writes a bound it could not fold into the type (a Ge after a BeforeValidator, as in Count inside a union)
+# under its Python name, e.g. {"ge": 1}, which a JSON Schema validator ignores; these are the keywords it means
+_JSON_SCHEMA_BOUNDS = {"ge": "minimum", "gt": "exclusiveMinimum", "le": "maximum", "lt": "exclusiveMaximum"}
+_JSON_SCHEMA_LENGTHS = {"min_length": ("minItems", "minLength"), "max_length": ("maxItems", "maxLength")}
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)
+
+def _standard_keywords(node: Any) -> None:
+    """Renames, in place, pydantic's leftover constraint names in a JSON Schema to JSON Schema keywords."""
+    if isinstance(node, list):
+        for item in node:
+            _standard_keywords(item)
+        return
+    if not isinstance(node, dict):
+        return
+    for name, keyword in _JSON_SCHEMA_BOUNDS.items():
+        if name in node and keyword not in node:
+            node[keyword] = node.pop(name)
+    for name, (of_array, of_text) in _JSON_SCHEMA_LENGTHS.items():
+        if name in node:
+            node[of_array if node.get("type") == "array" else of_text] = node.pop(name)
+    for key, value in node.items():
+        if key in ("properties", "$defs") and isinstance(value, dict):  # names, not keywords, at this level
+            for schema in value.values():
+                _standard_keywords(schema)
+        else:
+            _standard_keywords(value)
+
+
+def _json_schema_extra(schema: dict[str, Any], model: type) -> None:
+    _standard_keywords(schema)
+
+
+class StrategyParams(BaseModel):
+    """Base of every strategy's parameter schema: unknown names, NaN and infinity are refused. Its JSON Schema
+    (``model_json_schema()``, served by ListStrategies) uses standard keywords only for bounds."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True, json_schema_extra=_json_schema_extra)
 
 
 @dataclass(frozen=True)
