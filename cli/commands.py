@@ -552,7 +552,7 @@ def cmd_certs(args: argparse.Namespace) -> None:
 def cmd_train(args: argparse.Namespace) -> None:
     from agent_service.algorithms import model_file_name
     from common.errors import InvalidArgument
-    from common.interaction_log import LOG_NAME
+    from generator_service.surrogates.interaction_log import LOG_NAME
     from common.validation import check_id
     from offline.training import RECIPES, RecipeError, get_recipe, register_model, train
     from simulator_service.subject import SubjectError, get_subject

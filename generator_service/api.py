@@ -22,6 +22,8 @@ from generator_service.surrogates.artifact import FORMAT_VERSION as SURROGATE_FO
 from generator_service.surrogates.artifact import read_meta, write_artifact
 from generator_service.surrogates.dataset import InteractionData, file_sha256, kept_indices, load_interaction_log
 from generator_service.surrogates.encoding import Encoder
+from generator_service.surrogates.interaction_log import LOG_NAME as INTERACTION_LOG_NAME
+from generator_service.surrogates.interaction_log import InteractionLog, read_interaction_log
 from generator_service.surrogates.model import (
     DROPOUT,
     HIDDEN_UNITS,
@@ -52,6 +54,8 @@ __all__ = [
     "HIDDEN_UNITS",
     "INDAGO_SETTINGS",
     "InteractionData",
+    "INTERACTION_LOG_NAME",
+    "InteractionLog",
     "kept_indices",
     "LDS_BINS",
     "LDS_KERNEL_SIZE",
@@ -62,6 +66,7 @@ __all__ = [
     "make_strategy",
     "measure_suite",
     "predict_scores",
+    "read_interaction_log",
     "read_meta",
     "reference_document",
     "score_module",

@@ -12,7 +12,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from common.interaction_log import InteractionLog
+from generator_service.api import InteractionLog
 from oracle_service.api import Episode, get_oracle
 from simulator_service.api import Subject, TraceRecorder
 

@@ -32,7 +32,7 @@ import numpy as np
 from gymnasium import spaces
 
 from agent_service.api import QTABLE_FILE_NAME, QTablePolicy
-from common.interaction_log import LOG_NAME, InteractionLog
+from generator_service.api import INTERACTION_LOG_NAME, InteractionLog
 from offline.interaction_logger import InteractionLogger
 from simulator_service.api import get_subject, make_env
 
@@ -93,7 +93,7 @@ def train_qlearning(
     subject = dataclasses.replace(subject, env_kwargs={**subject.env_kwargs, **params.env_kwargs})
     out_dir.mkdir(parents=True, exist_ok=True)
     started = time.time()
-    with gzip.open(out_dir / LOG_NAME, "wt") as stream:
+    with gzip.open(out_dir / INTERACTION_LOG_NAME, "wt") as stream:
         log = InteractionLog(stream)
         env = make_env(subject)
         env._sampler = np.random.default_rng([recipe.seed, 0])  # type: ignore[attr-defined] # as train(): rank 0

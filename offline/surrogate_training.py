@@ -35,11 +35,11 @@ from typing import Any
 
 import numpy as np
 
-from common.interaction_log import LOG_NAME
 from common.space import ParameterSpace
 from generator_service.api import (
     DROPOUT,
     HIDDEN_UNITS,
+    INTERACTION_LOG_NAME,
     LDS_BINS,
     LDS_KERNEL_SIZE,
     LDS_SIGMA,
@@ -435,7 +435,7 @@ def zoo_model(name: str, model_root: Path | None = None) -> tuple[str, Path]:
     models = (yaml.safe_load(manifest.read_text()) or {}).get("models") or {}
     if name not in models:
         raise ValueError(f"unknown model {name!r}; models in {manifest}: {', '.join(sorted(models)) or 'none'}")
-    return str(models[name]["subject"]), root / name / LOG_NAME
+    return str(models[name]["subject"]), root / name / INTERACTION_LOG_NAME
 
 
 def default_out_dir(model: str, kind: str, root: Path = Path("runs/surrogates")) -> Path:

@@ -1,6 +1,6 @@
 """Trains the zoo's agents on the same subject environments the simulator serves, logging every episode.
 
-The per-episode log (common/interaction_log.py: test case, verdict under the subject's oracle, margin,
+The per-episode log (generator_service.api's InteractionLog: test case, verdict under the subject's oracle, margin,
 episode index, timestep) is Indago's interaction dataset: surrogates learn from it which inputs fail.
 The bundled recipes live beside this module (offline/recipes.yaml); the models they produced are the bundled zoo
 the agent service serves (agent_service/zoo/, with manifest.yaml). A user's recipe file has the same form, and
@@ -24,7 +24,7 @@ import gymnasium as gym
 import numpy as np
 import yaml
 
-from common.interaction_log import LOG_NAME, InteractionLog
+from generator_service.api import INTERACTION_LOG_NAME, InteractionLog
 from offline.interaction_logger import InteractionLogger
 from simulator_service.api import check_first_observation, get_subject, make_env
 
@@ -273,10 +273,11 @@ def _train_sb3(
                 f"checkpoint in {resume_dir} is at {previous['num_timesteps']} steps, budget {budget}: nothing to "
                 "train (a larger --timesteps trains on from it)"
             )
-        shutil.copyfile(resume_dir / LOG_NAME, out_dir / LOG_NAME)  # the log as it was at the checkpoint
+        # the log as it was at the checkpoint
+        shutil.copyfile(resume_dir / INTERACTION_LOG_NAME, out_dir / INTERACTION_LOG_NAME)
     every = checkpoint_every or max(min(budget // 10, 10_000), 1)
     started, cpu_started = time.time(), time.process_time()
-    sink = _SealableGzipLog(out_dir / LOG_NAME, "at" if resume else "wt")
+    sink = _SealableGzipLog(out_dir / INTERACTION_LOG_NAME, "at" if resume else "wt")
     log = InteractionLog(cast("IO[str]", sink))
     log.episodes = previous.get("training_episodes", 0)
     log.failures = previous.get("training_failures", 0)
@@ -371,7 +372,7 @@ def _train_sb3(
         }
         with open(partial / RNG_NAME, "wb") as rng_out:
             pickle.dump(rng, rng_out)
-        shutil.copyfile(out_dir / LOG_NAME, partial / LOG_NAME)
+        shutil.copyfile(out_dir / INTERACTION_LOG_NAME, partial / INTERACTION_LOG_NAME)
         counters = {**state(int(model.num_timesteps)), "exact": exact}
         (partial / STATE_NAME).write_text(json.dumps(counters, indent=1) + "\n")
         old = out_dir / (RESUME_DIR + ".old")

@@ -135,7 +135,7 @@ def test_oracle_fails_a_crash_and_a_timeout_and_records_the_trajectory() -> None
 
 
 def test_a_her_recipe_trains_and_logs_every_episode(tmp_path: Path) -> None:
-    from common.interaction_log import read_interaction_log
+    from generator_service.surrogates.interaction_log import read_interaction_log
     from offline.training import get_recipe, train
 
     recipe = get_recipe("parking-her-sac")

@@ -14,7 +14,7 @@ import yaml
 from agent_service.qtable import QTablePolicy
 from agent_service.registry import ModelRegistry
 from common.errors import InvalidArgument
-from common.interaction_log import read_interaction_log
+from generator_service.surrogates.interaction_log import read_interaction_log
 from offline.training import get_recipe, train
 from oracle_service.oracles import Episode, Judgement, get_oracle
 from simulator_service.backends import make_env

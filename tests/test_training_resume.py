@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from common.interaction_log import read_interaction_log
+from generator_service.surrogates.interaction_log import read_interaction_log
 from offline.training import BUFFER_NAME, RESUME_DIR, STATE_NAME, Recipe, RecipeError, get_recipe, train
 
 

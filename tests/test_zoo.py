@@ -15,9 +15,9 @@ from agent_service.algorithms import model_file_name
 from agent_service.registry import DEFAULT_MODEL_ROOT
 from cli.launcher import LocalSuite, available_environments, environments_for
 from common.generated.gauntlet.v1 import agent_pb2, agent_pb2_grpc, common_pb2, simulator_pb2, simulator_pb2_grpc
-from common.interaction_log import read_interaction_log
 from common.server import client_channel
 from common.space import ParameterSpace
+from generator_service.surrogates.interaction_log import read_interaction_log
 from offline.training import get_recipe, load_recipes, save_for_serving, train
 from simulator_service.subject import load_subjects
 

@@ -6,7 +6,7 @@ One job per module:
 
 * ``encoding``  test inputs <-> feature vectors (min-max scaled numbers, one-hot discrete kinds), and
                 feature attributions -> parameter moves (for saliency mutation);
-* ``dataset``   reads and checks an interaction log (common/interaction_log.py), the training-progress filter;
+* ``dataset``   reads and checks an interaction log (interaction_log.py), the training-progress filter;
 * ``model``     the MLP, the class weights / label-distribution-smoothing weights, one training run;
 * ``artifact``  the artifact format (``surrogate.json`` + ``model.pt`` + ``failures.jsonl.gz``), loading it,
                 and the runtime ``Surrogate`` (failure scores, saliency);

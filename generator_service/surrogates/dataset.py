@@ -1,6 +1,6 @@
 """Indago's interaction dataset as campaigns need it: the training log read and checked, the training-progress filter.
 
-A log is ``training_log.jsonl.gz`` in the format of common/interaction_log.py: one JSON row per training
+A log is ``training_log.jsonl.gz`` in the format of interaction_log.py: one JSON row per training
 episode with ``episode``, ``timestep``, ``config`` (the test input), ``verdict`` ("pass"/"fail") and
 ``margin``. Rows are put in training order (by episode number) whatever their order in the file.
 
@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from common.interaction_log import read_interaction_log
 from common.space import ParameterSpace
+from generator_service.surrogates.interaction_log import read_interaction_log
 
 
 @dataclass(frozen=True)

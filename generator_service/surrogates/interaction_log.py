@@ -11,7 +11,8 @@ surrogates learn from it which inputs fail, and Indago's train_fail_replay repla
 * ``reward``    the episode's total reward (optional for readers)
 * ``steps``     the episode's length in steps (optional for readers)
 
-Pure: no gymnasium, no simulator; a reader needs only this module.
+Pure: no gymnasium, no simulator; a reader needs only this module. The generator (Indago's strategies) is the one
+service that reads it; the offline tools that write it reach it through generator_service/api.py.
 """
 
 from __future__ import annotations
