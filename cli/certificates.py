@@ -101,7 +101,7 @@ def _flags(*pairs: tuple[str, Path]) -> list[str]:
 
 def create_suite_credentials(parent: Path, hosts: Iterable[str] = LOCAL_HOSTS) -> SuiteCredentials:
     """A fresh folder under `parent` (mode 0700) with a new CA, certificates for `hosts` and a random token."""
-    parent.mkdir(parents=True, exist_ok=True)
+    parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     folder = Path(tempfile.mkdtemp(prefix="suite-", dir=parent))  # mkdtemp: 0700, a name no other run has
     write_credentials(folder, hosts)
     return SuiteCredentials(folder)

@@ -137,9 +137,9 @@ class LocalSuite:
         python: str = sys.executable,
     ) -> Service:
         """Starts one service (port 0: any free port) and waits for its ready line."""
-        self.log_dir.mkdir(parents=True, exist_ok=True)
+        private_folder(self.log_dir)
         log_path = self.log_dir / f"{name}.log"
-        log_file = log_path.open("a")
+        log_file = private_file(log_path).open("a")
         env = self._service_env(name)
         process = subprocess.Popen(
             [
@@ -178,6 +178,7 @@ class LocalSuite:
             raise LaunchError(f"unknown service role(s) {', '.join(sorted(unknown))}; roles: {', '.join(ROLES)}")
         # a role left out still has its port, so the roles that call it are pointed there (and it can start later)
         self._ports = {r: 0 if r in roles else _free_port() for r in ROLES}
+        private_folder(self.artifact_root)  # runs/: the store, logs, reports and --secure's keys live under it
         try:
             self.start_roles(roles)
         except BaseException:
@@ -356,6 +357,24 @@ def _free_port() -> int:
 def simulator_name(index: int) -> str:
     """The suite's name of its index-th simulator process (its log is <name>.log)."""
     return "simulator" if index == 0 else f"simulator-{index + 1}"
+
+
+def private_folder(path: Path) -> None:
+    """Creates `path` 0700 (its parents as the umask says); one of ours that exists loses group and other access:
+    the store, logs and reports under it hold campaigns' inputs, and runs/secure a suite's keys."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    status = path.stat()
+    if status.st_uid == os.getuid() and status.st_mode & 0o077:
+        path.chmod(status.st_mode & 0o700)
+
+
+def private_file(path: Path) -> Path:
+    """Creates `path` 0600 if it does not exist; one of ours that exists loses group and other access."""
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600))
+    status = path.stat()
+    if status.st_uid == os.getuid() and status.st_mode & 0o077:
+        path.chmod(status.st_mode & 0o600)
+    return path
 
 
 def _die_with_parent() -> None:

@@ -23,7 +23,6 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
-from prometheus_client import start_http_server
 
 from common.admission import AdmissionLimit, pool_size
 from common.credentials import (
@@ -34,6 +33,7 @@ from common.credentials import (
     client_credentials,
     read_token,
 )
+from common.metrics_server import start_metrics_server
 
 MAX_MESSAGE_BYTES = 256 * 1024 * 1024  # long traces and image batches
 GRPC_OPTIONS = [
@@ -97,6 +97,9 @@ def add_service_arguments(parser: argparse.ArgumentParser, port: int, metrics_po
 
 
 def options_from_args(args: argparse.Namespace) -> ServiceOptions:
+    # Every service calls this first: from here on what it creates (the SQLite store and its WAL, reports, lane
+    # sockets, folders) is its user's only, 0600/0700, whatever umask it was started with.
+    os.umask(0o077)
     if bool(args.tls_cert) != bool(args.tls_key):
         raise SystemExit("error: --tls-cert and --tls-key go together")
     if args.workers < 1:
@@ -256,8 +259,10 @@ def serve(
     if port == 0:
         raise SystemExit(f"error: could not bind {address}")
     metrics_port = -1
-    if options.metrics_port >= 0:
-        httpd, _ = start_http_server(options.metrics_port, addr=options.host)
+    if options.metrics_port >= 0:  # behind the gRPC port's doors: its TLS, client certificates and token
+        httpd = start_metrics_server(
+            options.host, options.metrics_port, options.tls_cert, options.tls_key, options.tls_client_ca, options.token
+        )
         metrics_port = httpd.server_port
     server.start()
     stopping = threading.Event()

@@ -5,12 +5,16 @@ secret on any service's command line."""
 from __future__ import annotations
 
 import dataclasses
+import http.client
 import json
 import os
 import signal
+import ssl
 import stat
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import grpc
@@ -61,15 +65,17 @@ def secure_suite(tmp_path_factory: pytest.TempPathFactory) -> dict:
         yield described
     finally:
         if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
+            proc.send_signal(signal.SIGTERM)  # as systemd or a script stops it (issue 35: SIGTERM left the keys)
         try:
-            proc.wait(timeout=60)
+            code = proc.wait(timeout=60)
         finally:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+    assert code == 128 + signal.SIGTERM, proc.stderr.read()  # type: ignore[union-attr]
     folder = Path(described["credentials"]["GAUNTLET_CA"]).parent
     assert not folder.exists(), "the throwaway credentials outlived the suite"
+    assert not any((cwd / "runs" / "secure").iterdir()), "SIGTERM left keys or the token under runs/secure"
 
 
 def _credentials(described: dict, **override: object) -> ClientCredentials:
@@ -150,6 +156,46 @@ def test_no_secret_on_any_service_command_line_and_files_private(secure_suite: d
     for path in secure_suite["credentials"].values():
         assert stat.S_IMODE(os.stat(path).st_mode) == 0o600, path
     assert stat.S_IMODE(os.stat(Path(path).parent).st_mode) == 0o700
+    # issue 35 item 8: the store, the logs and runs/ were world-readable (0644/0755)
+    runs = secure_suite["cwd"] / "runs"
+    for folder in [runs, runs / "logs", runs / "secure"]:
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o700, folder
+    databases = list(runs.rglob("gauntlet.db*"))  # the SQLite store and its WAL and SHM files
+    logs = list((runs / "logs").glob("*.log"))
+    assert databases and len(logs) == len(services)
+    for path in databases + logs:
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+
+
+def _scrape(url: str, context: ssl.SSLContext | None, token: str | None = None) -> tuple[int, str]:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=20, context=context) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def test_metrics_are_served_over_tls_with_the_certificate_and_the_token(secure_suite: dict) -> None:
+    """Issue 35 item 8: with --secure the metrics were plain HTTP without authentication."""
+    c = secure_suite["credentials"]
+    token = Path(c["GAUNTLET_TOKEN_FILE"]).read_text().strip()
+    with_cert = ssl.create_default_context(cafile=c["GAUNTLET_CA"])
+    with_cert.load_cert_chain(c["GAUNTLET_CLIENT_CERT"], c["GAUNTLET_CLIENT_KEY"])
+    without_cert = ssl.create_default_context(cafile=c["GAUNTLET_CA"])
+    services = {k: v for k, v in secure_suite.items() if isinstance(v, dict) and "pid" in v}
+    for name, d in services.items():
+        url = d["metrics"]
+        assert url.startswith("https://127.0.0.1:") and url.endswith("/metrics"), url
+        status, body = _scrape(url, with_cert, token)
+        assert status == 200 and "process_cpu_seconds_total" in body, (name, status)
+        status, body = _scrape(url, with_cert, "wrong-token")
+        assert status == 401 and "Bearer" in body and "process_" not in body, (name, status)
+        assert _scrape(url, with_cert)[0] == 401
+        with pytest.raises((ssl.SSLError, urllib.error.URLError, ConnectionError)):
+            _scrape(url, without_cert, token)  # no client certificate: the handshake fails
+        with pytest.raises((urllib.error.URLError, ConnectionError, http.client.HTTPException)):
+            _scrape(url.replace("https://", "http://"), None, token)  # plain HTTP on the TLS port
 
 
 def test_health_checks_need_no_token_but_still_the_certificate(secure_suite: dict) -> None:
