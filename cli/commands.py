@@ -10,6 +10,7 @@ import functools
 import json
 import shutil
 import signal
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -120,9 +121,22 @@ def secure_credentials(secure: bool) -> SuiteCredentials | None:
     removed when the command exits (they would open nothing afterwards: the suite is gone, the CA key never saved)."""
     if not secure:
         return None
+    stop_on_sigterm()  # a `kill` (systemd, a script) removes them too: atexit runs only when Python exits itself
     created = create_suite_credentials(SECURE_ROOT)
     atexit.register(shutil.rmtree, created.folder, ignore_errors=True)
     return created
+
+
+def stop_on_sigterm() -> None:
+    """SIGTERM ends the command as Ctrl-C does (finally blocks stop the local suite, atexit removes runs/secure's
+    keys and token), with exit status 143; by default Python dies on it at once and runs neither."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _terminated)
+
+
+def _terminated(signum: int, _frame: object) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: a second one must not cut the orderly stop short
+    raise SystemExit(128 + signum)
 
 
 @contextlib.contextmanager
@@ -471,6 +485,7 @@ def cmd_up(args: argparse.Namespace) -> None:
     # Ctrl-C is how the suite stops: Python leaves SIGINT ignored when the parent ignored it (a job started with `&`
     # from a script, nohup), and then nothing could stop the suite in order
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    stop_on_sigterm()
     local = LocalSuite(
         store_url=resolve_store_url(args),
         model_root=args.model_root,
@@ -495,10 +510,12 @@ def cmd_up(args: argparse.Namespace) -> None:
 
 def suite_description(local: LocalSuite) -> dict[str, dict[str, Any]]:
     """service -> endpoint, metrics URL, log path and pid (what `gauntlet up --json` prints)."""
+    scheme = "https" if local.security else "http"
     return {
         s.name: {
             "endpoint": s.endpoint,
-            "metrics": f"http://127.0.0.1:{s.metrics_port}/metrics" if s.metrics_port >= 0 else None,
+            # --secure: HTTPS with the client certificate and the token, as the gRPC port (common/metrics_server.py)
+            "metrics": f"{scheme}://127.0.0.1:{s.metrics_port}/metrics" if s.metrics_port >= 0 else None,
             "log": str(s.log_path.resolve()),
             "pid": s.process.pid,
         }
@@ -521,6 +538,8 @@ def connection_hint(local: LocalSuite) -> list[str]:
         "mTLS and a bearer token on every link; clients connect with (removed when the suite stops):",
         f"  export {exports}",
         f"  gauntlet run CAMPAIGN.yaml {endpoints}",
+        "metrics (https) need the same: curl --cacert $GAUNTLET_CA --cert $GAUNTLET_CLIENT_CERT --key "
+        '$GAUNTLET_CLIENT_KEY -H "Authorization: Bearer $(cat $GAUNTLET_TOKEN_FILE)" URL',
     ]
 
 
@@ -552,8 +571,8 @@ def cmd_certs(args: argparse.Namespace) -> None:
 def cmd_train(args: argparse.Namespace) -> None:
     from agent_service.algorithms import model_file_name
     from common.errors import InvalidArgument
-    from generator_service.surrogates.interaction_log import LOG_NAME
     from common.validation import check_id
+    from generator_service.surrogates.interaction_log import LOG_NAME
     from offline.training import RECIPES, RecipeError, get_recipe, register_model, train
     from simulator_service.subject import SubjectError, get_subject
 
