@@ -63,5 +63,7 @@ def test_node_client_drives_suite(node: str, suite: LocalSuite) -> None:
     assert 0 <= summary["failures"] <= 20, output
     assert "cartpole" in done.stdout, output
     assert "NOT_FOUND" in done.stdout, output
+    # the strategy parameters, built from the JSON Schema ListStrategies serves, were accepted by StartCampaign
+    assert 'prt parameters from its schema: lam=1 variant="paper" mapping="hints"' in done.stdout, output
     # read through the generated types: a oneof domain (case/value) and camelCase fields
     assert re.search(r"^  \w+: real \[-?[\d.e-]+, -?[\d.e-]+\]", done.stdout, re.M), output

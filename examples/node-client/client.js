@@ -4,7 +4,8 @@
  * A Gauntlet client written in Node.js, built on the TypeScript/JavaScript
  * client generated from the .proto contracts (clients/typescript, by buf with
  * protoc-gen-es; no Python): it lists and describes environments, runs a
- * small campaign while watching its progress stream, and shows how a gRPC
+ * small campaign while watching its progress stream (its strategy parameters
+ * built from the JSON Schema that ListStrategies serves), and shows how a gRPC
  * error status (NOT_FOUND) reaches a non-Python client. Messages are built
  * and read with the generated schemas (typed fields, enums, 64-bit integers as
  * BigInt); @grpc/grpc-js carries them, serialized by @bufbuild/protobuf.
@@ -32,18 +33,75 @@ const UNARY_DEADLINE_S = 30;
 /** Deadline for the whole WatchCampaign stream, in seconds. */
 const WATCH_DEADLINE_S = 110;
 
-/** Campaign the example runs (mirrors examples/cartpole_random.yaml, smaller): a typed CampaignSpec. */
-const CAMPAIGN_SPEC = create(CampaignSpecSchema, {
-  name: 'node-client',
-  subject: 'cartpole',
-  model: { name: 'cartpole-ppo' },
-  strategy: 'random',
-  seed: 1n,
-  budget: { maxExecutions: 20n },
-  batchSize: 10,
-  parallelism: 10,
-  repetitions: 1,
-});
+/** The strategy of the example's campaign; its parameters come from its schema (see strategyParams). */
+const STRATEGY = 'prt';
+
+/**
+ * The campaign the example runs (examples/cartpole_prt.yaml, smaller): a typed CampaignSpec.
+ * @param {object} params the strategy's parameters (a google.protobuf.Struct, as a plain JSON object)
+ * @returns {object}
+ */
+function campaignSpec(params) {
+  return create(CampaignSpecSchema, {
+    name: 'node-client',
+    subject: 'cartpole',
+    model: { name: 'cartpole-ppo' },
+    strategy: STRATEGY,
+    strategyParams: params,
+    seed: 1n,
+    budget: { maxExecutions: 20n },
+    batchSize: 10,
+    parallelism: 10,
+    repetitions: 1,
+  });
+}
+
+/**
+ * Why `value` does not fit a JSON Schema property, for the keywords a strategy's schema uses (type, enum,
+ * bounds, anyOf); '' when it fits. A real client would hand the whole schema to a validator (Ajv).
+ * @param {*} value
+ * @param {object} prop the property's schema
+ * @returns {string}
+ */
+function misfit(value, prop) {
+  if (prop.anyOf) {
+    return prop.anyOf.some((option) => misfit(value, option) === '') ? '' : 'fits none of anyOf';
+  }
+  if (prop.enum && !prop.enum.includes(value)) return `not one of ${prop.enum.join(', ')}`;
+  const types = { number: 'number', integer: 'number', string: 'string', boolean: 'boolean' };
+  if (prop.type === 'null') return value === null ? '' : 'not null';
+  if (prop.type === 'array') return Array.isArray(value) ? '' : 'not a list';
+  if (prop.type in types && typeof value !== types[prop.type]) return `not a ${prop.type}`;
+  if (prop.type === 'integer' && !Number.isInteger(value)) return 'not an integer';
+  if ('minimum' in prop && value < prop.minimum) return `below ${prop.minimum}`;
+  if ('maximum' in prop && value > prop.maximum) return `above ${prop.maximum}`;
+  if ('exclusiveMinimum' in prop && value <= prop.exclusiveMinimum) return `not above ${prop.exclusiveMinimum}`;
+  if ('exclusiveMaximum' in prop && value >= prop.exclusiveMaximum) return `not below ${prop.exclusiveMaximum}`;
+  return '';
+}
+
+/**
+ * The strategy's parameters for the campaign, built from its StrategyInfo.params_schema (JSON Schema): every
+ * parameter the schema declares, at its default, except `lam`, set to the smallest value its schema allows;
+ * each value is checked against its property before anything is sent.
+ * @param {grpc.Client} generator
+ * @returns {Promise<object>}
+ */
+async function strategyParams(generator) {
+  const listed = await unary(generator, 'ListStrategies', request(GeneratorService, 'ListStrategies', {}));
+  const info = listed.strategies.find((s) => s.name === STRATEGY);
+  if (!info) throw new Error(`the generator has no strategy ${STRATEGY}`);
+  const schema = JSON.parse(info.paramsSchema);
+  const params = {};
+  for (const [name, prop] of Object.entries(schema.properties || {})) {
+    params[name] = name === 'lam' && 'minimum' in prop ? prop.minimum : prop.default;
+    const why = misfit(params[name], prop);
+    if (why) throw new Error(`${STRATEGY} parameter ${name}=${JSON.stringify(params[name])}: ${why}`);
+  }
+  const shown = Object.entries(params).map(([k, v]) => `${k}=${JSON.stringify(v)}`).join(' ');
+  console.log(`${STRATEGY} parameters from its schema: ${shown}`);
+  return params;
+}
 
 /**
  * A @grpc/grpc-js client class for a generated service descriptor: each method
@@ -209,8 +267,8 @@ function parseCommandLine(argv) {
  * @returns {Promise<object>} the final gauntlet.v1.CampaignStatus.
  */
 async function runCampaign(generator) {
-  const started = await unary(generator, 'StartCampaign',
-    request(GeneratorService, 'StartCampaign', { spec: CAMPAIGN_SPEC }));
+  const spec = campaignSpec(await strategyParams(generator));
+  const started = await unary(generator, 'StartCampaign', request(GeneratorService, 'StartCampaign', { spec }));
   const campaignId = started.status.campaignId;
   console.log(`campaign ${campaignId} started (${stateName(started.status.state)})`);
 
@@ -272,7 +330,7 @@ async function main(argv) {
       console.log(`  ${p.name}: ${describeDomain(p)}${unit}`);
     }
 
-    // c. a campaign, watched to its end
+    // c. a campaign (its strategy parameters from ListStrategies' schema), watched to its end
     const status = await runCampaign(generator);
 
     // d. error handling: an unknown subject is a NOT_FOUND status
@@ -309,4 +367,4 @@ if (require.main === module) {
   );
 }
 
-module.exports = { main, grpcClientClass, describeDomain, statusName, stateName };
+module.exports = { main, grpcClientClass, describeDomain, misfit, statusName, stateName };
