@@ -6,13 +6,13 @@ better testing), their number and their diversity. Here:
 
 * the archive comes from the generator's ListArchive (its summary, then each member's stored execution). A campaign
   whose strategy keeps none (FAILED_PRECONDITION) but whose executions carry the segmentation oracles' descriptors
-  (common/segmentation.py SCALAR_DESCRIPTORS: an image subject, e.g. `random` on urban) gets the paper's Random row
+  (common/image_diversity.py SCALAR_DESCRIPTORS: an image subject, e.g. `random` on urban) gets the paper's Random row
   instead: its relevant images. Any other campaign gets no archive section;
 * relevant images: executions judged relevant (F_accuracy < 2) whose delta_IoU is within the T_relevance in force
   (the archive's; for a campaign without an archive, the one a comparison takes from an archive campaign on the
   same subject, as the bench applies one calibrated filter to every approach);
 * feature diversity: the mean pairwise Euclidean distance of the judged images' encoder features; pixel diversity:
-  the mean pairwise share of differing pixel-digest cells (common/segmentation.py pixel_digest). Each over every
+  the mean pairwise share of differing pixel-digest cells (common/image_diversity.py pixel_digest). Each over every
   member when the oracle stored that vector in the descriptors (features by `iou_car`/`miou`, digests by the
   `*_pix` oracles), else over the re-rendered members only (the number used is reported). The bench's pixel
   diversity compares full images (exact RGB equality), so the two do not compare;
@@ -36,15 +36,15 @@ import numpy as np
 from analysis_service.html_kit import escape, figure_png_base64, fmt_float, img_tag, new_figure, plot_label
 from analysis_service.metrics import ExecutionRecord
 from common.generated.gauntlet.v1 import generator_pb2, generator_pb2_grpc
-from common.remote import local_error
-from common.retry import Retry, status_code
-from common.segmentation import (
+from common.image_diversity import (
     IRRELEVANT,
     SCALAR_DESCRIPTORS,
     Distance,
     mean_pairwise_distance,
     pixel_digest,
 )
+from common.remote import local_error
+from common.retry import Retry, status_code
 from common.tensor import from_tensor
 
 ARCHIVE_IMAGES = 24  # members re-rendered for the grid (and for a diversity the store cannot give)

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from common.generated.gauntlet.v1 import generator_pb2, oracle_pb2
-from common.segmentation import DIVERSITY_PERCENTILE, IRRELEVANT, diversity_threshold, relevance_threshold
+from common.image_diversity import DIVERSITY_PERCENTILE, IRRELEVANT, diversity_threshold, relevance_threshold
 from generator_service.strategies.designate import SCALARS
 from generator_service.strategies.designate_diversity_archive import Distance, pairwise
 

@@ -19,9 +19,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from common.segmentation import class_iou, mean_iou
 from offline.image_training import Segmenter, _dataset, predict_labels
 from offline.training import get_recipe
+from subjects.urban.metrics import class_iou, mean_iou
 from subjects.urban.scene import CLASSES
 
 

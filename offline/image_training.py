@@ -30,8 +30,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from common.segmentation import iou_per_class
 from offline.real_domain import DomainSpec, ensure_dataset, load_split
+from subjects.urban.metrics import iou_per_class
 from subjects.urban.scene import CLASSES
 
 DATA_ROOT = Path("runs/real_domain")

@@ -51,7 +51,7 @@ from common.generated.gauntlet.v1 import (
     generator_pb2_grpc,
     oracle_pb2,
 )
-from common.segmentation import IRRELEVANT, mean_pairwise_distance, pairwise_pixel_distances
+from common.image_diversity import IRRELEVANT, mean_pairwise_distance, pairwise_pixel_distances
 from common.server import client_channel
 from common.space import case_values
 from generator_service.api import DESIGNATE_SCALARS, CampaignConfig
@@ -182,7 +182,7 @@ def one_run(
         "class_share": [round(float(d[4]), 5) for d in scalars],
         "iou_simulated": [round(float(d[1]), 4) for d in scalars],
         "poses": poses,
-        # the analysis service's feature diversity (common/segmentation.py); pixels here on full images, not digests
+        # the analysis service's feature diversity (common/image_diversity.py); pixels here on full images, not digests
         "feature_div": _or_nan(mean_pairwise_distance(list(rendered["features"]), "features")),
         "pixel_div": float(np.mean(pairwise_pixel_distances(images))) if len(images) > 1 else float("nan"),
     }

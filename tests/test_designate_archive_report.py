@@ -21,7 +21,7 @@ from analysis_service.designate_archive_report import (
 )
 from analysis_service.metrics import ExecutionRecord
 from analysis_service.report import build_report, render_html
-from common.segmentation import pixel_digest
+from common.image_diversity import pixel_digest
 
 RNG = np.random.default_rng(0)
 

@@ -191,7 +191,8 @@ def _designate_campaign(suite: LocalSuite, variant: str) -> generator_pb2.Campai
 def test_designate_campaign_keeps_its_archive_and_list_archive_returns_it_with_images(
     suite: LocalSuite, variant: str
 ) -> None:
-    from common.segmentation import class_iou, pixel_digest
+    from common.image_diversity import pixel_digest
+    from subjects.urban.metrics import class_iou
 
     status = _designate_campaign(suite, variant)
     assert status.state == generator_pb2.CAMPAIGN_STATE_COMPLETED, status.error
@@ -271,7 +272,7 @@ def _render_report(suite: LocalSuite, *campaign_ids: str) -> tuple[dict, str]:
 
 def test_report_of_a_designate_campaign_shows_its_archive_and_an_image_grid(suite: LocalSuite) -> None:
     from analysis_service.designate_archive_report import fetch_archive
-    from common.segmentation import mean_pairwise_distance
+    from common.image_diversity import mean_pairwise_distance
 
     status = _designate_campaign(suite, "designate")
     summary, members = _archive(suite, status.campaign_id, images=False)

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from common.segmentation import IRRELEVANT, digest_distance, pixel_digest
+from common.image_diversity import IRRELEVANT, digest_distance, pixel_digest
 from generator_service.strategies import Result, make_strategy
 from generator_service.strategies.base import StrategyParamError, TestInput
 from generator_service.strategies.designate import Designate

@@ -1,4 +1,4 @@
-"""DESIGNATE's metrics, relevance rules and distances (common/segmentation.py) on hand-made masks."""
+"""DESIGNATE's metrics and relevance rules (subjects/urban/metrics.py) and distances (common/image_diversity.py)."""
 
 from __future__ import annotations
 
@@ -7,20 +7,22 @@ import math
 import numpy as np
 import pytest
 
-from common.segmentation import (
+from common.image_diversity import (
     IRRELEVANT,
     calibrate,
-    class_iou,
-    class_share,
     diversity_threshold,
-    f_accuracy,
     feature_distance,
-    iou_per_class,
-    mars_relevance,
-    mean_iou,
     pairwise_feature_distances,
     pixel_distance,
     relevance_threshold,
+)
+from subjects.urban.metrics import (
+    class_iou,
+    class_share,
+    f_accuracy,
+    iou_per_class,
+    mars_relevance,
+    mean_iou,
     urban_relevance,
 )
 

@@ -46,7 +46,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import Field
 
-from common.segmentation import DIVERSITY_PERCENTILE, IRRELEVANT, diversity_threshold
+from common.image_diversity import DIVERSITY_PERCENTILE, IRRELEVANT, diversity_threshold
 from common.space import ParameterSpace
 from generator_service.strategies.base import Result, TestInput
 from generator_service.strategies.designate_diversity_archive import Archive, Distance, pairwise

@@ -13,7 +13,7 @@ get F_similarity = 2); the boundary follows the paper as printed (Eq. 8 uses d <
 and replaces on d <= T); an individual without a vector (an invalid input, never run) gets F_similarity = 2.
 
 Distances: ``features`` is the Euclidean distance between feature vectors (DESIGNATE); ``pixels`` is the share of
-entries that differ between two pixel digests (DESIGNATE_pix; common/segmentation.py pixel_digest). ``keep_all``
+entries that differ between two pixel digests (DESIGNATE_pix; common/image_diversity.py pixel_digest). ``keep_all``
 is DESIGNATE_single's archive: every relevant image is kept, no diversity rule.
 """
 
@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from common.segmentation import IRRELEVANT, Distance, pairwise_distances, vector_distances
+from common.image_diversity import IRRELEVANT, Distance, pairwise_distances, vector_distances
 
 
 @dataclass

@@ -2,7 +2,7 @@
 
 "Search-based DNN Testing and Retraining with GAN-enhanced Simulations", Section III (Eqs. 1-7): the accuracy of
 the DNN under test on the realistic image (the translator's), against the simulator's ground truth; an irrelevant
-image gets F_accuracy = 2. Relevance and metrics are common/segmentation.py's.
+image gets F_accuracy = 2. Relevance and metrics are metrics.py's.
 
 How a verdict carries it (our choice; the paper has no pass/fail): the margin IS F_accuracy, the value the search
 minimises: the IoU (or mIoU) of a relevant image, 2.0 for an irrelevant one. A relevant image whose accuracy is
@@ -16,7 +16,7 @@ relevant (1/0), then the judged image's feature vector (the `features` signal, D
 undefined (the class in neither map) is reported as 0.0; delta_IoU is 0.0 without a realistic image.
 
 The *_pix oracles (iou_car_pix, miou_pix: DESIGNATE_pix) judge alike but, after the 7 scalars, give a pixel
-digest of the judged image (common/segmentation.py pixel_digest: 512 colour codes for 64 x 128) instead of the
+digest of the judged image (common/image_diversity.py pixel_digest: 512 colour codes for 64 x 128) instead of the
 features, so that the search can compare images pixel by pixel without the store keeping images.
 """
 
@@ -26,17 +26,17 @@ from collections.abc import Callable
 
 import numpy as np
 
-from common.segmentation import (
+from common.image_diversity import pixel_digest
+from oracle_service.plugin_api import Episode, Judgement, Oracle
+from subjects.urban.metrics import (
     Relevance,
     class_iou,
     class_share,
     f_accuracy,
     mars_relevance,
     mean_iou,
-    pixel_digest,
     urban_relevance,
 )
-from oracle_service.plugin_api import Episode, Judgement, Oracle
 
 URBAN_CAR = 5  # the urban class table: road, sidewalk, building, vegetation, sky, car
 MARS_SKY, MARS_CLASSES = 4, 5  # the Mars class table: soil, sand, bedrock, big_rock, sky
