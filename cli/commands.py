@@ -95,7 +95,7 @@ class Connection:
         """Both services answer within seconds, or UserError naming the one that does not and its endpoint."""
         for service, endpoint in (("generator", self.generator_endpoint), ("analysis", self.analysis_endpoint)):
             with client_channel(endpoint, self.credentials) as channel:
-                reach(channel, service, endpoint)
+                reach(channel, service, endpoint, plaintext=self.credentials.ca is None)
 
 
 def resolve_store_url(args: argparse.Namespace, file_url: str | None = None) -> str:

@@ -55,7 +55,7 @@ def service_channel(role: str, endpoint: str | None, args: argparse.Namespace) -
             raise UserError(str(exc)) from None
         channel = client_channel(endpoint, credentials)
         with channel:
-            reach(channel, role, endpoint)
+            reach(channel, role, endpoint, plaintext=credentials.ca is None)
             yield channel, endpoint
         return
     with tempfile.TemporaryDirectory(prefix="gauntlet-list-") as folder:

@@ -13,6 +13,7 @@ import ssl
 import stat
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -21,6 +22,7 @@ import grpc
 import pytest
 
 from cli.certificates import create_suite_credentials
+from cli.endpoints import speaks_tls
 from cli.launcher import available_environments
 from common.credentials import ClientCredentials
 from common.generated.gauntlet.v1 import analysis_pb2, analysis_pb2_grpc, generator_pb2, generator_pb2_grpc
@@ -208,6 +210,29 @@ def test_health_checks_need_no_token_but_still_the_certificate(secure_suite: dic
     with pytest.raises(grpc.RpcError) as err:
         plaintext.Check(health_pb2.HealthCheckRequest(), timeout=30)
     assert err.value.code() == grpc.StatusCode.UNAVAILABLE
+
+
+def test_a_plaintext_client_is_told_at_once_that_tls_is_required(secure_suite: dict, tmp_path: Path) -> None:
+    """Issue 35 item 7: a plaintext client retried for 124 s, then said 'Socket closed'."""
+    spec = tmp_path / "campaign.yaml"
+    spec.write_text(CAMPAIGN)
+    gen, ana, sim = (secure_suite[name]["endpoint"] for name in ("generator", "analysis", "simulator"))
+    for command in (
+        ["run", str(spec), "--generator", gen, "--analysis", ana],
+        ["environments", "--simulator", sim],
+    ):
+        started = time.monotonic()
+        out = subprocess.run(
+            [sys.executable, "-c", "from cli.main import main; main()", *command],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=_env(),
+        )
+        assert out.returncode == 2 and "requires TLS" in out.stderr and "--ca" in out.stderr, out.stderr
+        assert "Traceback" not in out.stderr and time.monotonic() - started < 30, command
+    assert not speaks_tls("127.0.0.1:1")  # nothing listening
 
 
 def test_gauntlet_run_secure_runs_its_local_suite_with_mtls(tmp_path: Path) -> None:
