@@ -71,7 +71,8 @@ def _sources(peer: dict[str, Any], workloads: dict[str, dict[str, Any]]) -> set[
     if "namespaceSelector" in peer:
         selector = peer.get("podSelector")
         if selector is None:
-            return {"any"}
+            namespaces = peer["namespaceSelector"].get("matchLabels", {})
+            return {f"namespace:{namespaces['kubernetes.io/metadata.name']}"} if namespaces else {"any"}
         assert selector == {"matchLabels": {"gauntlet.io/client": "true"}}, peer
         return {CLIENT}
     matched = {name for name, w in workloads.items() if _selects(peer["podSelector"], w["labels"])}
@@ -109,6 +110,8 @@ def test_network_policies_open_exactly_the_expected_links() -> None:
                     for target in targets:
                         for port in ports & workloads[target]["ports"]:
                             if port in METRICS_PORTS:
+                                # Prometheus's namespace only (issue 35: every namespace could read them)
+                                assert source == "namespace:monitoring", f"{target}:{port} is open to {source}"
                                 metrics_open.add(target)
                             else:
                                 assert source != "any", f"{target}:{port} is open to every namespace"
