@@ -18,12 +18,16 @@ Protocol, after OpenLane answered with a socket path and a secret:
 
 from __future__ import annotations
 
+import fcntl
 import hmac
 import os
 import secrets
+import shutil
 import socket
+import stat
 import struct
 import tempfile
+import time
 from pathlib import Path
 
 import grpc
@@ -106,9 +110,62 @@ def decode_error(payload: bytes) -> tuple[grpc.StatusCode, str]:
     return code, payload[_CODE.size :].decode("utf-8", "replace")
 
 
+LANE_DIR_PREFIX = "gauntlet-lanes-"
+OWNER_LOCK = "owner.lock"
+STALE_UNLOCKED_SECONDS = 60.0  # a folder without a lock file this old was left between mkdtemp and the lock
+_held_locks: list[int] = []  # the descriptors holding our folders' locks: open for the life of the process
+
+
 def private_lane_dir(parent: Path | None = None) -> Path:
-    """A fresh folder only this user can enter (0700), for the sockets a service offers."""
-    return Path(tempfile.mkdtemp(prefix="gauntlet-lanes-", dir=parent))
+    """A fresh folder only this user can enter (0700), for the sockets a service offers; first removes the folders
+    that agents killed before they could remove their own left behind (remove_stale_lane_dirs).
+
+    The folder holds OWNER_LOCK, locked (flock) for as long as this process lives: the kernel drops the lock when
+    the process dies, however it dies, so a folder whose lock can be taken belongs to nobody."""
+    remove_stale_lane_dirs(parent)
+    folder = Path(tempfile.mkdtemp(prefix=LANE_DIR_PREFIX, dir=parent))
+    fd, pending = tempfile.mkstemp(prefix=".owner-", dir=folder)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    os.rename(pending, folder / OWNER_LOCK)  # the lock file appears locked already: never taken for a stale one
+    _held_locks.append(fd)
+    return folder
+
+
+def _abandoned(folder: Path) -> bool:
+    try:
+        status = folder.lstat()
+        if not stat.S_ISDIR(status.st_mode) or status.st_uid != os.getuid():
+            return False  # a link, a file, or another user's: never ours to remove
+        try:
+            fd = os.open(folder / OWNER_LOCK, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except FileNotFoundError:  # from before the lock, or cut short; or being created right now
+            return time.time() - status.st_mtime >= STALE_UNLOCKED_SECONDS
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # released when closed, just below
+        except BlockingIOError:
+            return False  # its agent lives
+        finally:
+            os.close(fd)
+        return True
+    except OSError:
+        return False
+
+
+def remove_stale_lane_dirs(parent: Path | None = None) -> list[Path]:
+    """Removes this user's lane folders under `parent` (default: the temp folder) whose owner is gone: OWNER_LOCK
+    can be locked, or (a folder from before the lock, or one cut short) there is none and it is older than
+    STALE_UNLOCKED_SECONDS. Returns what it removed; a folder it cannot judge is left alone."""
+    removed: list[Path] = []
+    base = Path(parent) if parent is not None else Path(tempfile.gettempdir())
+    try:
+        candidates = [p for p in base.iterdir() if p.name.startswith(LANE_DIR_PREFIX)]
+    except OSError:
+        return removed
+    for folder in candidates:
+        if _abandoned(folder):
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+    return removed
 
 
 class LaneOffer:

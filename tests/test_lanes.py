@@ -39,6 +39,7 @@ from common.lane import (
     LaneError,
     connect_lane,
     decode_error,
+    remove_stale_lane_dirs,
 )
 from common.server import client_channel
 from common.tensor import from_tensor, to_tensor
@@ -286,6 +287,43 @@ def test_the_default_lane_folder_is_private_and_removed_at_stop(tmp_path: Path) 
     finally:
         local.stop()
     assert not folder.exists()
+
+
+def test_a_killed_agents_lane_folder_is_removed_by_the_next_agent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 35 item 7: an agent killed with SIGKILL left its lane folder behind. The next agent started with the
+    same temp folder removes the folders whose owner is gone (their lock is free), and no live agent's."""
+    temp = Path(short_dir())
+    try:
+        monkeypatch.setenv("TMPDIR", str(temp))  # the launcher's children inherit it
+        first = _agent_suite(tmp_path / "first")
+        live = _agent_suite(tmp_path / "live")
+        try:
+            folders = sorted(temp.glob("gauntlet-lanes-*"))
+            assert len(folders) == 2 and all((f / "owner.lock").exists() for f in folders)
+            first_call, first_offer = _offer(first)
+            first_call.cancel()
+            killed = Path(first_offer.socket_path).parent
+            first.services["agent"].process.kill()
+            first.services["agent"].process.wait()
+            assert killed.exists()  # SIGKILL: nothing of the agent ran
+            second = _agent_suite(tmp_path / "second")
+            try:
+                assert not killed.exists()
+                assert len(list(temp.glob("gauntlet-lanes-*"))) == 2  # the live agent's and the new one's
+                call, offer = _offer(live)  # the live agent's folder still serves
+                call.cancel()
+                assert Path(offer.socket_path).parent in folders
+            finally:
+                second.stop()
+        finally:
+            live.stop()
+            first.stop()
+    finally:
+        shutil.rmtree(temp, ignore_errors=True)
+    assert remove_stale_lane_dirs(tmp_path) == []  # nothing of ours there; a missing folder is no error
+    assert remove_stale_lane_dirs(tmp_path / "absent") == []
 
 
 def test_a_lane_dir_too_long_for_a_socket_path_is_refused_at_start(tmp_path: Path) -> None:
