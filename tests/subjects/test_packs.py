@@ -123,18 +123,18 @@ DRIFT_FAR = Oracle(
 )
 '''
 
-ENTRY_POINTS = f"""
+ENTRY_POINTS = """
 [gauntlet.subject_dirs]
-drift = {PACK}:FOLDER
+drift = gauntlet_pack_drift:FOLDER
 
 [gauntlet.simulators]
-drift_cart = {PACK}.backend:make_env
+drift_cart = gauntlet_pack_drift.backend:make_env
 
 [gauntlet.injectors]
-drift_start = {PACK}.backend:drift_start
+drift_start = gauntlet_pack_drift.backend:drift_start
 
 [gauntlet.oracles]
-drift_far = {PACK}.oracle:DRIFT_FAR
+drift_far = gauntlet_pack_drift.oracle:DRIFT_FAR
 """
 
 
