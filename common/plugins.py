@@ -109,6 +109,14 @@ def loadable(group: str, load: Callable[[str], T]) -> dict[str, T]:
     return found
 
 
+def load_role(role: str) -> dict[str, dict[str, Any]]:
+    """Every plug-in a service of ``role`` loads (``ROLE_GROUPS``), by group then name; broken ones are logged and
+    left out (as ``loadable``). A service calls nothing else of a pack's, so this is all of a pack it imports."""
+    if role not in ROLE_GROUPS:
+        raise KeyError(f"unknown role {role!r}; roles: {', '.join(sorted(ROLE_GROUPS))}")
+    return {group: loadable(group, lambda name, g=group: load_plugin(g, name)) for group in ROLE_GROUPS[role]}
+
+
 def plugin_folders(group: str) -> list[Path]:
     """The folders that the plug-ins of ``group`` name (e.g. each pack's subject folder), in name order; a plug-in
     that fails to load or names something that is not an existing folder is logged and left out."""
