@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from functools import cache
+from functools import cache, partial
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, TypeVar
@@ -114,7 +114,7 @@ def load_role(role: str) -> dict[str, dict[str, Any]]:
     left out (as ``loadable``). A service calls nothing else of a pack's, so this is all of a pack it imports."""
     if role not in ROLE_GROUPS:
         raise KeyError(f"unknown role {role!r}; roles: {', '.join(sorted(ROLE_GROUPS))}")
-    return {group: loadable(group, lambda name, g=group: load_plugin(g, name)) for group in ROLE_GROUPS[role]}
+    return {group: loadable(group, partial(load_plugin, group)) for group in ROLE_GROUPS[role]}
 
 
 def plugin_folders(group: str) -> list[Path]:
