@@ -19,19 +19,23 @@ import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import grpc
+import numpy as np
 import pytest
 from google.protobuf import descriptor, struct_pb2
 from google.protobuf.message import Message
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from agent_service.server import MAX_BATCH_BYTES, MAX_BATCH_OBSERVATIONS
 from cli.launcher import LocalSuite
 from common.errors import MAX_DETAIL_BYTES
 from common.generated.gauntlet.v1 import (
     agent_pb2,
     analysis_pb2,
+    common_pb2,
     generator_pb2,
     generator_pb2_grpc,
     oracle_pb2,
@@ -39,6 +43,8 @@ from common.generated.gauntlet.v1 import (
     translator_pb2,
 )
 from common.server import client_channel
+from common.tensor import to_tensor
+from generator_service.config import CampaignConfig
 
 SEED = int(os.environ.get("GAUNTLET_FUZZ_SEED", "19"))  # another seed explores other requests
 # 25 RPCs: 10,500 requests in all (about 1.5 minutes on 2 cores); $GAUNTLET_FUZZ_REQUESTS sets another number per RPC
@@ -272,10 +278,92 @@ def _drain(stream: Iterator[bytes]) -> tuple:
     return grpc.StatusCode.OK, ""
 
 
+def _planted_cases(suite: LocalSuite, outside: Path) -> list[tuple[str, str, Message, grpc.StatusCode]]:
+    """Hand-written hostile requests beside the random ones (issue 35), each with the one status it must get: a
+    symbolic link at a report's file name and on its folder, a 0 or empty spec field, an oversized batch.
+
+    Two real campaigns ("random", "random-2": names the fuzzer also draws) exist so that the report RPCs reach
+    the write; links at their report files and on folders the fuzzer names point out of the report root."""
+    generator = generator_pb2_grpc.GeneratorServiceStub(client_channel(suite.endpoint("generator")))
+    spec = CampaignConfig(subject="cartpole", model="cartpole-ppo", budget={"max_executions": 4}).to_proto()
+    for cid in ("random", "random-2"):
+        generator.StartCampaign(generator_pb2.StartCampaignRequest(campaign_id=cid, spec=spec), timeout=120)
+        list(generator.WatchCampaign(generator_pb2.WatchCampaignRequest(campaign_id=cid), timeout=300))
+    root = suite.report_root
+    root.mkdir(parents=True, exist_ok=True)
+    victim = outside / "victim"
+    victim.write_text("precious")
+    for name in ("report-random.json", "report-random.html"):
+        (root / name).symlink_to(victim)
+    for name in ("log", "surrogate"):
+        (root / name).symlink_to(outside, target_is_directory=True)
+    ok, invalid = grpc.StatusCode.OK, grpc.StatusCode.INVALID_ARGUMENT
+    cases: list[tuple[str, str, Message, grpc.StatusCode]] = []
+    for output_dir, code in [
+        ("", ok),
+        ("log", invalid),
+        ("log/sub", invalid),
+        ("surrogate", invalid),
+        ("n" * 300, invalid),
+    ]:
+        cases.append(
+            (
+                "analysis",
+                "RenderReport",
+                analysis_pb2.RenderReportRequest(campaign_ids=["random"], output_dir=output_dir),
+                code,
+            )
+        )
+        cases.append(
+            (
+                "analysis",
+                "Compare",
+                analysis_pb2.CompareRequest(campaign_ids=["random", "random-2"], output_dir=output_dir),
+                code,
+            )
+        )
+    for name, value in [("batch_size", 0), ("parallelism", 0), ("repetitions", 0), ("name", "")]:
+        bad = generator_pb2.CampaignSpec()
+        bad.CopyFrom(spec)
+        setattr(bad, name, value)
+        cases.append(
+            (
+                "generator",
+                "StartCampaign",
+                generator_pb2.StartCampaignRequest(campaign_id=f"zero-{name.replace('_', '-')}", spec=bad),
+                invalid,
+            )
+        )
+    model = common_pb2.ModelRef(name="cartpole-ppo")
+    too_many = to_tensor(np.zeros((MAX_BATCH_OBSERVATIONS + 1, 4), np.float32))
+    too_big = common_pb2.Tensor(dtype=common_pb2.ELEMENT_TYPE_FLOAT32, shape=[4096, MAX_BATCH_BYTES // 4096])
+    for tensor in (too_many, too_big):
+        cases.append(("agent", "Act", agent_pb2.ActRequest(model=model, observations=tensor), invalid))
+        cases.append(("agent", "ActStream", agent_pb2.ActStreamRequest(model=model, observations=tensor), invalid))
+        cases.append(("agent", "Embed", agent_pb2.EmbedRequest(model=model, images=tensor), invalid))
+    return cases
+
+
 @pytest.mark.slow
-def test_every_rpc_survives_seeded_hostile_requests(suite: LocalSuite) -> None:
+def test_every_rpc_survives_seeded_hostile_requests(suite: LocalSuite, tmp_path: Path) -> None:
     rng = random.Random(SEED)
     findings = Findings()
+    outside = tmp_path / "outside-the-report-root"
+    outside.mkdir()
+    for service_name, method_name, message, expected in _planted_cases(suite, outside):
+        module = MODULES[service_name]
+        (service,) = module.DESCRIPTOR.services_by_name.values()
+        method = service.methods_by_name[method_name]
+        with client_channel(suite.endpoint(service_name)) as channel:
+            code, details = call_once(
+                channel, f"/{service.full_name}/{method_name}", method, [message.SerializeToString()]
+            )
+        findings.record(f"planted {method_name}", code, details)
+        if code != expected:
+            findings.problems.append(
+                f"planted {method_name}({str(message)[:200]!r}): {code.name} {details[:200]!r}, not {expected.name}"
+            )
+    planted = findings.requests
     started = time.monotonic()
     methods = 0
     for service_name, module in MODULES.items():
@@ -296,9 +384,11 @@ def test_every_rpc_survives_seeded_hostile_requests(suite: LocalSuite) -> None:
                     findings.record(path, code, details)
         channel.close()
     elapsed = time.monotonic() - started
-    assert methods >= 25 and findings.requests == methods * REQUESTS_PER_METHOD, (methods, findings.requests)
+    assert methods >= 25 and findings.requests == planted + methods * REQUESTS_PER_METHOD, (methods, findings.requests)
     assert findings.requests >= 10_000 or "GAUNTLET_FUZZ_REQUESTS" in os.environ  # the issue's floor, by default
     assert not findings.problems, "\n".join(findings.problems[:30] + logged(suite, findings.problems[:5]))
+    # nothing was written through a link out of the report root
+    assert [p.name for p in outside.iterdir()] == ["victim"] and (outside / "victim").read_text() == "precious"
     for name, service in suite.services.items():
         assert service.process.poll() is None, f"{name} service exited"
         health = health_pb2_grpc.HealthStub(client_channel(service.endpoint))
