@@ -55,6 +55,7 @@ MAX_CONNECTION_AGE_MS = 5 * 60 * 1000
 MAX_CONNECTION_AGE_GRACE_MS = 60 * 60 * 1000
 MAX_CONNECTION_AGE_ENV = "GAUNTLET_MAX_CONNECTION_AGE_MS"
 READINESS_SECONDS = 2.0  # how often serve() asks a service's `ready` probe
+LIVENESS = "liveness"  # a health name that stays SERVING while `ready` says no: liveness probes ask it
 
 
 @dataclass(frozen=True)
@@ -279,6 +280,8 @@ def serve(
 
     set_health()
     if ready is not None:
+        # what a liveness probe asks (-service=liveness): the process serves, whatever `ready` says
+        health_servicer.set(LIVENESS, health_pb2.HealthCheckResponse.SERVING)
 
         def watch_readiness() -> None:
             while not stopping.wait(READINESS_SECONDS):

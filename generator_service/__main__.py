@@ -17,6 +17,7 @@ from common.credentials import (
     store_url,
 )
 from common.server import add_outgoing_arguments, add_service_arguments, options_from_args, outgoing_credentials, serve
+from generator_service.ownership import DEFAULT_LEASE_SECONDS, OWNER_ENV
 from generator_service.protected import ProtectedPaths, own_log_files
 from generator_service.simulators import (
     SIMULATOR_ENDPOINT_ENV,
@@ -73,6 +74,14 @@ def main() -> None:
         "shutdown (they wait for `gauntlet resume ID`)",
     )
     parser.add_argument(
+        "--lease-seconds",
+        type=float,
+        default=DEFAULT_LEASE_SECONDS,
+        help="how long a campaign's ownership lasts unless this generator renews it (every third of it); another "
+        "replica on the same store takes a campaign over once its owner's lease ran out (2..3600, default "
+        f"{DEFAULT_LEASE_SECONDS:g}; owner id ${OWNER_ENV}, else host/pid/random)",
+    )
+    parser.add_argument(
         "--artifact-root",
         type=Path,
         default=Path(os.environ.get(ARTIFACT_ROOT_ENV) or "runs"),
@@ -82,6 +91,8 @@ def main() -> None:
     add_service_arguments(parser, port=50054, metrics_port=9104)
     add_outgoing_arguments(parser)
     args = parser.parse_args()
+    if not 2.0 <= args.lease_seconds <= 3600.0:
+        raise SystemExit(f"error: --lease-seconds must be in [2, 3600], got {args.lease_seconds:g}")
     options = options_from_args(args)
     credentials = outgoing_credentials(args)
     try:
@@ -104,6 +115,7 @@ def main() -> None:
             artifact_root=args.artifact_root,
             simulator_streams=streams,
             protected=protected_paths(store, args),
+            lease_seconds=args.lease_seconds,
         )
     except InvalidArgument as exc:
         raise SystemExit(f"error: {exc}") from None
@@ -113,6 +125,7 @@ def main() -> None:
         # before serving: a client that reconnects to this generator then finds the campaign running again. Their
         # first calls may meet a simulator that is still starting; the campaign retries them.
         servicer.resume_unfinished()
+    servicer.start_ownership(adopt=not args.no_resume)
     serve(
         "generator", options, lambda server: register(server, servicer), on_stop=servicer.stop_all, ready=servicer.ready
     )

@@ -47,10 +47,19 @@ from common.validation import check_id, resolve_under
 from generator_service.archive import judged_views, render, replay
 from generator_service.campaign import VERDICT_NAMES, CampaignRunner
 from generator_service.config import CampaignConfig, explain
+from generator_service.ownership import DEFAULT_LEASE_SECONDS, LeaseKeeper, gone, owner_id
 from generator_service.preflight import check_signals
 from generator_service.protected import ProtectedPaths
 from generator_service.simulators import SimulatorPool
-from generator_service.store import CampaignExists, CampaignRow, CampaignStore, CorruptRow, ExecutionRow
+from generator_service.store import (
+    CampaignExists,
+    CampaignRow,
+    CampaignStore,
+    CorruptRow,
+    ExecutionRow,
+    Lease,
+    StaleOwner,
+)
 from generator_service.strategies import make_strategy, strategies
 from generator_service.strategies.params import ARTIFACT_PATH
 
@@ -61,6 +70,7 @@ RUNNING = Gauge("gauntlet_generator_running_campaigns", "Campaigns running")
 # errors of the store's connection or file (PostgreSQL down, SQLite disk I/O): retryable, never INTERNAL
 STORE_DOWN = (sa.exc.OperationalError, sa.exc.InterfaceError)
 STORE_DOWN_MESSAGE = "the campaign store is unavailable ({}); retry later"
+WATCH_POLL_SECONDS = 1.0  # WatchCampaign of a campaign another generator replica runs reads the store this often
 _STATE = {
     "running": generator_pb2.CAMPAIGN_STATE_RUNNING,
     "completed": generator_pb2.CAMPAIGN_STATE_COMPLETED,
@@ -107,6 +117,8 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
         artifact_root: Path = DEFAULT_ARTIFACT_ROOT,
         simulator_streams: int | None = None,
         protected: ProtectedPaths | None = None,
+        owner: str | None = None,
+        lease_seconds: float = DEFAULT_LEASE_SECONDS,
     ) -> None:
         self.store = store
         self.artifact_root = artifact_root
@@ -120,6 +132,12 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
         self._threads: dict[str, threading.Thread] = {}
         self._watchers: dict[str, list[queue.Queue]] = {}
         self._lock = threading.Lock()
+        # one owner per running campaign (generator_service/ownership.py): this generator's id and its leases
+        self.owner = owner or owner_id()
+        self.lease_seconds = lease_seconds
+        self.keeper = LeaseKeeper(store, lease_seconds, self._lost)
+        self._taking = threading.Lock()  # acquire + launch, one campaign at a time in this process
+        self._unresumable: set[str] = set()
 
     # -- campaign threads ----------------------------------------------------------------------
     def _publish(self, campaign_id: str, kind: str, message: str) -> None:
@@ -132,12 +150,21 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
             for q in self._watchers.get(campaign_id, []):
                 q.put(event)
 
-    def _launch(self, campaign_id: str, config: CampaignConfig) -> None:
-        """Runs a stored campaign; its spec keeps the paths as the client gave them, the runner gets them resolved."""
+    def _launch(self, campaign_id: str, config: CampaignConfig, lease: Lease) -> None:
+        """Runs a stored campaign this generator holds the lease of; its spec keeps the paths as the client gave
+        them, the runner gets them resolved. Every write of the runner is fenced by the lease."""
+        try:
+            self._start_runner(campaign_id, config, lease)
+        except BaseException:
+            self._give_back(lease)
+            raise
+
+    def _start_runner(self, campaign_id: str, config: CampaignConfig, lease: Lease) -> None:
+        owned = self.store.owned(lease)
         runner = CampaignRunner(
             campaign_id,
             resolve_artifact_paths(config, self.artifact_root, self.protected),
-            self.store,
+            owned,
             self.simulators,
             self.oracle,
             lambda kind, msg: self._publish(campaign_id, kind, msg),
@@ -148,8 +175,11 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
             RUNNING.inc()
             try:
                 runner.run()
+            except StaleOwner as exc:  # another generator took it over: its state is theirs to write
+                log.warning("%s; this generator stops running it", exc)
             finally:
                 RUNNING.dec()
+                self._give_back(lease)
                 with self._lock:
                     self._runners.pop(campaign_id, None)
                     self._threads.pop(campaign_id, None)
@@ -158,10 +188,11 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
 
         thread = threading.Thread(target=body, name=f"campaign-{campaign_id}", daemon=True)
         # stored as running first: a store that fails here leaves no runner registered (no phantom campaign)
-        self.store.set_state(campaign_id, "running")
+        owned.set_state(campaign_id, "running")
         with self._lock:
             self._runners[campaign_id] = runner
             self._threads[campaign_id] = thread
+        self.keeper.hold(lease)
         try:
             thread.start()
         except BaseException:
@@ -169,6 +200,42 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
                 self._runners.pop(campaign_id, None)
                 self._threads.pop(campaign_id, None)
             raise
+
+    def _give_back(self, lease: Lease) -> None:
+        self.keeper.drop(lease.campaign_id)
+        try:
+            self.store.release(lease)
+        except sa.exc.SQLAlchemyError as exc:  # the lease runs out by itself
+            log.warning("cannot release campaign %s: %s", lease.campaign_id, type(exc).__name__)
+
+    def _lost(self, campaign_id: str) -> None:
+        """The lease was taken over (this generator could not renew it in time): stop the runner; its writes are
+        refused already."""
+        runner = self._runners.get(campaign_id)
+        if runner is not None:
+            runner.interrupt()
+
+    def _take(self, campaign_id: str) -> bool:
+        """Acquires and launches a stored campaign when nobody else holds it; False when another generator does
+        (it runs there) or it runs here already. InvalidArgument / DataLoss for a campaign that cannot resume."""
+        with self._taking:
+            if campaign_id in self._runners:
+                return False
+            row = self._row(campaign_id)
+            config = stored_config(row)
+            self._check_readable(campaign_id)
+            lease = self.store.acquire(
+                campaign_id, self.owner, self.lease_seconds, may_take=lambda previous: gone(previous, self.owner)
+            )
+            if lease is None:
+                return False
+            self._launch(campaign_id, config, lease)
+            return True
+
+    def start_ownership(self, adopt: bool) -> None:
+        """Starts renewing this generator's leases; with `adopt`, also takes over, between renewals, the campaigns
+        whose generator is gone (its lease ran out, or it stopped and gave them back)."""
+        self.keeper.start(self.resume_unfinished if adopt else None)
 
     def ready(self) -> bool:
         """Readiness: the store answers (health says NOT_SERVING while it does not)."""
@@ -178,20 +245,19 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
         return not problem
 
     def resume_unfinished(self) -> list[str]:
-        """Continues the campaigns a previous generator was running: those it left 'running' (it was killed) and
-        those it marked interrupted by its shutdown. Campaigns interrupted by an error wait for ResumeCampaign."""
+        """Continues the campaigns another generator was running and no longer holds: those it left 'running' (it
+        was killed: its lease ran out, or its process is gone) and those it marked interrupted by its shutdown.
+        Campaigns interrupted by an error wait for ResumeCampaign."""
         resumed = []
-        for row in self.store.list_campaigns():
-            left = row.state == "running" or (row.state == "interrupted" and row.stop_reason == "shutdown")
-            if left and row.id not in self._runners:
-                try:
-                    config = stored_config(row)
-                    self._check_readable(row.id)
-                    self._launch(row.id, config)
-                except (InvalidArgument, DataLoss) as exc:  # listed with its read_error; never blocks the others
-                    log.error("campaign %s left running cannot be resumed: %s", row.id, exc)
-                    continue
-                resumed.append(row.id)
+        for campaign_id in self.store.unowned(self.owner, may_take=lambda previous: gone(previous, self.owner)):
+            try:
+                if self._take(campaign_id):
+                    resumed.append(campaign_id)
+                    log.info("campaign %s: taken over by %s", campaign_id, self.owner)
+            except (InvalidArgument, DataLoss) as exc:  # listed with its read_error; never blocks the others
+                if campaign_id not in self._unresumable:  # said once, not at every round of taking over
+                    self._unresumable.add(campaign_id)
+                    log.error("campaign %s left running cannot be resumed: %s", campaign_id, exc)
         return resumed
 
     def stop_all(self, wait_seconds: float = 10.0) -> None:
@@ -200,6 +266,7 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
         with self._lock:
             runners = list(self._runners.values())
             threads = list(self._threads.values())
+        self.keeper.stop()
         for runner in runners:
             runner.interrupt()
         deadline = time.monotonic() + wait_seconds
@@ -312,10 +379,11 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
             return self._existing(campaign_id, spec)
         self._preflight(resolved)
         try:
-            self.store.create_campaign(campaign_id, config.name, spec)
+            lease = self.store.create_campaign(campaign_id, config.name, spec, self.owner, self.lease_seconds)
         except CampaignExists:  # a concurrent request with this id stored it first: the insert decides
             return self._existing(campaign_id, spec)
-        self._launch(campaign_id, config)
+        assert lease is not None
+        self._launch(campaign_id, config, lease)
         return generator_pb2.StartCampaignResponse(status=self._status(campaign_id))
 
     def _existing(self, campaign_id: str, spec: dict[str, Any]) -> generator_pb2.StartCampaignResponse:
@@ -337,7 +405,14 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
             if running:
                 self._watchers.setdefault(request.campaign_id, []).append(q)
         try:
-            yield generator_pb2.WatchCampaignResponse(kind="progress", status=self._status(request.campaign_id))
+            status = self._status(request.campaign_id)
+            yield generator_pb2.WatchCampaignResponse(kind="progress", status=status)
+            # running on another generator replica (same store): follow it through the store
+            while not running and status.state == generator_pb2.CAMPAIGN_STATE_RUNNING and context.is_active():
+                time.sleep(WATCH_POLL_SECONDS)
+                previous, status = status, self._status(request.campaign_id)
+                if (status.executions, status.state) != (previous.executions, previous.state):
+                    yield generator_pb2.WatchCampaignResponse(kind="progress", status=status)
             while running and context.is_active():
                 try:
                     event = q.get(timeout=1.0)
@@ -454,11 +529,10 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
         if row.state == "completed":
             raise FailedPrecondition(f"campaign {row.id!r} is completed ({row.stop_reason}); nothing to resume")
         try:
-            config = stored_config(row)
+            stored_config(row)
         except InvalidArgument as exc:
             raise FailedPrecondition(str(exc)) from None
-        self._check_readable(row.id)
-        self._launch(row.id, config)
+        self._take(row.id)  # False: another generator runs it (the status says running)
         return generator_pb2.ResumeCampaignResponse(status=self._status(request.campaign_id))
 
 

@@ -11,6 +11,7 @@ never dropped, and like every invalid execution it does not count against the ex
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import logging
@@ -70,6 +71,20 @@ def _sqlite_json(element: _PgJson, compiler: Any, **_: Any) -> str:
     return "TEXT"  # SQLite casts to TEXT (JsonText's bind cast compiles here)
 
 
+@dataclass(frozen=True)
+class Lease:
+    """A generator's ownership of one campaign: its writes carry `fence` (CampaignStore.owned)."""
+
+    campaign_id: str
+    owner: str
+    fence: int
+
+
+class StaleOwner(RuntimeError):
+    """A write of a generator that no longer owns the campaign (another one took it over): refused, nothing
+    written."""
+
+
 class CampaignExists(Exception):
     """create_campaign: a campaign with that id is stored already (another request created it first)."""
 
@@ -95,6 +110,26 @@ campaigns = sa.Table(
     sa.Column("error", sa.Text, nullable=False, default=""),
     sa.Column("wall_seconds", sa.Float, nullable=False, default=0.0),  # closed sessions only
     sa.Column("created_at", sa.String(32), nullable=False),
+    # the generator that runs it (one at a time): its id, until when its lease holds (seconds since the epoch, on
+    # the database's clock), and the fence, raised by every new owner; a write carries the fence it was made
+    # under and is refused once another owner raised it (added after the first release: see _migrate)
+    sa.Column("owner", sa.String(200), nullable=False, server_default=""),
+    sa.Column("lease_until", sa.Float, nullable=False, server_default="0"),
+    sa.Column("fence", sa.Integer, nullable=False, server_default="0"),
+)
+
+# Every ownership a campaign had, for operators and tests: who held it under which fence, since when, the last
+# lease they renewed, and when they gave it back (NULL: never; a generator that died)
+campaign_owners = sa.Table(
+    "campaign_owners",
+    metadata,
+    sa.Column("campaign_id", sa.String(64), sa.ForeignKey("campaigns.id"), primary_key=True),
+    sa.Column("fence", sa.Integer, primary_key=True),
+    sa.Column("owner", sa.String(200), nullable=False),
+    sa.Column("previous_owner", sa.String(200), nullable=False),
+    sa.Column("acquired_at", sa.Float, nullable=False),
+    sa.Column("lease_until", sa.Float, nullable=False),
+    sa.Column("released_at", sa.Float, nullable=True),
 )
 
 test_cases = sa.Table(
@@ -231,6 +266,8 @@ def _move_legacy_store(legacy: Path, database: Path) -> None:
 
 
 class CampaignStore:
+    lease: Lease | None = None  # set on the view owned() returns: every write is fenced by it
+
     def __init__(self, url: str) -> None:
         connect_args = {"check_same_thread": False, "timeout": 30} if url.startswith("sqlite") else {}
         self.url = url
@@ -263,11 +300,15 @@ class CampaignStore:
         return files, [database.parent]
 
     # -- campaigns --------------------------------------------------------------------------------
-    def create_campaign(self, campaign_id: str, name: str, spec: dict[str, Any]) -> None:
-        """Stores a new campaign, running; CampaignExists when that id is stored already. The insert is the one
-        atomic test of the idempotency key: of concurrent requests with one id, exactly one creates it."""
+    def create_campaign(
+        self, campaign_id: str, name: str, spec: dict[str, Any], owner: str = "", lease_seconds: float = 0.0
+    ) -> Lease | None:
+        """Stores a new campaign, running (owned by `owner` for `lease_seconds`, when given: its lease);
+        CampaignExists when that id is stored already. The insert is the one atomic test of the idempotency key:
+        of concurrent requests with one id, exactly one creates it."""
         try:
             with self.engine.begin() as conn:
+                now = self._now(conn)
                 conn.execute(
                     campaigns.insert().values(
                         id=campaign_id,
@@ -278,8 +319,25 @@ class CampaignStore:
                         error="",
                         wall_seconds=0.0,
                         created_at=datetime.now(UTC).isoformat(timespec="seconds"),
+                        owner=owner,
+                        lease_until=now + lease_seconds if owner else 0.0,
+                        fence=1 if owner else 0,
                     )
                 )
+                if not owner:
+                    return None
+                conn.execute(
+                    campaign_owners.insert().values(
+                        campaign_id=campaign_id,
+                        fence=1,
+                        owner=owner,
+                        previous_owner="",
+                        acquired_at=now,
+                        lease_until=now + lease_seconds,
+                        released_at=None,
+                    )
+                )
+                return Lease(campaign_id, owner, 1)
         except sa.exc.IntegrityError:
             if self.campaign(campaign_id) is None:
                 raise  # another constraint
@@ -299,9 +357,9 @@ class CampaignStore:
         self, campaign_id: str, state: str, stop_reason: str = "", error: str = "", add_wall_seconds: float = 0.0
     ) -> None:
         with self.engine.begin() as conn:
-            conn.execute(
+            done = conn.execute(
                 campaigns.update()
-                .where(campaigns.c.id == campaign_id)
+                .where(campaigns.c.id == campaign_id, *self._owned_by_me(campaign_id))
                 .values(
                     state=state,
                     stop_reason=stop_reason,
@@ -309,12 +367,164 @@ class CampaignStore:
                     wall_seconds=campaigns.c.wall_seconds + add_wall_seconds,
                 )
             )
+            if self.lease is not None and done.rowcount != 1:
+                raise self._stale(campaign_id)
+
+    # -- ownership --------------------------------------------------------------------------------
+    def owned(self, lease: Lease) -> CampaignStore:
+        """This store as the owner of `lease` writes to it: every write checks, in its own transaction, that the
+        lease's fence is still the campaign's, else raises StaleOwner and writes nothing."""
+        view = copy.copy(self)
+        view.lease = lease
+        return view
+
+    def acquire(self, campaign_id: str, owner: str, lease_seconds: float, may_take: Any = None) -> Lease | None:
+        """Takes the campaign for `owner` when nobody holds it: no owner, `owner` itself, a lease that ran out on the
+        database's clock, or an owner `may_take(previous_owner)` says is gone (a dead process on this host). The
+        fence goes up by one, so the writes of any previous owner are refused from now on. None: another generator
+        holds it (or took it at the same moment)."""
+        with self.engine.begin() as conn:
+            now = self._now(conn)
+            row = conn.execute(
+                sa.select(campaigns.c.owner, campaigns.c.lease_until, campaigns.c.fence).where(
+                    campaigns.c.id == campaign_id
+                )
+            ).first()
+            if row is None:
+                return None
+            previous, until, fence = row
+            free = not previous or previous == owner or until < now or (may_take is not None and may_take(previous))
+            if not free:
+                return None
+            taken = conn.execute(  # compare-and-set on the fence: of two takers, one wins
+                campaigns.update()
+                .where(campaigns.c.id == campaign_id, campaigns.c.fence == fence, campaigns.c.owner == previous)
+                .values(owner=owner, lease_until=now + lease_seconds, fence=fence + 1)
+            )
+            if taken.rowcount != 1:
+                return None
+            conn.execute(
+                campaign_owners.insert().values(
+                    campaign_id=campaign_id,
+                    fence=fence + 1,
+                    owner=owner,
+                    previous_owner=previous,
+                    acquired_at=now,
+                    lease_until=now + lease_seconds,
+                    released_at=None,
+                )
+            )
+        return Lease(campaign_id, owner, fence + 1)
+
+    def renew(self, lease: Lease, lease_seconds: float) -> bool:
+        """Extends the lease from now; False when it is no longer held (another generator took the campaign)."""
+        with self.engine.begin() as conn:
+            now = self._now(conn)
+            renewed = conn.execute(campaigns.update().where(*_holds(lease)).values(lease_until=now + lease_seconds))
+            if renewed.rowcount != 1:
+                return False
+            conn.execute(
+                campaign_owners.update()
+                .where(campaign_owners.c.campaign_id == lease.campaign_id, campaign_owners.c.fence == lease.fence)
+                .values(lease_until=now + lease_seconds)
+            )
+        return True
+
+    def release(self, lease: Lease) -> None:
+        """Gives the campaign back (when still held): another generator may take it at once."""
+        with self.engine.begin() as conn:
+            now = self._now(conn)
+            released = conn.execute(campaigns.update().where(*_holds(lease)).values(owner="", lease_until=0.0))
+            if released.rowcount == 1:
+                conn.execute(
+                    campaign_owners.update()
+                    .where(campaign_owners.c.campaign_id == lease.campaign_id, campaign_owners.c.fence == lease.fence)
+                    .values(released_at=now)
+                )
+
+    def owners(self, campaign_id: str) -> list[dict[str, Any]]:
+        """The campaign's ownership history, oldest first (campaign_owners)."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                campaign_owners.select()
+                .where(campaign_owners.c.campaign_id == campaign_id)
+                .order_by(campaign_owners.c.fence)
+            ).mappings()
+            return [dict(r) for r in rows]
+
+    def unowned(self, owner: str, may_take: Any = None) -> list[str]:
+        """Ids of the campaigns left unfinished (running, or interrupted by a generator's shutdown) that `owner`
+        may take now (acquire's rules), oldest first."""
+        left = sa.or_(
+            campaigns.c.state == "running",
+            sa.and_(campaigns.c.state == "interrupted", campaigns.c.stop_reason == "shutdown"),
+        )
+        with self.engine.connect() as conn:
+            now = self._now(conn)
+            rows = conn.execute(
+                sa.select(campaigns.c.id, campaigns.c.owner, campaigns.c.lease_until)
+                .where(left)
+                .order_by(campaigns.c.created_at)
+            ).all()
+        return [
+            cid
+            for cid, previous, until in rows
+            if not previous or previous == owner or until < now or (may_take is not None and may_take(previous))
+        ]
+
+    def leases(self) -> dict[str, tuple[str, float]]:
+        """campaign id -> (owner, lease_until) of every campaign with an owner."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                sa.select(campaigns.c.id, campaigns.c.owner, campaigns.c.lease_until).where(campaigns.c.owner != "")
+            ).all()
+        return {r[0]: (r[1], r[2]) for r in rows}
+
+    def database_now(self) -> float:
+        with self.engine.connect() as conn:
+            return self._now(conn)
+
+    def _now(self, conn: sa.Connection) -> float:
+        """Seconds since the epoch on the database's clock: leases of generators on several machines compare on
+        one clock."""
+        if self.engine.dialect.name == "postgresql":
+            return float(conn.execute(sa.select(sa.extract("epoch", sa.func.clock_timestamp()))).scalar_one())
+        return float(conn.execute(sa.select((sa.func.julianday("now") - 2440587.5) * 86400.0)).scalar_one())
+
+    def _owned_by_me(self, campaign_id: str) -> list[Any]:
+        if self.lease is None:
+            return []
+        if self.lease.campaign_id != campaign_id:
+            raise ValueError(f"a store owned for campaign {self.lease.campaign_id!r} writes {campaign_id!r}")
+        return _holds(self.lease)
+
+    def _fence(self, conn: sa.Connection, campaign_id: str) -> None:
+        """In a write's transaction: StaleOwner unless this view's lease still holds the campaign. The update takes
+        the campaign row's lock (PostgreSQL) or the write lock (SQLite) until the write commits, so a new owner's
+        takeover waits for it, and every later write of this one is refused."""
+        if self.lease is None:
+            return
+        held = conn.execute(
+            campaigns.update()
+            .where(campaigns.c.id == campaign_id, *self._owned_by_me(campaign_id))
+            .values(lease_until=campaigns.c.lease_until)
+        )
+        if held.rowcount != 1:
+            raise self._stale(campaign_id)
+
+    def _stale(self, campaign_id: str) -> StaleOwner:
+        assert self.lease is not None
+        return StaleOwner(
+            f"campaign {campaign_id!r}: {self.lease.owner} no longer owns it (fence {self.lease.fence} is stale); "
+            "another generator took it over"
+        )
 
     # -- test cases -------------------------------------------------------------------------------
     def add_test_cases(
         self, campaign_id: str, batch: int, first_position: int, cases: list[tuple[str, dict[str, Any]]]
     ) -> None:
         with self.engine.begin() as conn:
+            self._fence(conn, campaign_id)
             conn.execute(
                 test_cases.insert(),
                 [
@@ -351,6 +561,7 @@ class CampaignStore:
         row = storable(row)
         try:
             with self.engine.begin() as conn:
+                self._fence(conn, campaign_id)
                 conn.execute(executions.insert().values(**_execution_values(campaign_id, row)))
             return True
         except sa.exc.IntegrityError:
@@ -366,6 +577,7 @@ class CampaignStore:
             return []
         try:
             with self.engine.begin() as conn:
+                self._fence(conn, campaign_id)
                 conn.execute(executions.insert(), [_execution_values(campaign_id, r) for r in rows])
             return rows
         except sa.exc.IntegrityError:  # some were stored by an earlier attempt: fall back to one by one
@@ -513,6 +725,10 @@ def _execution_row(campaign_id: str, r: Any) -> ExecutionRow:
     )
 
 
+def _holds(lease: Lease) -> list[Any]:
+    return [campaigns.c.id == lease.campaign_id, campaigns.c.owner == lease.owner, campaigns.c.fence == lease.fence]
+
+
 def _file_identity(path: Path) -> tuple[int, int] | None:
     try:
         st = path.stat()
@@ -536,6 +752,15 @@ def _migrate(engine: Engine) -> None:
     if "final_observation" not in present:
         with engine.begin() as conn:
             conn.exec_driver_sql("ALTER TABLE executions ADD COLUMN final_observation TEXT NOT NULL DEFAULT '[]'")
+    owned = {c["name"] for c in inspector.get_columns("campaigns")}
+    for column, ddl in (
+        ("owner", "VARCHAR(200) NOT NULL DEFAULT ''"),
+        ("lease_until", "FLOAT NOT NULL DEFAULT 0"),
+        ("fence", "INTEGER NOT NULL DEFAULT 0"),
+    ):
+        if column not in owned:
+            with engine.begin() as conn:
+                conn.exec_driver_sql(f"ALTER TABLE campaigns ADD COLUMN {column} {ddl}")
     if engine.dialect.name != "postgresql":
         return
     for table, columns in _JSON_COLUMNS.items():

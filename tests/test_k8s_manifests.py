@@ -135,7 +135,9 @@ def test_every_service_serves_mtls_from_mounted_secrets_and_probes_over_it() -> 
         for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
             command = container[probe]["exec"]["command"]
             port = min(p for p in workloads[name]["ports"] if p not in METRICS_PORTS)
-            assert command == ["grpc-health-probe", f"127.0.0.1:{port}"], (name, probe)
+            # the generator's readiness follows its store, its liveness does not (a database outage restarts nothing)
+            extra = ["-service=liveness"] if (name, probe) == ("generator", "livenessProbe") else []
+            assert command == ["grpc-health-probe", f"127.0.0.1:{port}", *extra], (name, probe)
     config = next(d for d in _documents() if d["kind"] == "ConfigMap")["data"]
     assert config["GAUNTLET_TOKEN_FILE"].startswith("/etc/gauntlet/token/")
     for variable in ("GAUNTLET_CA", "GAUNTLET_CLIENT_CERT", "GAUNTLET_CLIENT_KEY"):
@@ -151,6 +153,18 @@ def test_no_secret_value_is_committed_or_put_on_a_command_line() -> None:
     generator = _workloads()["generator"]["spec"]["spec"]["template"]["spec"]["containers"][0]
     env = [e["name"] for e in generator["env"]]
     assert env.index("POSTGRES_PASSWORD") < env.index("GAUNTLET_STORE_URL")  # $(...) expands from earlier variables
+
+
+def test_the_generator_runs_two_replicas_each_with_its_own_owner_id() -> None:
+    """Issue 35 item 4: two generator replicas share the store (campaign leases); each one's owner id is its pod
+    name, and the artifacts both may need are on a volume both can mount."""
+    deployment = _workloads()["generator"]["spec"]
+    assert deployment["spec"]["replicas"] == 2 and deployment["spec"]["strategy"]["type"] == "RollingUpdate"
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e for e in container["env"]}
+    assert env["GAUNTLET_GENERATOR_ID"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    claim = next(d for d in _documents() if d["metadata"]["name"] == "gauntlet-artifacts")
+    assert claim["spec"]["accessModes"] == ["ReadWriteMany"]
 
 
 def test_the_generator_s_artifact_root_is_a_mounted_persistent_volume() -> None:

@@ -40,9 +40,9 @@ class Generator:
     def stub(self) -> generator_pb2_grpc.GeneratorServiceStub:
         return generator_pb2_grpc.GeneratorServiceStub(client_channel(f"127.0.0.1:{self.port}"))
 
-    def health(self) -> int:
+    def health(self, service: str = "") -> int:
         stub = health_pb2_grpc.HealthStub(client_channel(f"127.0.0.1:{self.port}"))
-        return stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=10).status
+        return stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=10).status
 
 
 def start_generator(suite: LocalSuite, store_url: str, artifact_root: Path, log: Path, *extra: str) -> Generator:
@@ -291,6 +291,8 @@ def test_health_says_not_serving_while_the_store_is_gone(suite: LocalSuite, tmp_
         _wait_health(generator, health_pb2.HealthCheckResponse.SERVING)
         folder.rename(tmp_path / "moved-away")  # the file the generator opened is no longer its store
         _wait_health(generator, health_pb2.HealthCheckResponse.NOT_SERVING)
+        assert generator.health("gauntlet.v1.GeneratorService") == health_pb2.HealthCheckResponse.NOT_SERVING
+        assert generator.health("liveness") == health_pb2.HealthCheckResponse.SERVING  # not restarted for it
         (tmp_path / "moved-away").rename(folder)
         _wait_health(generator, health_pb2.HealthCheckResponse.SERVING)
 
