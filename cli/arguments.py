@@ -272,7 +272,7 @@ def add_surrogate(sub: Subparsers) -> None:
 def _listing(sub: Subparsers, name: str, role: str, flag: str, what: str) -> argparse.ArgumentParser:
     p = sub.add_parser(
         name,
-        help=f"list the {what} a suite serves (its {role} service's answer)",
+        help=f"list what a suite's {role} service serves: {what}",
         description=f"Lists the {what} that the {role} service at {flag} serves; without {flag}, that one service "
         "is started on loopback for the listing and stopped afterwards. Names are printed whole.",
     )
@@ -281,6 +281,7 @@ def _listing(sub: Subparsers, name: str, role: str, flag: str, what: str) -> arg
     )
     p.add_argument("--json", action="store_true", help="print the service's answer as JSON, for scripts")
     add_client_arguments(p, f"credentials for {flag} (TLS, mTLS, token)")
+    add_token_arguments(p, f"{flag} requires")
     _handler(p, f"cli.listings:cmd_{name}")
     return p
 
