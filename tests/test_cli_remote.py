@@ -5,6 +5,7 @@ only the services a report reads."""
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -115,6 +116,22 @@ def test_run_against_an_unreachable_generator_fails_within_10_s_naming_it(tmp_pa
     assert time.monotonic() - started < 10, out.stderr
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert "cannot reach the generator service at 127.0.0.1:1" in out.stderr
+
+
+def test_a_silent_endpoint_is_given_up_on_within_seconds(tmp_path: Path) -> None:
+    """A port that accepts connections and never answers (a hung host, a wrong service behind a load balancer)."""
+    spec = tmp_path / "c.yaml"
+    spec.write_text(CAMPAIGN)
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)  # the kernel completes the handshakes; nothing ever reads or answers
+        endpoint = f"127.0.0.1:{silent.getsockname()[1]}"
+        started = time.monotonic()
+        out = gauntlet("run", str(spec), "--generator", endpoint, "--analysis", "127.0.0.1:2", cwd=tmp_path)
+        elapsed = time.monotonic() - started
+    assert elapsed < 15, out.stderr
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert f"cannot reach the generator service at {endpoint}: no answer within 5 s" in out.stderr
 
 
 def test_an_endpoint_without_a_port_is_refused(tmp_path: Path) -> None:
