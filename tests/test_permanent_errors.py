@@ -13,10 +13,12 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 import yaml
 
 from cli.launcher import LocalSuite, Service
@@ -86,7 +88,9 @@ def _restart(local: LocalSuite, service: Service) -> Service:
     )
 
 
-def test_an_agent_that_refuses_the_observations_fails_the_campaign_in_seconds(tmp_path: Path) -> None:
+def test_an_agent_that_refuses_the_observations_fails_the_campaign_in_seconds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # A model that fits the subject when the campaign starts (the simulator checks and remembers the fit), then an
     # agent restarted with another model under the same name: its Act refuses CartPole's 4-value observations.
     models = tmp_path / "models"
@@ -95,6 +99,8 @@ def test_an_agent_that_refuses_the_observations_fails_the_campaign_in_seconds(tm
     manifest = {"models": {"probe": {"subject": "cartpole", "algorithm": "PPO", "description": "swapped in tests"}}}
     (models / "manifest.yaml").write_text(yaml.safe_dump(manifest))
     retry_seconds = 300.0  # a retried permanent error would keep the campaign running this long
+    lanes = Path(tempfile.mkdtemp(prefix="lanes-"))  # short: the agent's socket paths must fit 107 bytes
+    monkeypatch.setenv("TMPDIR", str(lanes))  # where the agents make their lane folders
     with LocalSuite(
         store_url=f"sqlite:///{tmp_path / 'store.db'}",
         log_dir=tmp_path / "logs",
@@ -114,6 +120,10 @@ def test_an_agent_that_refuses_the_observations_fails_the_campaign_in_seconds(tm
             run.kill()
         took = time.monotonic() - killed
         status = _status(local, "refused")
+        # issue 35: the SIGKILLed agent's lane folder is removed by the agent restarted in its place
+        assert len(list(lanes.glob("gauntlet-lanes-*"))) == 1, list(lanes.iterdir())
+    assert not list(lanes.glob("gauntlet-lanes-*")), list(lanes.iterdir())  # and the live one's at the stop
+    shutil.rmtree(lanes, ignore_errors=True)
     assert status is not None and status.state == generator_pb2.CAMPAIGN_STATE_FAILED, status
     sentence = "model 'probe' expects observations of shape (batch, 8)"
     assert sentence in status.error and status.error.startswith("simulator RunEpisodes: INVALID_ARGUMENT: ")
