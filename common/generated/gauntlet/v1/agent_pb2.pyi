@@ -194,7 +194,9 @@ class ActRequest(_message.Message):
     @_builtins.property
     def model(self) -> _common_pb2.ModelRef: ...
     @_builtins.property
-    def observations(self) -> _common_pb2.Tensor: ...
+    def observations(self) -> _common_pb2.Tensor:
+        """(batch, ...observation shape): at most 4096 rows (shape[0]) and 64 MiB of data, else INVALID_ARGUMENT naming the field and the limit."""
+
     def __init__(
         self,
         *,
@@ -240,7 +242,9 @@ class ActStreamRequest(_message.Message):
         """Only the first message of a stream needs the model; later ones may omit it."""
 
     @_builtins.property
-    def observations(self) -> _common_pb2.Tensor: ...
+    def observations(self) -> _common_pb2.Tensor:
+        """As ActRequest.observations: at most 4096 rows (shape[0]) and 64 MiB of data, else INVALID_ARGUMENT naming the field and the limit."""
+
     def __init__(
         self,
         *,
@@ -331,7 +335,9 @@ class EmbedRequest(_message.Message):
     def model(self) -> _common_pb2.ModelRef: ...
     @_builtins.property
     def images(self) -> _common_pb2.Tensor:
-        """uint8 (batch, height, width, 3), row-major RGB: the model's observation shape with a batch axis."""
+        """uint8 (batch, height, width, 3), row-major RGB: the model's observation shape with a batch axis;
+        at most 4096 rows (shape[0]) and 64 MiB of data, else INVALID_ARGUMENT naming the field and the limit.
+        """
 
     def __init__(
         self,

@@ -169,6 +169,10 @@ Global___Budget: _TypeAlias = Budget  # noqa: Y015
 
 @_typing.final
 class CampaignSpec(_message.Message):
+    """name, batch_size, parallelism and repetitions have no default on the wire (proto3 cannot tell 0 from unset):
+    a 0 or an empty name is refused with INVALID_ARGUMENT naming the field and its range.
+    """
+
     DESCRIPTOR: _descriptor.Descriptor
 
     NAME_FIELD_NUMBER: _builtins.int
@@ -186,16 +190,17 @@ class CampaignSpec(_message.Message):
     KEEP_FINAL_OBSERVATIONS_FIELD_NUMBER: _builtins.int
     OBSERVATION_TRANSLATOR_FIELD_NUMBER: _builtins.int
     name: _builtins.str
+    """1 to 200 characters."""
     subject: _builtins.str
     strategy: _builtins.str
     seed: _builtins.int
     batch_size: _builtins.int
-    """Test cases asked of the strategy at once (>= 1)."""
+    """Test cases asked of the strategy at once, 1..4096."""
     parallelism: _builtins.int
-    """Environments the simulator keeps in lock-step."""
+    """Environments the simulator keeps in lock-step, 1..512."""
     stop_at_first_failure: _builtins.bool
     repetitions: _builtins.int
-    """Runs per test case; the verdict is the majority (fail if more than half fail)."""
+    """Runs per test case, 1..100; the verdict is the majority (fail if more than half fail)."""
     oracle: _builtins.str
     """Empty = the subject's default oracle."""
     keep_final_observations: _builtins.bool

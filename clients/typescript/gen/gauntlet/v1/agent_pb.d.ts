@@ -141,6 +141,8 @@ export declare type ActRequest = Message<"gauntlet.v1.ActRequest"> & {
   model?: ModelRef | undefined;
 
   /**
+   * (batch, ...observation shape): at most 4096 rows (shape[0]) and 64 MiB of data, else INVALID_ARGUMENT naming the field and the limit.
+   *
    * @generated from field: gauntlet.v1.Tensor observations = 2;
    */
   observations?: Tensor | undefined;
@@ -180,6 +182,8 @@ export declare type ActStreamRequest = Message<"gauntlet.v1.ActStreamRequest"> &
   model?: ModelRef | undefined;
 
   /**
+   * As ActRequest.observations: at most 4096 rows (shape[0]) and 64 MiB of data, else INVALID_ARGUMENT naming the field and the limit.
+   *
    * @generated from field: gauntlet.v1.Tensor observations = 2;
    */
   observations?: Tensor | undefined;
@@ -260,7 +264,8 @@ export declare type EmbedRequest = Message<"gauntlet.v1.EmbedRequest"> & {
   model?: ModelRef | undefined;
 
   /**
-   * uint8 (batch, height, width, 3), row-major RGB: the model's observation shape with a batch axis.
+   * uint8 (batch, height, width, 3), row-major RGB: the model's observation shape with a batch axis;
+   * at most 4096 rows (shape[0]) and 64 MiB of data, else INVALID_ARGUMENT naming the field and the limit.
    *
    * @generated from field: gauntlet.v1.Tensor images = 2;
    */

@@ -124,10 +124,15 @@ export declare type Budget = Message<"gauntlet.v1.Budget"> & {
 export declare const BudgetSchema: GenMessage<Budget>;
 
 /**
+ * name, batch_size, parallelism and repetitions have no default on the wire (proto3 cannot tell 0 from unset):
+ * a 0 or an empty name is refused with INVALID_ARGUMENT naming the field and its range.
+ *
  * @generated from message gauntlet.v1.CampaignSpec
  */
 export declare type CampaignSpec = Message<"gauntlet.v1.CampaignSpec"> & {
   /**
+   * 1 to 200 characters.
+   *
    * @generated from field: string name = 1;
    */
   name: string;
@@ -163,14 +168,14 @@ export declare type CampaignSpec = Message<"gauntlet.v1.CampaignSpec"> & {
   budget?: Budget | undefined;
 
   /**
-   * Test cases asked of the strategy at once (>= 1).
+   * Test cases asked of the strategy at once, 1..4096.
    *
    * @generated from field: uint32 batch_size = 8;
    */
   batchSize: number;
 
   /**
-   * Environments the simulator keeps in lock-step.
+   * Environments the simulator keeps in lock-step, 1..512.
    *
    * @generated from field: uint32 parallelism = 9;
    */
@@ -182,7 +187,7 @@ export declare type CampaignSpec = Message<"gauntlet.v1.CampaignSpec"> & {
   stopAtFirstFailure: boolean;
 
   /**
-   * Runs per test case; the verdict is the majority (fail if more than half fail).
+   * Runs per test case, 1..100; the verdict is the majority (fail if more than half fail).
    *
    * @generated from field: uint32 repetitions = 11;
    */
