@@ -179,6 +179,9 @@ class LocalSuite:
         # a role left out still has its port, so the roles that call it are pointed there (and it can start later)
         self._ports = {r: 0 if r in roles else _free_port() for r in ROLES}
         private_folder(self.artifact_root)  # runs/: the store, logs, reports and --secure's keys live under it
+        store_folder = Path(self.store_url.removeprefix("sqlite:///")).parent.resolve()
+        if self.store_url.startswith("sqlite:///") and self.artifact_root.resolve() in store_folder.parents:
+            private_folder(store_folder)  # runs/store, made by whoever chose the URL first
         try:
             self.start_roles(roles)
         except BaseException:

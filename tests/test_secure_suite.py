@@ -165,6 +165,8 @@ def test_no_secret_on_any_service_command_line_and_files_private(secure_suite: d
     databases = list(runs.rglob("gauntlet.db*"))  # the SQLite store and its WAL and SHM files
     logs = list((runs / "logs").glob("*.log"))
     assert databases and len(logs) == len(services)
+    for folder in {path.parent for path in databases}:  # runs/store, whoever created it first
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o700, folder
     for path in databases + logs:
         assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
 
