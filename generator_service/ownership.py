@@ -57,18 +57,21 @@ def gone(owner: str, me: str) -> bool:
 
 
 class LeaseKeeper:
-    """Renews the leases this generator holds; tells `on_lost` about one another generator took; between
-    renewals runs `adopt` (take over the campaigns whose owner is gone), when given."""
+    """Renews the leases this generator holds; tells `on_lost` about one another generator took and `on_cancel`
+    about one a CancelCampaign on another replica asked to cancel; between renewals runs `adopt` (take over the
+    campaigns whose owner is gone), when given."""
 
     def __init__(
         self,
         store: CampaignStore,
         lease_seconds: float,
         on_lost: Callable[[str], None],
+        on_cancel: Callable[[str], None],
     ) -> None:
         self.store = store
         self.lease_seconds = lease_seconds
         self.on_lost = on_lost
+        self.on_cancel = on_cancel
         self._leases: dict[str, Lease] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -104,6 +107,15 @@ class LeaseKeeper:
                 log.warning("campaign %s was taken over by another generator; stopping it here", lease.campaign_id)
                 self.drop(lease.campaign_id)
                 self.on_lost(lease.campaign_id)
+        with self._lock:
+            held = list(self._leases.values())
+        try:
+            cancelled = self.store.cancels_requested(held)
+        except sa.exc.SQLAlchemyError:
+            return
+        for campaign_id in cancelled:
+            log.info("campaign %s: cancelled through another generator", campaign_id)
+            self.on_cancel(campaign_id)
 
     def _loop(self, adopt: Callable[[], object] | None) -> None:
         while not self._stop.wait(self.lease_seconds / 3):

@@ -50,6 +50,9 @@ from generator_service.config import CampaignConfig, explain
 from generator_service.ownership import DEFAULT_LEASE_SECONDS, LeaseKeeper, gone, owner_id
 from generator_service.preflight import check_signals
 from generator_service.protected import ProtectedPaths
+from generator_service.replay import MAX_FRAMES as MAX_REPLAY_FRAMES
+from generator_service.replay import Replayer, find_execution, rendered_repetition
+from generator_service.replay import summary as replay_summary
 from generator_service.simulators import SimulatorPool
 from generator_service.store import (
     CampaignExists,
@@ -135,7 +138,7 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
         # one owner per running campaign (generator_service/ownership.py): this generator's id and its leases
         self.owner = owner or owner_id()
         self.lease_seconds = lease_seconds
-        self.keeper = LeaseKeeper(store, lease_seconds, self._lost)
+        self.keeper = LeaseKeeper(store, lease_seconds, self._lost, self._cancel_here)
         self._taking = threading.Lock()  # acquire + launch, one campaign at a time in this process
         self._unresumable: set[str] = set()
 
@@ -215,6 +218,27 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
         if runner is not None:
             runner.interrupt()
 
+    def _cancel_here(self, campaign_id: str) -> None:
+        runner = self._runners.get(campaign_id)
+        if runner is not None:
+            runner.cancel()
+
+    def _cancel_orphan(self, campaign_id: str) -> bool:
+        """Cancels a campaign left running that no generator holds (its owner is gone); False when one does."""
+        with self._taking:
+            if campaign_id in self._runners:
+                return False
+            lease = self.store.acquire(
+                campaign_id, self.owner, self.lease_seconds, may_take=lambda previous: gone(previous, self.owner)
+            )
+            if lease is None:
+                return False
+            try:
+                self.store.owned(lease).set_state(campaign_id, "cancelled", "cancelled")
+            finally:
+                self.store.release(lease)
+            return True
+
     def _take(self, campaign_id: str) -> bool:
         """Acquires and launches a stored campaign when nobody else holds it; False when another generator does
         (it runs there) or it runs here already. InvalidArgument / DataLoss for a campaign that cannot resume."""
@@ -228,6 +252,12 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
                 campaign_id, self.owner, self.lease_seconds, may_take=lambda previous: gone(previous, self.owner)
             )
             if lease is None:
+                return False
+            if self.store.cancels_requested([lease]):  # cancelled through a generator while its owner was gone
+                try:
+                    self.store.owned(lease).set_state(campaign_id, "cancelled", "cancelled")
+                finally:
+                    self.store.release(lease)
                 return False
             self._launch(campaign_id, config, lease)
             return True
@@ -509,13 +539,20 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
     def CancelCampaign(
         self, request: generator_pb2.CancelCampaignRequest, context: grpc.ServicerContext
     ) -> generator_pb2.CancelCampaignResponse:
-        self._row(request.campaign_id)
+        row = self._row(request.campaign_id)
         runner = self._runners.get(request.campaign_id)
         thread = self._threads.get(request.campaign_id)
         if runner:
             runner.cancel()
         if thread:
             thread.join(timeout=30)
+        elif row.state == "running" and self._cancel_orphan(row.id):
+            pass
+        elif row.state == "running" and self.store.request_cancel(row.id):
+            # another generator replica runs it: it cancels at its next lease renewal; wait as long as for ours
+            deadline = time.monotonic() + max(30.0, self.lease_seconds)
+            while self._row(row.id).state == "running" and time.monotonic() < deadline and context.is_active():
+                time.sleep(WATCH_POLL_SECONDS)
         return generator_pb2.CancelCampaignResponse(status=self._status(request.campaign_id))
 
     @grpc_method
@@ -534,6 +571,28 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
             raise FailedPrecondition(str(exc)) from None
         self._take(row.id)  # False: another generator runs it (the status says running)
         return generator_pb2.ResumeCampaignResponse(status=self._status(request.campaign_id))
+
+    @grpc_method
+    @store_errors
+    def ReplayExecution(
+        self, request: generator_pb2.ReplayExecutionRequest, context: grpc.ServicerContext
+    ) -> Iterator[generator_pb2.ReplayExecutionResponse]:
+        row = self._row(request.campaign_id)
+        check_id("test_case_id", request.test_case_id)
+        if request.max_frames > MAX_REPLAY_FRAMES:
+            raise InvalidArgument(f"max_frames={request.max_frames} is out of range [1, {MAX_REPLAY_FRAMES}] (0 = 300)")
+        try:
+            config = stored_config(row)
+        except InvalidArgument as exc:
+            raise FailedPrecondition(str(exc)) from None
+        stored = find_execution(self.store, row.id, request.test_case_id)
+        replayer = Replayer(self.simulators, self.oracle)
+        replayed = replayer.replay(row.id, config, stored)
+        repetition = rendered_repetition(replayed) if request.render else 0
+        yield generator_pb2.ReplayExecutionResponse(summary=replay_summary(replayed, config, _execution, repetition))
+        if request.render:
+            for frame in replayer.frames(config, replayed, repetition, request.max_frames):
+                yield generator_pb2.ReplayExecutionResponse(frame=frame)
 
 
 def corrupt_message(campaign_id: str, corrupt: list[CorruptRow], shown_rows: int = 5) -> str:

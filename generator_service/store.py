@@ -116,6 +116,8 @@ campaigns = sa.Table(
     sa.Column("owner", sa.String(200), nullable=False, server_default=""),
     sa.Column("lease_until", sa.Float, nullable=False, server_default="0"),
     sa.Column("fence", sa.Integer, nullable=False, server_default="0"),
+    # CancelCampaign reached a generator that does not run it: the owner cancels it at its next renewal
+    sa.Column("cancel_requested", sa.Integer, nullable=False, server_default="0"),
 )
 
 # Every ownership a campaign had, for operators and tests: who held it under which fence, since when, the last
@@ -365,6 +367,8 @@ class CampaignStore:
                     stop_reason=stop_reason,
                     error=error,
                     wall_seconds=campaigns.c.wall_seconds + add_wall_seconds,
+                    # a cancel asked through another generator is answered once the campaign stops
+                    cancel_requested=campaigns.c.cancel_requested if state == "running" else 0,
                 )
             )
             if self.lease is not None and done.rowcount != 1:
@@ -429,6 +433,29 @@ class CampaignStore:
                 .values(lease_until=now + lease_seconds)
             )
         return True
+
+    def request_cancel(self, campaign_id: str) -> bool:
+        """Asks the generator that runs the campaign to cancel it (it reads this when it renews its lease); False
+        when the campaign is not running."""
+        with self.engine.begin() as conn:
+            asked = conn.execute(
+                campaigns.update()
+                .where(campaigns.c.id == campaign_id, campaigns.c.state == "running")
+                .values(cancel_requested=1)
+            )
+        return asked.rowcount == 1
+
+    def cancels_requested(self, leases: list[Lease]) -> list[str]:
+        """Of the campaigns these leases hold, those another generator was asked to cancel."""
+        if not leases:
+            return []
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                sa.select(campaigns.c.id).where(
+                    campaigns.c.id.in_([lease.campaign_id for lease in leases]), campaigns.c.cancel_requested == 1
+                )
+            ).all()
+        return [r[0] for r in rows]
 
     def release(self, lease: Lease) -> None:
         """Gives the campaign back (when still held): another generator may take it at once."""
@@ -757,6 +784,7 @@ def _migrate(engine: Engine) -> None:
         ("owner", "VARCHAR(200) NOT NULL DEFAULT ''"),
         ("lease_until", "FLOAT NOT NULL DEFAULT 0"),
         ("fence", "INTEGER NOT NULL DEFAULT 0"),
+        ("cancel_requested", "INTEGER NOT NULL DEFAULT 0"),
     ):
         if column not in owned:
             with engine.begin() as conn:

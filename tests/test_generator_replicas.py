@@ -174,3 +174,43 @@ def test_a_paused_owner_loses_its_campaign_and_its_late_writes_are_refused(
             if generator.process.poll() is None:
                 stop(generator)
         store.engine.dispose()
+
+
+def test_a_cancel_through_either_replica_reaches_the_campaign(
+    suite: LocalSuite, postgres_url: str, tmp_path: Path
+) -> None:
+    """CancelCampaign on the replica that does not run the campaign: its owner cancels it at its next renewal; and
+    a campaign whose owner was killed is cancelled by the replica that takes it over, never resumed."""
+    url = _fresh_database(postgres_url, f"cancels{os.getpid()}")
+    store = CampaignStore(url)
+    a, b = _generator(suite, url, tmp_path, "replica-a"), _generator(suite, url, tmp_path, "replica-b")
+    n = 150
+    try:
+        for campaign_id in ("live", "orphan"):
+            request = generator_pb2.StartCampaignRequest(campaign_id=campaign_id, spec=spec(executions=n, seed=7))
+            a.stub.StartCampaign(request, timeout=120)
+        _wait(lambda: store.count("live").executions >= 10, 300, "replica-a's progress")
+        status = b.stub.CancelCampaign(generator_pb2.CancelCampaignRequest(campaign_id="live"), timeout=120).status
+        assert status.state == generator_pb2.CAMPAIGN_STATE_CANCELLED and status.executions < n
+        stop(a, kill=True)
+        status = b.stub.CancelCampaign(generator_pb2.CancelCampaignRequest(campaign_id="orphan"), timeout=120).status
+        assert status.state == generator_pb2.CAMPAIGN_STATE_CANCELLED and status.executions < n
+        time.sleep(float(LEASE))  # nothing runs them any more: their rows stay as they are
+        for campaign_id in ("live", "orphan"):
+            count = store.count(campaign_id).executions
+            row = store.campaign(campaign_id)
+            assert row is not None and row.state == "cancelled" and row.stop_reason == "cancelled"
+            assert count == len({r.test_case_id for r in store.executions(campaign_id)}) < n
+        assert [h["owner"] for h in store.owners("live")] == ["replica-a"]
+        assert [h["owner"] for h in store.owners("orphan")] == ["replica-a", "replica-b"]
+        assert store.leases() == {}
+        # a resume afterwards runs it on (the cancel was answered: it does not cancel the resumed campaign)
+        b.stub.ResumeCampaign(generator_pb2.ResumeCampaignRequest(campaign_id="live"), timeout=60)
+        list(b.stub.WatchCampaign(generator_pb2.WatchCampaignRequest(campaign_id="live"), timeout=600))
+        final = b.stub.GetCampaign(generator_pb2.GetCampaignRequest(campaign_id="live"), timeout=30).status
+        assert final.state == generator_pb2.CAMPAIGN_STATE_COMPLETED and final.executions == n
+    finally:
+        for generator in (a, b):
+            if generator.process.poll() is None:
+                stop(generator)
+        store.engine.dispose()
