@@ -114,6 +114,40 @@ def add_report(sub: Subparsers) -> None:
     _handler(p, "cli.commands:cmd_report")
 
 
+def test_case_id(text: str) -> str:
+    """A stored test case id (t0000079), checked by the services' id rule."""
+    from common.errors import InvalidArgument
+    from common.validation import check_id
+
+    try:
+        return check_id("test case id", text)
+    except InvalidArgument as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def add_replay(sub: Subparsers) -> None:
+    p = sub.add_parser(
+        "replay",
+        help="run one stored execution again, check its verdict, optionally write its animation",
+        description="Runs a stored test case of a campaign again with the campaign's subject, model, oracle and "
+        "episode seeds (derived from the campaign seed and the test case id), and compares the verdict with the "
+        "stored one: exit 0 when it is the same, 1 when it differs, 2 for an error. Every failure line of "
+        "`gauntlet run` and every failure of a report names this command.",
+    )
+    p.add_argument("campaign_id", type=campaign_id)
+    p.add_argument("test_case_id", type=test_case_id, help="the stored id, e.g. t0000079")
+    p.add_argument(
+        "--render",
+        type=Path,
+        metavar="FILE",
+        help="also write the episode as an animation: FILE.gif or FILE.webp (frames from the simulator's "
+        "RenderEpisode; the first failing repetition's episode)",
+    )
+    p.add_argument("--max-frames", type=int, help="at most this many frames, 1..1000 (default 300)")
+    _suite_arguments(p)
+    _handler(p, "cli.failure_commands:cmd_replay")
+
+
 def add_up(sub: Subparsers) -> None:
     p = sub.add_parser(
         "up",
@@ -314,6 +348,7 @@ COMMANDS = (
     add_run,
     add_resume,
     add_report,
+    add_replay,
     add_up,
     add_certs,
     add_environments,

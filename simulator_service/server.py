@@ -41,6 +41,7 @@ from common.tensor import TensorError, from_tensor, to_tensor
 from common.validation import check_id, shown
 from simulator_service.agent_client import AgentLane, AgentStream, check_model_fits, open_actor
 from simulator_service.backends import check_first_observation, make_env
+from simulator_service.frames import DEFAULT_FRAMES, DEFAULT_WIDTH, MAX_FRAMES, MAX_WIDTH, FrameCapture
 from simulator_service.image_stage import ImageStage, is_image_env
 from simulator_service.peers import Peers
 from simulator_service.runner import AgentError, Job, TracePrefix, run_lockstep
@@ -559,6 +560,100 @@ class SimulatorServicer(simulator_pb2_grpc.SimulatorServiceServicer):
         finally:
             env.close()
         return simulator_pb2.RenderResponse(image=to_tensor(frame))
+
+    @grpc_method
+    def RenderEpisode(
+        self, request: simulator_pb2.RenderEpisodeRequest, context: grpc.ServicerContext
+    ) -> Iterator[simulator_pb2.RenderEpisodeResponse]:
+        if peer := self._peer(request.subject):
+            yield from self._relay_stream(lambda: peer.RenderEpisode(request, timeout=_deadline(context)), context)
+            return
+        subject = self._subject(request.subject)
+        if not request.model.name:
+            raise InvalidArgument("RenderEpisodeRequest.model.name is required")
+        if request.max_frames > MAX_FRAMES:
+            raise InvalidArgument(
+                f"max_frames={request.max_frames} is out of range [1, {MAX_FRAMES}] (0 = {DEFAULT_FRAMES})"
+            )
+        if request.max_width > MAX_WIDTH:
+            raise InvalidArgument(
+                f"max_width={request.max_width} is out of range [1, {MAX_WIDTH}] (0 = {DEFAULT_WIDTH})"
+            )
+        if request.repetition >= MAX_REPETITIONS:
+            raise InvalidArgument(f"repetition={request.repetition} is out of range [0, {MAX_REPETITIONS - 1}]")
+        case = request.test_case
+        violations = self._validate(subject, [case])[0].violations
+        if violations:
+            raise InvalidArgument(f"test case {case.id!r}: {'; '.join(violations)}")
+        try:
+            TraceRecorder(subject, list(request.trace.signals))
+        except KeyError as exc:
+            raise InvalidArgument(str(exc.args[0])) from None
+        endpoint = self._endpoint("agent_endpoint", request.agent_endpoint, self.agent_endpoint)
+        stub = self._agent_stub(endpoint)
+        key = (endpoint, request.model.name, subject.name)
+        if key not in self._fits:
+            check_model_fits(stub, request.model.name, subject.name, *self._spaces_of(subject))
+            self._fits.add(key)
+        trace = self._trace(subject, case) if case.HasField("action_trace") else None
+        job = Job(
+            case.id,
+            case_values(case),
+            self._reset_seed(request.seed, case, request.repetition),
+            request.repetition,
+            trace,
+        )
+        try:
+            env = FrameCapture(
+                make_env(subject, render_mode="rgb_array"),
+                stride=request.frame_stride or 1,
+                max_frames=request.max_frames or DEFAULT_FRAMES,
+                max_width=request.max_width or DEFAULT_WIDTH,
+            )
+        except (TypeError, ValueError) as exc:  # a backend without rgb_array rendering
+            raise FailedPrecondition(
+                f"subject {subject.name} cannot render its episodes ({type(exc).__name__})"
+            ) from None
+        as_run = simulator_pb2.RunEpisodesRequest(
+            subject=request.subject, observation_translator=request.observation_translator, trace=request.trace
+        )
+        as_run.model.name = request.model.name
+        agent = open_actor(stub, request.model.name, self.agent_lanes)
+        try:
+            stage = self._image_stage(subject, [env], as_run, stub)
+            outcomes = list(
+                run_lockstep(
+                    lambda: make_env(subject),
+                    [env],
+                    [job],
+                    [agent],
+                    lambda: TraceRecorder(subject, list(request.trace.signals)),
+                    max_steps=request.max_steps or None,
+                    stage=stage,
+                )
+            )
+        except AgentError as exc:
+            raise FailedPrecondition(str(exc)) from None
+        finally:
+            agent.close()
+            env.close()
+        out = outcomes[0]
+        for frame in env.frames:
+            yield simulator_pb2.RenderEpisodeResponse(frame=to_tensor(frame))
+        result = common_pb2.EpisodeResult(
+            test_case_id=case.id,
+            seed=job.seed,
+            repetition=job.repetition,
+            steps=out.steps,
+            total_reward=out.total_reward,
+            terminated=out.terminated,
+            truncated=out.truncated,
+            wall_seconds=out.wall_seconds,
+            error=out.error,
+        )
+        for name, value in out.signals.items():
+            result.signals[name].CopyFrom(to_tensor(value))
+        yield simulator_pb2.RenderEpisodeResponse(result=result)
 
 
 def register(

@@ -848,3 +848,124 @@ class ListArchiveResponse(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType_item) -> _WhichOneofReturnType_item | None: ...
 
 Global___ListArchiveResponse: _TypeAlias = ListArchiveResponse  # noqa: Y015
+
+@_typing.final
+class ReplayExecutionRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CAMPAIGN_ID_FIELD_NUMBER: _builtins.int
+    TEST_CASE_ID_FIELD_NUMBER: _builtins.int
+    RENDER_FIELD_NUMBER: _builtins.int
+    MAX_FRAMES_FIELD_NUMBER: _builtins.int
+    campaign_id: _builtins.str
+    test_case_id: _builtins.str
+    """The stored test case id, e.g. "t0000079" (what the CLI, the report and ListExecutions show)."""
+    render: _builtins.bool
+    """Also stream the frames of the episode."""
+    max_frames: _builtins.int
+    """With render: at most this many frames, 1..1000; 0 = 300."""
+    def __init__(
+        self,
+        *,
+        campaign_id: _builtins.str = ...,
+        test_case_id: _builtins.str = ...,
+        render: _builtins.bool = ...,
+        max_frames: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["campaign_id", b"campaign_id", "max_frames", b"max_frames", "render", b"render", "test_case_id", b"test_case_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReplayExecutionRequest: _TypeAlias = ReplayExecutionRequest  # noqa: Y015
+
+@_typing.final
+class ReplaySummary(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    STORED_FIELD_NUMBER: _builtins.int
+    REPLAYED_FIELD_NUMBER: _builtins.int
+    SAME_VERDICT_FIELD_NUMBER: _builtins.int
+    EPISODE_SEEDS_FIELD_NUMBER: _builtins.int
+    CAMPAIGN_SEED_FIELD_NUMBER: _builtins.int
+    SUBJECT_FIELD_NUMBER: _builtins.int
+    MODEL_FIELD_NUMBER: _builtins.int
+    ORACLE_FIELD_NUMBER: _builtins.int
+    RENDERED_REPETITION_FIELD_NUMBER: _builtins.int
+    REPETITION_VERDICTS_FIELD_NUMBER: _builtins.int
+    same_verdict: _builtins.bool
+    """replayed.verdict == stored.verdict."""
+    campaign_seed: _builtins.int
+    subject: _builtins.str
+    model: _builtins.str
+    oracle: _builtins.str
+    rendered_repetition: _builtins.int
+    """With render: the repetition whose frames follow."""
+    @_builtins.property
+    def stored(self) -> Global___Execution:
+        """The execution as the campaign stored it."""
+
+    @_builtins.property
+    def replayed(self) -> Global___Execution:
+        """The same input run and judged again now."""
+
+    @_builtins.property
+    def episode_seeds(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """The reset seed of each repetition's episode, repetition 0 first."""
+
+    @_builtins.property
+    def repetition_verdicts(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Verdict of each replayed repetition ("pass", "fail", "invalid"), repetition 0 first."""
+
+    def __init__(
+        self,
+        *,
+        stored: Global___Execution | None = ...,
+        replayed: Global___Execution | None = ...,
+        same_verdict: _builtins.bool = ...,
+        episode_seeds: _abc.Iterable[_builtins.int] | None = ...,
+        campaign_seed: _builtins.int = ...,
+        subject: _builtins.str = ...,
+        model: _builtins.str = ...,
+        oracle: _builtins.str = ...,
+        rendered_repetition: _builtins.int = ...,
+        repetition_verdicts: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["replayed", b"replayed", "stored", b"stored"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["campaign_seed", b"campaign_seed", "episode_seeds", b"episode_seeds", "model", b"model", "oracle", b"oracle", "rendered_repetition", b"rendered_repetition", "repetition_verdicts", b"repetition_verdicts", "replayed", b"replayed", "same_verdict", b"same_verdict", "stored", b"stored", "subject", b"subject"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReplaySummary: _TypeAlias = ReplaySummary  # noqa: Y015
+
+@_typing.final
+class ReplayExecutionResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SUMMARY_FIELD_NUMBER: _builtins.int
+    FRAME_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def summary(self) -> Global___ReplaySummary:
+        """The first message, exactly once."""
+
+    @_builtins.property
+    def frame(self) -> _common_pb2.Tensor:
+        """With render: uint8, shape (height, width, 3), RGB, in episode order."""
+
+    def __init__(
+        self,
+        *,
+        summary: Global___ReplaySummary | None = ...,
+        frame: _common_pb2.Tensor | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["frame", b"frame", "item", b"item", "summary", b"summary"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["frame", b"frame", "item", b"item", "summary", b"summary"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_item: _TypeAlias = _typing.Literal["summary", "frame"]  # noqa: Y015
+    _WhichOneofArgType_item: _TypeAlias = _typing.Literal["item", b"item"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_item) -> _WhichOneofReturnType_item | None: ...
+
+Global___ReplayExecutionResponse: _TypeAlias = ReplayExecutionResponse  # noqa: Y015

@@ -90,6 +90,11 @@ class GeneratorServiceStub:
                 request_serializer=gauntlet_dot_v1_dot_generator__pb2.ListArchiveRequest.SerializeToString,
                 response_deserializer=gauntlet_dot_v1_dot_generator__pb2.ListArchiveResponse.FromString,
                 _registered_method=True)
+        self.ReplayExecution = channel.unary_stream(
+                '/gauntlet.v1.GeneratorService/ReplayExecution',
+                request_serializer=gauntlet_dot_v1_dot_generator__pb2.ReplayExecutionRequest.SerializeToString,
+                response_deserializer=gauntlet_dot_v1_dot_generator__pb2.ReplayExecutionResponse.FromString,
+                _registered_method=True)
 
 
 class GeneratorServiceServicer:
@@ -174,6 +179,19 @@ class GeneratorServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReplayExecution(self, request, context):
+        """Runs one stored execution again: the campaign's subject, model, oracle, repetitions and test case, with the
+        same episode seeds (common/seeding.py's rule: derived from the campaign seed, the test case id and the
+        repetition), judged by the same majority vote; the first message says whether the verdict is the same. With
+        render, the frames of one repetition's episode follow (SimulatorService.RenderEpisode): the first failing
+        repetition's, else repetition 0's.
+        NOT_FOUND: unknown campaign or test case id (the message names a few stored ids); FAILED_PRECONDITION: the
+        stored input was invalid (it never ran).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GeneratorServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -221,6 +239,11 @@ def add_GeneratorServiceServicer_to_server(servicer, server):
                     servicer.ListArchive,
                     request_deserializer=gauntlet_dot_v1_dot_generator__pb2.ListArchiveRequest.FromString,
                     response_serializer=gauntlet_dot_v1_dot_generator__pb2.ListArchiveResponse.SerializeToString,
+            ),
+            'ReplayExecution': grpc.unary_stream_rpc_method_handler(
+                    servicer.ReplayExecution,
+                    request_deserializer=gauntlet_dot_v1_dot_generator__pb2.ReplayExecutionRequest.FromString,
+                    response_serializer=gauntlet_dot_v1_dot_generator__pb2.ReplayExecutionResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -477,6 +500,33 @@ class GeneratorService:
             '/gauntlet.v1.GeneratorService/ListArchive',
             gauntlet_dot_v1_dot_generator__pb2.ListArchiveRequest.SerializeToString,
             gauntlet_dot_v1_dot_generator__pb2.ListArchiveResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReplayExecution(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/gauntlet.v1.GeneratorService/ReplayExecution',
+            gauntlet_dot_v1_dot_generator__pb2.ReplayExecutionRequest.SerializeToString,
+            gauntlet_dot_v1_dot_generator__pb2.ReplayExecutionResponse.FromString,
             options,
             channel_credentials,
             insecure,

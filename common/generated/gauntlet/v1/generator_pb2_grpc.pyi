@@ -70,6 +70,15 @@ class GeneratorServiceStub:
     verdict) and comes with its images.
     FAILED_PRECONDITION: the campaign's strategy keeps no archive, or its stored batches cannot be replayed.
     """
+    ReplayExecution: _grpc.UnaryStreamMultiCallable[_generator_pb2.ReplayExecutionRequest, _generator_pb2.ReplayExecutionResponse]
+    """Runs one stored execution again: the campaign's subject, model, oracle, repetitions and test case, with the
+    same episode seeds (common/seeding.py's rule: derived from the campaign seed, the test case id and the
+    repetition), judged by the same majority vote; the first message says whether the verdict is the same. With
+    render, the frames of one repetition's episode follow (SimulatorService.RenderEpisode): the first failing
+    repetition's, else repetition 0's.
+    NOT_FOUND: unknown campaign or test case id (the message names a few stored ids); FAILED_PRECONDITION: the
+    stored input was invalid (it never ran).
+    """
 
 @_typing.type_check_only
 class GeneratorServiceAsyncStub(GeneratorServiceStub):
@@ -112,6 +121,15 @@ class GeneratorServiceAsyncStub(GeneratorServiceStub):
     through the simulator (same subject, model, translator and seed: the same pose gives the same images and
     verdict) and comes with its images.
     FAILED_PRECONDITION: the campaign's strategy keeps no archive, or its stored batches cannot be replayed.
+    """
+    ReplayExecution: _aio.UnaryStreamMultiCallable[_generator_pb2.ReplayExecutionRequest, _generator_pb2.ReplayExecutionResponse]  # type: ignore[assignment]
+    """Runs one stored execution again: the campaign's subject, model, oracle, repetitions and test case, with the
+    same episode seeds (common/seeding.py's rule: derived from the campaign seed, the test case id and the
+    repetition), judged by the same majority vote; the first message says whether the verdict is the same. With
+    render, the frames of one repetition's episode follow (SimulatorService.RenderEpisode): the first failing
+    repetition's, else repetition 0's.
+    NOT_FOUND: unknown campaign or test case id (the message names a few stored ids); FAILED_PRECONDITION: the
+    stored input was invalid (it never ran).
     """
 
 class GeneratorServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -206,6 +224,21 @@ class GeneratorServiceServicer(metaclass=_abc_1.ABCMeta):
         through the simulator (same subject, model, translator and seed: the same pose gives the same images and
         verdict) and comes with its images.
         FAILED_PRECONDITION: the campaign's strategy keeps no archive, or its stored batches cannot be replayed.
+        """
+
+    @_abc_1.abstractmethod
+    def ReplayExecution(
+        self,
+        request: _generator_pb2.ReplayExecutionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_generator_pb2.ReplayExecutionResponse], _abc.AsyncIterator[_generator_pb2.ReplayExecutionResponse]]:
+        """Runs one stored execution again: the campaign's subject, model, oracle, repetitions and test case, with the
+        same episode seeds (common/seeding.py's rule: derived from the campaign seed, the test case id and the
+        repetition), judged by the same majority vote; the first message says whether the verdict is the same. With
+        render, the frames of one repetition's episode follow (SimulatorService.RenderEpisode): the first failing
+        repetition's, else repetition 0's.
+        NOT_FOUND: unknown campaign or test case id (the message names a few stored ids); FAILED_PRECONDITION: the
+        stored input was invalid (it never ran).
         """
 
 def add_GeneratorServiceServicer_to_server(servicer: GeneratorServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -795,3 +795,99 @@ class RenderResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___RenderResponse: _TypeAlias = RenderResponse  # noqa: Y015
+
+@_typing.final
+class RenderEpisodeRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SUBJECT_FIELD_NUMBER: _builtins.int
+    MODEL_FIELD_NUMBER: _builtins.int
+    TEST_CASE_FIELD_NUMBER: _builtins.int
+    SEED_FIELD_NUMBER: _builtins.int
+    REPETITION_FIELD_NUMBER: _builtins.int
+    TRACE_FIELD_NUMBER: _builtins.int
+    MAX_STEPS_FIELD_NUMBER: _builtins.int
+    FRAME_STRIDE_FIELD_NUMBER: _builtins.int
+    MAX_FRAMES_FIELD_NUMBER: _builtins.int
+    MAX_WIDTH_FIELD_NUMBER: _builtins.int
+    AGENT_ENDPOINT_FIELD_NUMBER: _builtins.int
+    OBSERVATION_TRANSLATOR_FIELD_NUMBER: _builtins.int
+    subject: _builtins.str
+    seed: _builtins.int
+    """The campaign seed, as RunEpisodesRequest.seed (an action trace's own reset_seed still wins)."""
+    repetition: _builtins.int
+    """Which repetition's episode (its reset seed), 0-based."""
+    max_steps: _builtins.int
+    """Overrides the subject's episode length limit when > 0."""
+    frame_stride: _builtins.int
+    """A frame every `frame_stride` steps; 0 = 1 (every step)."""
+    max_frames: _builtins.int
+    """At most this many frames, 1..1000; 0 = 300. A longer episode keeps every second frame (the stride doubles)
+    each time the limit is passed, so the frames always span the whole episode.
+    """
+    max_width: _builtins.int
+    """Frames wider than this many pixels are shrunk by an integer factor; 0 = 480, at most 1920."""
+    agent_endpoint: _builtins.str
+    """As RunEpisodesRequest.agent_endpoint / observation_translator."""
+    observation_translator: _builtins.str
+    @_builtins.property
+    def model(self) -> _common_pb2.ModelRef: ...
+    @_builtins.property
+    def test_case(self) -> _common_pb2.TestCase: ...
+    @_builtins.property
+    def trace(self) -> _common_pb2.TraceSpec:
+        """Signals recorded for the result, as RunEpisodesRequest.trace."""
+
+    def __init__(
+        self,
+        *,
+        subject: _builtins.str = ...,
+        model: _common_pb2.ModelRef | None = ...,
+        test_case: _common_pb2.TestCase | None = ...,
+        seed: _builtins.int = ...,
+        repetition: _builtins.int = ...,
+        trace: _common_pb2.TraceSpec | None = ...,
+        max_steps: _builtins.int = ...,
+        frame_stride: _builtins.int = ...,
+        max_frames: _builtins.int = ...,
+        max_width: _builtins.int = ...,
+        agent_endpoint: _builtins.str = ...,
+        observation_translator: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["model", b"model", "test_case", b"test_case", "trace", b"trace"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_endpoint", b"agent_endpoint", "frame_stride", b"frame_stride", "max_frames", b"max_frames", "max_steps", b"max_steps", "max_width", b"max_width", "model", b"model", "observation_translator", b"observation_translator", "repetition", b"repetition", "seed", b"seed", "subject", b"subject", "test_case", b"test_case", "trace", b"trace"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RenderEpisodeRequest: _TypeAlias = RenderEpisodeRequest  # noqa: Y015
+
+@_typing.final
+class RenderEpisodeResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FRAME_FIELD_NUMBER: _builtins.int
+    RESULT_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def frame(self) -> _common_pb2.Tensor:
+        """uint8, shape (height, width, 3), RGB; in episode order."""
+
+    @_builtins.property
+    def result(self) -> _common_pb2.EpisodeResult:
+        """The episode's result (last message), as RunEpisodes would have sent it."""
+
+    def __init__(
+        self,
+        *,
+        frame: _common_pb2.Tensor | None = ...,
+        result: _common_pb2.EpisodeResult | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["frame", b"frame", "item", b"item", "result", b"result"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["frame", b"frame", "item", b"item", "result", b"result"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_item: _TypeAlias = _typing.Literal["frame", "result"]  # noqa: Y015
+    _WhichOneofArgType_item: _TypeAlias = _typing.Literal["item", b"item"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_item) -> _WhichOneofReturnType_item | None: ...
+
+Global___RenderEpisodeResponse: _TypeAlias = RenderEpisodeResponse  # noqa: Y015

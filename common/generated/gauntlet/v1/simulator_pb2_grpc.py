@@ -73,6 +73,11 @@ class SimulatorServiceStub:
                 request_serializer=gauntlet_dot_v1_dot_simulator__pb2.RenderRequest.SerializeToString,
                 response_deserializer=gauntlet_dot_v1_dot_simulator__pb2.RenderResponse.FromString,
                 _registered_method=True)
+        self.RenderEpisode = channel.unary_stream(
+                '/gauntlet.v1.SimulatorService/RenderEpisode',
+                request_serializer=gauntlet_dot_v1_dot_simulator__pb2.RenderEpisodeRequest.SerializeToString,
+                response_deserializer=gauntlet_dot_v1_dot_simulator__pb2.RenderEpisodeResponse.FromString,
+                _registered_method=True)
 
 
 class SimulatorServiceServicer:
@@ -135,6 +140,18 @@ class SimulatorServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RenderEpisode(self, request, context):
+        """One test case's episode with the model acting, exactly as RunEpisodes runs it (the reset seed derives from
+        (seed, test case id, repetition) by the same rule), in an environment that renders: streams RGB frames (the
+        one after the reset, then one after each `frame_stride`-th step), then the episode's result as the last
+        message. How a stored failure is watched again (GeneratorService.ReplayExecution).
+        INVALID_ARGUMENT: the test case breaks the subject's space or rules; FAILED_PRECONDITION: the subject's
+        environment cannot render.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SimulatorServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -167,6 +184,11 @@ def add_SimulatorServiceServicer_to_server(servicer, server):
                     servicer.Render,
                     request_deserializer=gauntlet_dot_v1_dot_simulator__pb2.RenderRequest.FromString,
                     response_serializer=gauntlet_dot_v1_dot_simulator__pb2.RenderResponse.SerializeToString,
+            ),
+            'RenderEpisode': grpc.unary_stream_rpc_method_handler(
+                    servicer.RenderEpisode,
+                    request_deserializer=gauntlet_dot_v1_dot_simulator__pb2.RenderEpisodeRequest.FromString,
+                    response_serializer=gauntlet_dot_v1_dot_simulator__pb2.RenderEpisodeResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -340,6 +362,33 @@ class SimulatorService:
             '/gauntlet.v1.SimulatorService/Render',
             gauntlet_dot_v1_dot_simulator__pb2.RenderRequest.SerializeToString,
             gauntlet_dot_v1_dot_simulator__pb2.RenderResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RenderEpisode(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/gauntlet.v1.SimulatorService/RenderEpisode',
+            gauntlet_dot_v1_dot_simulator__pb2.RenderEpisodeRequest.SerializeToString,
+            gauntlet_dot_v1_dot_simulator__pb2.RenderEpisodeResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -63,6 +63,14 @@ class SimulatorServiceStub:
     """
     Render: _grpc.UnaryUnaryMultiCallable[_simulator_pb2.RenderRequest, _simulator_pb2.RenderResponse]
     """An RGB frame of a test case after `steps` agent-free no-op steps."""
+    RenderEpisode: _grpc.UnaryStreamMultiCallable[_simulator_pb2.RenderEpisodeRequest, _simulator_pb2.RenderEpisodeResponse]
+    """One test case's episode with the model acting, exactly as RunEpisodes runs it (the reset seed derives from
+    (seed, test case id, repetition) by the same rule), in an environment that renders: streams RGB frames (the
+    one after the reset, then one after each `frame_stride`-th step), then the episode's result as the last
+    message. How a stored failure is watched again (GeneratorService.ReplayExecution).
+    INVALID_ARGUMENT: the test case breaks the subject's space or rules; FAILED_PRECONDITION: the subject's
+    environment cannot render.
+    """
 
 @_typing.type_check_only
 class SimulatorServiceAsyncStub(SimulatorServiceStub):
@@ -99,6 +107,14 @@ class SimulatorServiceAsyncStub(SimulatorServiceStub):
     """
     Render: _aio.UnaryUnaryMultiCallable[_simulator_pb2.RenderRequest, _simulator_pb2.RenderResponse]  # type: ignore[assignment]
     """An RGB frame of a test case after `steps` agent-free no-op steps."""
+    RenderEpisode: _aio.UnaryStreamMultiCallable[_simulator_pb2.RenderEpisodeRequest, _simulator_pb2.RenderEpisodeResponse]  # type: ignore[assignment]
+    """One test case's episode with the model acting, exactly as RunEpisodes runs it (the reset seed derives from
+    (seed, test case id, repetition) by the same rule), in an environment that renders: streams RGB frames (the
+    one after the reset, then one after each `frame_stride`-th step), then the episode's result as the last
+    message. How a stored failure is watched again (GeneratorService.ReplayExecution).
+    INVALID_ARGUMENT: the test case breaks the subject's space or rules; FAILED_PRECONDITION: the subject's
+    environment cannot render.
+    """
 
 class SimulatorServiceServicer(metaclass=_abc_1.ABCMeta):
     """Runs test cases in simulated environments. Backends (Gymnasium, MuJoCo,
@@ -168,5 +184,19 @@ class SimulatorServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_simulator_pb2.RenderResponse, _abc.Awaitable[_simulator_pb2.RenderResponse]]:
         """An RGB frame of a test case after `steps` agent-free no-op steps."""
+
+    @_abc_1.abstractmethod
+    def RenderEpisode(
+        self,
+        request: _simulator_pb2.RenderEpisodeRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_simulator_pb2.RenderEpisodeResponse], _abc.AsyncIterator[_simulator_pb2.RenderEpisodeResponse]]:
+        """One test case's episode with the model acting, exactly as RunEpisodes runs it (the reset seed derives from
+        (seed, test case id, repetition) by the same rule), in an environment that renders: streams RGB frames (the
+        one after the reset, then one after each `frame_stride`-th step), then the episode's result as the last
+        message. How a stored failure is watched again (GeneratorService.ReplayExecution).
+        INVALID_ARGUMENT: the test case breaks the subject's space or rules; FAILED_PRECONDITION: the subject's
+        environment cannot render.
+        """
 
 def add_SimulatorServiceServicer_to_server(servicer: SimulatorServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

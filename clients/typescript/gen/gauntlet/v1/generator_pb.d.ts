@@ -839,6 +839,148 @@ export declare type ListArchiveResponse = Message<"gauntlet.v1.ListArchiveRespon
 export declare const ListArchiveResponseSchema: GenMessage<ListArchiveResponse>;
 
 /**
+ * @generated from message gauntlet.v1.ReplayExecutionRequest
+ */
+export declare type ReplayExecutionRequest = Message<"gauntlet.v1.ReplayExecutionRequest"> & {
+  /**
+   * @generated from field: string campaign_id = 1;
+   */
+  campaignId: string;
+
+  /**
+   * The stored test case id, e.g. "t0000079" (what the CLI, the report and ListExecutions show).
+   *
+   * @generated from field: string test_case_id = 2;
+   */
+  testCaseId: string;
+
+  /**
+   * Also stream the frames of the episode.
+   *
+   * @generated from field: bool render = 3;
+   */
+  render: boolean;
+
+  /**
+   * With render: at most this many frames, 1..1000; 0 = 300.
+   *
+   * @generated from field: uint32 max_frames = 4;
+   */
+  maxFrames: number;
+};
+
+/**
+ * Describes the message gauntlet.v1.ReplayExecutionRequest.
+ * Use `create(ReplayExecutionRequestSchema)` to create a new message.
+ */
+export declare const ReplayExecutionRequestSchema: GenMessage<ReplayExecutionRequest>;
+
+/**
+ * @generated from message gauntlet.v1.ReplaySummary
+ */
+export declare type ReplaySummary = Message<"gauntlet.v1.ReplaySummary"> & {
+  /**
+   * The execution as the campaign stored it.
+   *
+   * @generated from field: gauntlet.v1.Execution stored = 1;
+   */
+  stored?: Execution | undefined;
+
+  /**
+   * The same input run and judged again now.
+   *
+   * @generated from field: gauntlet.v1.Execution replayed = 2;
+   */
+  replayed?: Execution | undefined;
+
+  /**
+   * replayed.verdict == stored.verdict.
+   *
+   * @generated from field: bool same_verdict = 3;
+   */
+  sameVerdict: boolean;
+
+  /**
+   * The reset seed of each repetition's episode, repetition 0 first.
+   *
+   * @generated from field: repeated uint64 episode_seeds = 4;
+   */
+  episodeSeeds: bigint[];
+
+  /**
+   * @generated from field: uint64 campaign_seed = 5;
+   */
+  campaignSeed: bigint;
+
+  /**
+   * @generated from field: string subject = 6;
+   */
+  subject: string;
+
+  /**
+   * @generated from field: string model = 7;
+   */
+  model: string;
+
+  /**
+   * @generated from field: string oracle = 8;
+   */
+  oracle: string;
+
+  /**
+   * With render: the repetition whose frames follow.
+   *
+   * @generated from field: uint32 rendered_repetition = 9;
+   */
+  renderedRepetition: number;
+
+  /**
+   * Verdict of each replayed repetition ("pass", "fail", "invalid"), repetition 0 first.
+   *
+   * @generated from field: repeated string repetition_verdicts = 10;
+   */
+  repetitionVerdicts: string[];
+};
+
+/**
+ * Describes the message gauntlet.v1.ReplaySummary.
+ * Use `create(ReplaySummarySchema)` to create a new message.
+ */
+export declare const ReplaySummarySchema: GenMessage<ReplaySummary>;
+
+/**
+ * @generated from message gauntlet.v1.ReplayExecutionResponse
+ */
+export declare type ReplayExecutionResponse = Message<"gauntlet.v1.ReplayExecutionResponse"> & {
+  /**
+   * @generated from oneof gauntlet.v1.ReplayExecutionResponse.item
+   */
+  item: {
+    /**
+     * The first message, exactly once.
+     *
+     * @generated from field: gauntlet.v1.ReplaySummary summary = 1;
+     */
+    value: ReplaySummary;
+    case: "summary";
+  } | {
+    /**
+     * With render: uint8, shape (height, width, 3), RGB, in episode order.
+     *
+     * @generated from field: gauntlet.v1.Tensor frame = 2;
+     */
+    value: Tensor;
+    case: "frame";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message gauntlet.v1.ReplayExecutionResponse.
+ * Use `create(ReplayExecutionResponseSchema)` to create a new message.
+ */
+export declare const ReplayExecutionResponseSchema: GenMessage<ReplayExecutionResponse>;
+
+/**
  * @generated from enum gauntlet.v1.CampaignState
  */
 export enum CampaignState {
@@ -990,6 +1132,22 @@ export declare const GeneratorService: GenService<{
     methodKind: "server_streaming";
     input: typeof ListArchiveRequestSchema;
     output: typeof ListArchiveResponseSchema;
+  },
+  /**
+   * Runs one stored execution again: the campaign's subject, model, oracle, repetitions and test case, with the
+   * same episode seeds (common/seeding.py's rule: derived from the campaign seed, the test case id and the
+   * repetition), judged by the same majority vote; the first message says whether the verdict is the same. With
+   * render, the frames of one repetition's episode follow (SimulatorService.RenderEpisode): the first failing
+   * repetition's, else repetition 0's.
+   * NOT_FOUND: unknown campaign or test case id (the message names a few stored ids); FAILED_PRECONDITION: the
+   * stored input was invalid (it never ran).
+   *
+   * @generated from rpc gauntlet.v1.GeneratorService.ReplayExecution
+   */
+  replayExecution: {
+    methodKind: "server_streaming";
+    input: typeof ReplayExecutionRequestSchema;
+    output: typeof ReplayExecutionResponseSchema;
   },
 }>;
 

@@ -758,6 +758,126 @@ export declare type RenderResponse = Message<"gauntlet.v1.RenderResponse"> & {
 export declare const RenderResponseSchema: GenMessage<RenderResponse>;
 
 /**
+ * @generated from message gauntlet.v1.RenderEpisodeRequest
+ */
+export declare type RenderEpisodeRequest = Message<"gauntlet.v1.RenderEpisodeRequest"> & {
+  /**
+   * @generated from field: string subject = 1;
+   */
+  subject: string;
+
+  /**
+   * @generated from field: gauntlet.v1.ModelRef model = 2;
+   */
+  model?: ModelRef | undefined;
+
+  /**
+   * @generated from field: gauntlet.v1.TestCase test_case = 3;
+   */
+  testCase?: TestCase | undefined;
+
+  /**
+   * The campaign seed, as RunEpisodesRequest.seed (an action trace's own reset_seed still wins).
+   *
+   * @generated from field: uint64 seed = 4;
+   */
+  seed: bigint;
+
+  /**
+   * Which repetition's episode (its reset seed), 0-based.
+   *
+   * @generated from field: uint32 repetition = 5;
+   */
+  repetition: number;
+
+  /**
+   * Signals recorded for the result, as RunEpisodesRequest.trace.
+   *
+   * @generated from field: gauntlet.v1.TraceSpec trace = 6;
+   */
+  trace?: TraceSpec | undefined;
+
+  /**
+   * Overrides the subject's episode length limit when > 0.
+   *
+   * @generated from field: uint32 max_steps = 7;
+   */
+  maxSteps: number;
+
+  /**
+   * A frame every `frame_stride` steps; 0 = 1 (every step).
+   *
+   * @generated from field: uint32 frame_stride = 8;
+   */
+  frameStride: number;
+
+  /**
+   * At most this many frames, 1..1000; 0 = 300. A longer episode keeps every second frame (the stride doubles)
+   * each time the limit is passed, so the frames always span the whole episode.
+   *
+   * @generated from field: uint32 max_frames = 9;
+   */
+  maxFrames: number;
+
+  /**
+   * Frames wider than this many pixels are shrunk by an integer factor; 0 = 480, at most 1920.
+   *
+   * @generated from field: uint32 max_width = 10;
+   */
+  maxWidth: number;
+
+  /**
+   * As RunEpisodesRequest.agent_endpoint / observation_translator.
+   *
+   * @generated from field: string agent_endpoint = 11;
+   */
+  agentEndpoint: string;
+
+  /**
+   * @generated from field: string observation_translator = 12;
+   */
+  observationTranslator: string;
+};
+
+/**
+ * Describes the message gauntlet.v1.RenderEpisodeRequest.
+ * Use `create(RenderEpisodeRequestSchema)` to create a new message.
+ */
+export declare const RenderEpisodeRequestSchema: GenMessage<RenderEpisodeRequest>;
+
+/**
+ * @generated from message gauntlet.v1.RenderEpisodeResponse
+ */
+export declare type RenderEpisodeResponse = Message<"gauntlet.v1.RenderEpisodeResponse"> & {
+  /**
+   * @generated from oneof gauntlet.v1.RenderEpisodeResponse.item
+   */
+  item: {
+    /**
+     * uint8, shape (height, width, 3), RGB; in episode order.
+     *
+     * @generated from field: gauntlet.v1.Tensor frame = 1;
+     */
+    value: Tensor;
+    case: "frame";
+  } | {
+    /**
+     * The episode's result (last message), as RunEpisodes would have sent it.
+     *
+     * @generated from field: gauntlet.v1.EpisodeResult result = 2;
+     */
+    value: EpisodeResult;
+    case: "result";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message gauntlet.v1.RenderEpisodeResponse.
+ * Use `create(RenderEpisodeResponseSchema)` to create a new message.
+ */
+export declare const RenderEpisodeResponseSchema: GenMessage<RenderEpisodeResponse>;
+
+/**
  * How a session's state counts for the search (the subject's `search` goal/unsafe declaration).
  *
  * @generated from enum gauntlet.v1.StateKind
@@ -881,6 +1001,21 @@ export declare const SimulatorService: GenService<{
     methodKind: "unary";
     input: typeof RenderRequestSchema;
     output: typeof RenderResponseSchema;
+  },
+  /**
+   * One test case's episode with the model acting, exactly as RunEpisodes runs it (the reset seed derives from
+   * (seed, test case id, repetition) by the same rule), in an environment that renders: streams RGB frames (the
+   * one after the reset, then one after each `frame_stride`-th step), then the episode's result as the last
+   * message. How a stored failure is watched again (GeneratorService.ReplayExecution).
+   * INVALID_ARGUMENT: the test case breaks the subject's space or rules; FAILED_PRECONDITION: the subject's
+   * environment cannot render.
+   *
+   * @generated from rpc gauntlet.v1.SimulatorService.RenderEpisode
+   */
+  renderEpisode: {
+    methodKind: "server_streaming";
+    input: typeof RenderEpisodeRequestSchema;
+    output: typeof RenderEpisodeResponseSchema;
   },
 }>;
 

@@ -1,0 +1,102 @@
+"""`gauntlet replay`: one stored execution run again through the generator's ReplayExecution, its verdict compared
+with the stored one, and (--render) its episode written as an animation."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+from rich.markup import escape
+
+from cli.commands import _rpc, console, suite
+from cli.errors import UserError
+from common.generated.gauntlet.v1 import generator_pb2
+from common.tensor import from_tensor
+
+ANIMATION_SUFFIXES = (".gif", ".webp")  # what Pillow (a matplotlib dependency, declared in pyproject) writes
+FRAME_MILLISECONDS = 50
+VERDICTS = {0: "unspecified", 1: "pass", 2: "fail", 3: "invalid"}
+# every role: the generator replays through the simulator (with the agent acting) and the oracle
+REPLAY_TIMEOUT_SECONDS = 900
+
+
+class VerdictChanged(UserError):
+    """The replayed verdict differs from the stored one (exit code 1)."""
+
+    exit_code = 1
+
+
+def replay_command(campaign_id: str, test_case_id: str) -> str:
+    """The one command that replays a stored execution (printed beside every failure)."""
+    return f"gauntlet replay {campaign_id} {test_case_id}"
+
+
+def check_animation_path(path: Path) -> Path:
+    if path.suffix.lower() not in ANIMATION_SUFFIXES:
+        raise UserError(f"--render {path}: the file must end in {' or '.join(ANIMATION_SUFFIXES)} (an animation)")
+    if not path.parent.exists():
+        raise UserError(f"--render {path}: folder {path.parent} does not exist")
+    return path
+
+
+def write_animation(path: Path, frames: list[np.ndarray]) -> None:
+    """An animated GIF or WebP of the frames (Pillow), looping, 20 frames a second."""
+    from PIL import Image
+
+    images = [Image.fromarray(f) for f in frames]
+    if path.suffix.lower() == ".gif":  # one shared palette keeps the file small and the colours steady
+        images = [im.convert("P", palette=Image.Palette.ADAPTIVE) for im in images]
+    images[0].save(path, save_all=True, append_images=images[1:], duration=FRAME_MILLISECONDS, loop=0)
+
+
+def cmd_replay(args: argparse.Namespace) -> None:
+    if args.max_frames is not None and not 1 <= args.max_frames <= 1000:
+        raise UserError(f"--max-frames must be in [1, 1000] (got {args.max_frames})")
+    out = check_animation_path(args.render) if args.render else None
+    with suite(args) as connection:
+        generator = connection.generator()
+        request = generator_pb2.ReplayExecutionRequest(
+            campaign_id=args.campaign_id,
+            test_case_id=args.test_case_id,
+            render=out is not None,
+            max_frames=args.max_frames or 0,
+        )
+        with console.status(f"replaying {args.test_case_id} of campaign {args.campaign_id}..."):
+            responses = _rpc(lambda: list(generator.ReplayExecution(request, timeout=REPLAY_TIMEOUT_SECONDS)))
+    summary = responses[0].summary
+    frames = [from_tensor(r.frame) for r in responses[1:] if r.WhichOneof("item") == "frame"]
+    _print(args.campaign_id, summary)
+    if out is not None:
+        if not frames:
+            raise UserError(f"the simulator returned no frames for {args.test_case_id}: its subject cannot render")
+        write_animation(out, frames)
+        console.print(
+            f"animation: [bold]{escape(str(out))}[/bold] ({len(frames)} frames of repetition "
+            f"{summary.rendered_repetition}, {frames[0].shape[1]}x{frames[0].shape[0]})"
+        )
+    if not summary.same_verdict:
+        stored, now = VERDICTS[summary.stored.verdict], VERDICTS[summary.replayed.verdict]
+        raise VerdictChanged(
+            f"the replay of {args.test_case_id} gave {now}, the campaign stored {stored}: this subject or model is "
+            "not deterministic given (test case, seed); rerun it a few times to estimate how often it fails"
+        )
+
+
+def _print(campaign_id: str, s: generator_pb2.ReplaySummary) -> None:
+    case = s.stored.test_case
+    seeds = ", ".join(str(x) for x in s.episode_seeds)
+    console.print(
+        f"replay [bold]{escape(case.id)}[/bold] of campaign {escape(campaign_id)}: {escape(s.subject)} with "
+        f"{escape(s.model)}, oracle {escape(s.oracle)}, campaign seed {s.campaign_seed}, "
+        f"episode seed{'s' if len(s.episode_seeds) > 1 else ''} {seeds}",
+        highlight=False,
+    )
+    for label, e in (("stored", s.stored), ("replayed", s.replayed)):
+        reason = f": {e.reason}" if e.reason else ""
+        reps = f" ({e.failed_repetitions}/{e.repetitions} repetitions failed)" if e.repetitions > 1 else ""
+        console.print(
+            f"  {label:<8} {VERDICTS[e.verdict]}{escape(reason)}, {e.steps} steps, margin {e.margin:.4g}{reps}",
+            highlight=False,
+        )
+    console.print("  same verdict" if s.same_verdict else "  [red]the verdict differs[/red]")

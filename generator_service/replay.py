@@ -1,0 +1,207 @@
+"""Replay: one stored execution run and judged again (ReplayExecution), and its episode's frames.
+
+The episode seeds are not stored: they derive from the campaign seed, the test case id and the repetition by the
+one rule every episode follows (common/seeding.py ``episode_seed``; an action trace that pins ``reset_seed`` keeps
+it), so running the stored test case again with the campaign seed resets every repetition's environment the same
+way. The replay runs as the campaign ran it (RunEpisodes with the campaign's repetitions, the oracle's signals, the
+same majority vote); with frames asked for, one repetition runs again through RenderEpisode.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import grpc
+
+from common.errors import FailedPrecondition, NotFound
+from common.generated.gauntlet.v1 import (
+    common_pb2,
+    generator_pb2,
+    oracle_pb2,
+    oracle_pb2_grpc,
+    simulator_pb2,
+)
+from common.remote import local_error
+from common.retry import Retry
+from common.seeding import episode_seed
+from common.space import ParameterSpace
+from common.test_case import TestCase
+from generator_service.config import CampaignConfig
+from generator_service.pipeline.execute import Ran
+from generator_service.pipeline.judge import VERDICT_NAMES, Judge
+from generator_service.pipeline.plan import PlannedCase
+from generator_service.simulators import SimulatorPool
+from generator_service.store import CampaignStore, ExecutionRow
+
+REPLAY_TIMEOUT_SECONDS = 600
+DEFAULT_FRAMES = 300
+MAX_FRAMES = 1000
+SHOWN_IDS = 5
+
+
+@dataclass(frozen=True)
+class Replayed:
+    stored: ExecutionRow
+    replayed: ExecutionRow
+    seeds: list[int]
+    oracle: str
+    verdicts: list[str]  # per repetition, repetition 0 first
+    test_case: common_pb2.TestCase
+
+
+def find_execution(store: CampaignStore, campaign_id: str, test_case_id: str) -> ExecutionRow:
+    """The stored execution of ``test_case_id``; NOT_FOUND naming a few stored ids when there is none."""
+    ids: list[str] = []
+    for row in store.executions(campaign_id):
+        if row.test_case_id == test_case_id:
+            return row
+        if len(ids) < SHOWN_IDS:
+            ids.append(row.test_case_id)
+    shown = ", ".join(ids) + (", ..." if len(ids) == SHOWN_IDS else "")
+    raise NotFound(
+        f"campaign {campaign_id!r} has no execution {test_case_id!r} "
+        f"(ids look like t0000079; stored: {shown or 'none'})"
+    )
+
+
+def seeds_of(config: CampaignConfig, case: common_pb2.TestCase, repetitions: int) -> list[int]:
+    """Each repetition's reset seed, by the simulator's rule (an action trace's own reset_seed wins)."""
+    if case.HasField("action_trace") and case.action_trace.HasField("reset_seed"):
+        return [int(case.action_trace.reset_seed)] * repetitions
+    return [episode_seed(config.seed, case.id, r) for r in range(repetitions)]
+
+
+class Replayer:
+    """Runs stored executions again on the campaign's simulators and oracle."""
+
+    def __init__(self, simulators: SimulatorPool, oracle: oracle_pb2_grpc.OracleServiceStub) -> None:
+        self.simulators = simulators
+        self.oracle = oracle
+
+    def _call(self, what: str, call: Callable[[], object]) -> object:
+        try:
+            return Retry(budget_seconds=30, idempotent=True).call(call)
+        except grpc.RpcError as exc:
+            raise local_error(exc, what) from None
+
+    def replay(self, campaign_id: str, config: CampaignConfig, stored: ExecutionRow) -> Replayed:
+        if stored.verdict == "invalid":
+            raise FailedPrecondition(
+                f"execution {stored.test_case_id!r} of campaign {campaign_id!r} is an invalid input that never ran "
+                f"({stored.reason}); there is no episode to replay"
+            )
+        info = self._call(
+            "simulator service",
+            lambda: self.simulators.call(
+                lambda sim: sim.DescribeEnvironment(
+                    simulator_pb2.DescribeEnvironmentRequest(subject=config.subject), timeout=60
+                )
+            ),
+        )
+        assert isinstance(info, simulator_pb2.DescribeEnvironmentResponse)
+        oracle_name = config.oracle or info.default_oracle
+        signals = self._signals(oracle_name)
+        space = ParameterSpace.from_proto(info.parameter_space)
+        planned = PlannedCase(stored.test_case_id, stored.index, TestCase.from_stored(stored.values))
+        case = planned.case.to_proto(space, planned.id)
+        request = simulator_pb2.RunEpisodesRequest(
+            request_id=f"{campaign_id}/replay/{planned.id}",
+            subject=config.subject,
+            seed=config.seed,
+            repetitions=config.repetitions,
+            trace=common_pb2.TraceSpec(signals=signals),
+            parallelism=min(config.parallelism, max(config.repetitions, 1)),
+            test_cases=[case],
+            observation_translator=config.observation_translator,
+            invalid_as_results=True,
+        )
+        request.model.name = config.model
+        episodes = self._call(
+            "simulator service",
+            lambda: self.simulators.call(
+                lambda sim: [r.result for r in sim.RunEpisodes(request, timeout=REPLAY_TIMEOUT_SECONDS)]
+            ),
+        )
+        assert isinstance(episodes, list)
+        broken = [e.error for e in episodes if e.error]
+        if broken:
+            raise FailedPrecondition(
+                f"the replayed episode of {planned.id!r} did not run to its end: {broken[0][:300]}"
+            )
+        ran = Ran(planned, sorted(episodes, key=lambda e: e.repetition))
+        judge = Judge(self.oracle, oracle_name, lambda what, call: self._call("oracle service", call))
+        rows = judge.judge(stored.batch, [ran], stored.elapsed_seconds)
+        assert rows is not None
+        verdicts = self._verdicts(oracle_name, ran)
+        return Replayed(
+            stored, rows[0], seeds_of(config, case, max(config.repetitions, 1)), oracle_name, verdicts, case
+        )
+
+    def _signals(self, oracle_name: str) -> list[str]:
+        listing = self._call(
+            "oracle service", lambda: self.oracle.ListOracles(oracle_pb2.ListOraclesRequest(), timeout=30)
+        )
+        assert isinstance(listing, oracle_pb2.ListOraclesResponse)
+        for o in listing.oracles:
+            if o.name == oracle_name:
+                return list(o.required_signals)
+        raise FailedPrecondition(
+            f"the campaign's oracle {oracle_name!r} is not served; known: {', '.join(o.name for o in listing.oracles)}"
+        )
+
+    def _verdicts(self, oracle_name: str, ran: Ran) -> list[str]:
+        if len(ran.violations):
+            return ["invalid"]
+        request = oracle_pb2.EvaluateRequest(oracle=oracle_name, episodes=ran.episodes)
+        answer = self._call("oracle service", lambda: self.oracle.Evaluate(request, timeout=120))
+        assert isinstance(answer, oracle_pb2.EvaluateResponse)
+        return [VERDICT_NAMES[v.verdict] for v in answer.verdicts]
+
+    def frames(
+        self, config: CampaignConfig, replayed: Replayed, repetition: int, max_frames: int
+    ) -> Iterator[common_pb2.Tensor]:
+        """The frames of one repetition's episode (SimulatorService.RenderEpisode), in episode order."""
+        request = simulator_pb2.RenderEpisodeRequest(
+            subject=config.subject,
+            test_case=replayed.test_case,
+            seed=config.seed,
+            repetition=repetition,
+            max_frames=max_frames or DEFAULT_FRAMES,
+            observation_translator=config.observation_translator,
+        )
+        request.model.name = config.model
+        try:
+            responses = self.simulators.call(
+                lambda sim: list(sim.RenderEpisode(request, timeout=REPLAY_TIMEOUT_SECONDS))
+            )
+        except grpc.RpcError as exc:
+            raise local_error(exc, "simulator service") from None
+        for r in responses:
+            if r.WhichOneof("item") == "frame":
+                yield r.frame
+
+
+def summary(
+    replayed: Replayed,
+    config: CampaignConfig,
+    execution: Callable[[ExecutionRow], generator_pb2.Execution],
+    rendered: int = 0,
+) -> generator_pb2.ReplaySummary:
+    return generator_pb2.ReplaySummary(
+        stored=execution(replayed.stored),
+        replayed=execution(replayed.replayed),
+        same_verdict=replayed.stored.verdict == replayed.replayed.verdict,
+        episode_seeds=replayed.seeds,
+        campaign_seed=config.seed,
+        subject=config.subject,
+        model=config.model,
+        oracle=replayed.oracle,
+        rendered_repetition=rendered,
+        repetition_verdicts=replayed.verdicts,
+    )
+
+
+def rendered_repetition(replayed: Replayed) -> int:
+    """The repetition whose frames show the verdict: the first failing one, else 0."""
+    return next((i for i, v in enumerate(replayed.verdicts) if v == "fail"), 0)
