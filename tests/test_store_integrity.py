@@ -173,6 +173,13 @@ def test_a_request_naming_the_store_never_loses_acknowledged_campaigns(suite: Lo
         run_to_end(stub, "after", seed=1)
         assert stub.GetCampaign(generator_pb2.GetCampaignRequest(campaign_id="after"), timeout=30).status.executions
         assert generator.health() == health_pb2.HealthCheckResponse.SERVING
+        # a fresh reader sees what the generator acknowledged (with the WAL deleted under the generator: "disk I/O
+        # error", or the rows missing)
+        with sqlite3.connect(database) as reader:
+            counted = reader.execute("SELECT count(*) FROM executions WHERE campaign_id = 'after'").fetchone()[0]
+        reader.close()
+        assert counted == 10
+        stop(generator, kill=True)  # no orderly close that could checkpoint a deleted WAL back into the file
     with running(suite, url, root, log) as restarted:
         for campaign_id in ["before", "after"]:
             status = restarted.stub.GetCampaign(generator_pb2.GetCampaignRequest(campaign_id=campaign_id), timeout=30)
