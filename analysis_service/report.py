@@ -59,8 +59,19 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
-def _failure_entry(record: ExecutionRecord) -> dict[str, Any]:
+def replay_command(campaign_id: str, test_case_id: str) -> str:
+    """The command that runs a stored execution again (`gauntlet replay`), as the CLI prints it."""
+    return f"gauntlet replay {campaign_id} {test_case_id}"
+
+
+def _failure_entry(record: ExecutionRecord, campaign_id: str) -> dict[str, Any]:
+    """One failing execution: its id (t0000079, as the CLI prints it), why it failed, its first episode's seed and
+    the command that replays it, then what the oracle measured."""
     return {
+        "test_case_id": record.test_case_id,
+        "reason": record.reason,
+        "episode_seed": record.episode_seed,
+        "replay": replay_command(campaign_id, record.test_case_id) if record.test_case_id else None,
         "index": record.index,
         "values": record.values,
         "margin": record.margin,
@@ -146,7 +157,7 @@ def _campaign_entry(
         "info": info_out,
         "metrics": dataclasses.asdict(metrics),
         "diversity": diversity(records),
-        "failures": [_failure_entry(r) for r in failing[:MAX_FAILURES_LISTED]],
+        "failures": [_failure_entry(r, campaign_id) for r in failing[:MAX_FAILURES_LISTED]],
         "failures_truncated": len(failing) > MAX_FAILURES_LISTED,
     }
     if archive is not None:  # DESIGNATE's archive, or an image campaign's relevant images
@@ -363,12 +374,15 @@ def _failures_table(entry: Mapping[str, Any]) -> str:
         return '<div class="nofail">no failures found</div>'
     rows = "".join(
         "<tr>"
-        f"<td class=num>{f['index']}</td>"
+        f"<td><code>{escape(f.get('test_case_id') or str(f['index']))}</code></td>"
+        f"<td>{escape(f.get('reason') or '')}</td>"
         f"<td class=num>{fmt_float(f['margin'], 4)}</td>"
         f"<td class=num>{fmt_float(f['total_reward'], 2)}</td>"
         f"<td class=num>{f['steps']}</td>"
         f"<td class=num>{fmt_float(f['elapsed_seconds'], 1)}</td>"
         f"<td><code>{escape(json.dumps(f['values'], sort_keys=True))}</code></td>"
+        f"<td class=num>{'' if f.get('episode_seed') is None else f['episode_seed']}</td>"
+        f"<td><code>{escape(f.get('replay') or '')}</code></td>"
         "</tr>"
         for f in failures
     )
@@ -376,7 +390,10 @@ def _failures_table(entry: Mapping[str, Any]) -> str:
     if entry.get("failures_truncated"):
         total = entry["metrics"]["failures"]
         note = f'<p class="warn">showing the first {len(failures)} of {total} failures</p>'
-    head = "<tr><th>index</th><th>margin</th><th>total reward</th><th>steps</th><th>elapsed s</th><th>input</th></tr>"
+    head = (
+        "<tr><th>test case</th><th>reason</th><th>margin</th><th>total reward</th><th>steps</th><th>elapsed s</th>"
+        "<th>input</th><th>episode seed</th><th>replay</th></tr>"
+    )
     return f"{note}<table><thead>{head}</thead><tbody>{rows}</tbody></table>"
 
 
@@ -446,10 +463,16 @@ def report_stem(campaign_ids: Sequence[str]) -> str:
 
 
 def write_report(
-    report: dict, html: str, root: Path, parts: tuple[str, ...], stem: str, field: str, root_name: str
+    report: dict,
+    html: str,
+    root: Path,
+    stem: str,
+    parts: tuple[str, ...] = (),
+    field: str = "output_dir",
+    root_name: str = "the report root",
 ) -> tuple[Path, Path]:
     """Write `<stem>.json` (indent 2) and `<stem>.html` into root/parts without following a link (see
-    analysis_service/report_files.py); return both paths."""
+    analysis_service/report_files.py; `field` and `root_name` word a refusal); return both paths."""
     # A stem with a separator would write outside the folder.
     if not stem or stem in (".", "..") or Path(stem).name != stem:
         raise ValueError(f"stem must be a plain file name, got {stem!r}")

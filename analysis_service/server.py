@@ -30,9 +30,10 @@ from analysis_service.report import build_report, render_html, report_stem, writ
 from analysis_service.report_files import folder_parts
 from common.credentials import ClientCredentials
 from common.errors import InvalidArgument, grpc_method
-from common.generated.gauntlet.v1 import analysis_pb2, analysis_pb2_grpc, generator_pb2, generator_pb2_grpc
+from common.generated.gauntlet.v1 import analysis_pb2, analysis_pb2_grpc, common_pb2, generator_pb2, generator_pb2_grpc
 from common.remote import local_error
 from common.retry import Retry
+from common.seeding import episode_seed
 from common.server import client_channel
 from common.space import value_from_proto
 from common.validation import check_ids, resolve_under, shown
@@ -85,6 +86,9 @@ class AnalysisServicer(analysis_pb2_grpc.AnalysisServiceServicer):
                     descriptors=tuple(e.descriptors),
                     final_observation=tuple(e.final_observation),
                     trace_labels=dict(e.test_case.action_trace.labels),
+                    test_case_id=e.test_case.id,
+                    reason=e.reason,
+                    episode_seed=_episode_seed(status.spec.seed, e.test_case),
                 )
                 for e in (r.execution for r in listed)
             ]
@@ -123,7 +127,7 @@ class AnalysisServicer(analysis_pb2_grpc.AnalysisServiceServicer):
         return folder_parts(output_dir, "output_dir", REPORT_ROOT_NAME)
 
     def _write(self, report: dict[str, Any], html: str, parts: tuple[str, ...], stem: str) -> tuple[Path, Path]:
-        return write_report(report, html, self.report_root, parts, stem, "output_dir", REPORT_ROOT_NAME)
+        return write_report(report, html, self.report_root, stem, parts, "output_dir", REPORT_ROOT_NAME)
 
     @grpc_method
     def ComputeMetrics(
@@ -194,3 +198,10 @@ def register(
         AnalysisServicer(generator_endpoint, report_root, credentials, archive_images), server
     )
     return [analysis_pb2.DESCRIPTOR.services_by_name["AnalysisService"].full_name]
+
+
+def _episode_seed(campaign_seed: int, case: common_pb2.TestCase) -> int:
+    """The first repetition's reset seed, by the simulator's rule (an action trace's own reset_seed wins)."""
+    if case.HasField("action_trace") and case.action_trace.HasField("reset_seed"):
+        return int(case.action_trace.reset_seed)
+    return episode_seed(campaign_seed, case.id, 0)
