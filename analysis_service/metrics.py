@@ -30,6 +30,9 @@ class ExecutionRecord:
     descriptors: optional behaviour descriptors (e.g. for quality-diversity search).
     final_observation: the episode's last observation, flattened; empty unless the campaign kept it.
     trace_labels: an action-trace test case's labels (e.g. performance testing's role and prefix length `pl`).
+    test_case_id: the stored id (t0000079), the one id the CLI, the reports and `gauntlet replay` use.
+    reason: the oracle's sentence for the verdict (e.g. "pole angle left its limit at step 22").
+    episode_seed: the reset seed of the first repetition's episode (None when unknown).
     """
 
     index: int
@@ -42,6 +45,9 @@ class ExecutionRecord:
     descriptors: tuple[float, ...] = ()
     final_observation: tuple[float, ...] = ()
     trace_labels: Mapping[str, str] = field(default_factory=dict)
+    test_case_id: str = ""
+    reason: str = ""
+    episode_seed: int | None = None
 
     def __post_init__(self) -> None:
         # Fail loudly on a typo'd verdict: silently treating it as "pass" would skew every rate.

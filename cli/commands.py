@@ -203,6 +203,11 @@ def _rpc(call: Any, *a: Any, **kw: Any) -> Any:
 SHOWN_FAILURES = 10  # failures printed as they are found; the report lists them all
 
 
+def replay_command(campaign_id: str, test_case_id: str) -> str:
+    """The command that runs a stored execution again (`gauntlet replay`; the reports print the same)."""
+    return f"gauntlet replay {campaign_id} {test_case_id}"
+
+
 def _watch(
     generator: generator_pb2_grpc.GeneratorServiceStub, campaign_id: str, total: int
 ) -> generator_pb2.CampaignStatus:
@@ -222,8 +227,10 @@ def _watch(
             bar.update(task, completed=status.executions, failures=status.failures)
             if event.kind == "failure":
                 shown += 1
-                if shown <= SHOWN_FAILURES:
-                    bar.console.print(f"  [red]failure[/red] {event.message}")
+                if shown <= SHOWN_FAILURES:  # "t0000002: pole angle left its limit at step 22", and how to replay it
+                    bar.console.print(f"  [red]failure[/red] {escape(event.message)}", highlight=False)
+                    test_id = event.message.partition(":")[0]
+                    bar.console.print(f"    [dim]{escape(replay_command(campaign_id, test_id))}[/]", highlight=False)
                 elif shown == SHOWN_FAILURES + 1:
                     bar.console.print("  [red]...[/red] more failures: see the report")
             elif event.message:
@@ -313,10 +320,12 @@ def _summary(report: analysis_pb2.RenderReportResponse) -> None:
         rows["executions"].append(str(m["executions"]))
         rows["failures"].append(f"[red]{m['failures']}[/red]" if m["failures"] else "0")
         rows["distinct failing inputs"].append(str(m["distinct_failures"]))
+        first: dict[str, Any] = next(
+            iter(c.get("failures") or []), {}
+        )  # sorted by asking position: the first failing test
+        first_id = first.get("test_case_id") or f"test {m['tests_to_first_failure']}"
         rows["first failure"].append(
-            f"test {m['tests_to_first_failure']} after {m['seconds_to_first_failure']:.1f} s"
-            if m["failures"]
-            else "none"
+            f"{first_id} after {m['seconds_to_first_failure']:.1f} s" if m["failures"] else "none"
         )
         rows["failure rate (95% CI)"].append(
             f"{100 * m['failure_rate']:.2f} % [{100 * m['failure_rate_low']:.2f}, {100 * m['failure_rate_high']:.2f}]"
@@ -333,6 +342,10 @@ def _summary(report: analysis_pb2.RenderReportResponse) -> None:
     for name, values in rows.items():
         table.add_row(name, *values)
     console.print(table)
+    for c in data["campaigns"]:
+        first = next(iter(c.get("failures") or []), {})
+        if first.get("replay"):  # every failure's command is in the report; the first one here
+            console.print(f"replay the first failure: {escape(first['replay'])} --render {first['test_case_id']}.gif")
     console.print(f"report: [bold]{report.html_path}[/bold]\n        {report.json_path}")
 
 

@@ -17,7 +17,6 @@ from common.tensor import from_tensor
 ANIMATION_SUFFIXES = (".gif", ".webp")  # what Pillow (a matplotlib dependency, declared in pyproject) writes
 FRAME_MILLISECONDS = 50
 VERDICTS = {0: "unspecified", 1: "pass", 2: "fail", 3: "invalid"}
-# every role: the generator replays through the simulator (with the agent acting) and the oracle
 REPLAY_TIMEOUT_SECONDS = 900
 
 
@@ -25,11 +24,6 @@ class VerdictChanged(UserError):
     """The replayed verdict differs from the stored one (exit code 1)."""
 
     exit_code = 1
-
-
-def replay_command(campaign_id: str, test_case_id: str) -> str:
-    """The one command that replays a stored execution (printed beside every failure)."""
-    return f"gauntlet replay {campaign_id} {test_case_id}"
 
 
 def check_animation_path(path: Path) -> Path:

@@ -1,0 +1,133 @@
+"""From a failure to a fix (issue 32): every failure names its id, reason and replay command in the CLI, the HTML
+and the JSON; `gauntlet replay` runs a stored execution again with its episode seeds, says whether the verdict is the
+same (exit 1 when not) and writes the episode as an animation through the simulator's RenderEpisode."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from PIL import Image
+
+from cli.launcher import LocalSuite
+from common.seeding import episode_seed
+
+ROOT = Path(__file__).resolve().parent.parent
+CAMPAIGN = """campaign:
+  name: lifecycle-cartpole
+  subject: cartpole
+  model: cartpole-ppo
+  strategy: random
+  seed: 7
+  budget: {max_executions: 20}
+  batch_size: 10
+  parallelism: 10
+"""
+
+
+def gauntlet(suite: LocalSuite, *args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    endpoints = ("--generator", suite.endpoint("generator"), "--analysis", suite.endpoint("analysis"))
+    return subprocess.run(
+        [sys.executable, "-m", "cli.main", *args, *endpoints],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+
+
+@pytest.fixture(scope="module")
+def failed_campaign(suite: LocalSuite, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str, dict]:
+    """A stored CartPole campaign with a failure: (campaign id, `gauntlet run` output, its JSON report)."""
+    folder = tmp_path_factory.mktemp("lifecycle")
+    (folder / "c.yaml").write_text(CAMPAIGN)
+    out = gauntlet(suite, "run", str(folder / "c.yaml"), "--id", "lifecycle-1")
+    assert out.returncode == 0, out.stdout + out.stderr
+    json_path = re.search(r"^\s+(\S+report-lifecycle-1\.json)$", out.stdout, re.M)
+    assert json_path, out.stdout
+    return "lifecycle-1", out.stdout, json.loads(Path(json_path.group(1)).read_text())
+
+
+def test_every_failure_names_its_id_reason_and_replay_command(failed_campaign: tuple[str, str, dict]) -> None:
+    campaign_id, printed, report = failed_campaign
+    failures = report["campaigns"][0]["failures"]
+    assert failures, "the demo campaign's seed gives a failure"
+    for f in failures:
+        assert re.fullmatch(r"t\d{7}", f["test_case_id"])
+        assert f["reason"], "the oracle's reason travels into the JSON"
+        assert f["replay"] == f"gauntlet replay {campaign_id} {f['test_case_id']}"
+        assert f["episode_seed"] == episode_seed(7, f["test_case_id"], 0)
+        # the CLI line: "failure t0000002: pole angle left its limit at step 22", then the replay command
+        assert f"failure {f['test_case_id']}: {f['reason']}" in printed
+        assert f"gauntlet replay {campaign_id} {f['test_case_id']}" in printed
+    html = Path(str(report_html(printed))).read_text()
+    for f in failures:
+        assert f"<code>{f['test_case_id']}</code>" in html
+        assert f["reason"] in html
+        assert f"gauntlet replay {campaign_id} {f['test_case_id']}" in html
+    assert "first failure" in printed and failures[0]["test_case_id"] in printed
+
+
+def report_html(printed: str) -> str:
+    found = re.search(r"^report: (\S+\.html)$", printed, re.M)
+    assert found, printed
+    return found.group(1)
+
+
+def test_replay_reproduces_the_verdict_and_writes_an_animation(
+    suite: LocalSuite, failed_campaign: tuple[str, str, dict], tmp_path: Path
+) -> None:
+    campaign_id, _, report = failed_campaign
+    failure = report["campaigns"][0]["failures"][0]
+    gif = tmp_path / "failure.gif"
+    out = gauntlet(suite, "replay", campaign_id, failure["test_case_id"], "--render", str(gif))
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "same verdict" in out.stdout
+    assert f"episode seed {failure['episode_seed']}" in out.stdout
+    assert f"replayed fail: {failure['reason']}" in out.stdout
+    with Image.open(gif) as image:
+        assert image.n_frames > 10
+        assert image.size[0] >= 100
+    webp = tmp_path / "failure.webp"
+    out = gauntlet(suite, "replay", campaign_id, failure["test_case_id"], "--render", str(webp), "--max-frames", "12")
+    assert out.returncode == 0, out.stdout + out.stderr
+    with Image.open(webp) as image:
+        assert 6 <= image.n_frames <= 12  # the frame limit thins the episode, it does not cut its end
+
+
+def test_replay_says_when_the_verdict_differs(suite: LocalSuite, failed_campaign: tuple[str, str, dict]) -> None:
+    campaign_id, _, report = failed_campaign
+    failing = {f["test_case_id"] for f in report["campaigns"][0]["failures"]}
+    passing = next(f"t{i:07d}" for i in range(1, 21) if f"t{i:07d}" not in failing)
+    out = gauntlet(suite, "replay", campaign_id, passing)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "replayed pass" in out.stdout and "same verdict" in out.stdout
+    # the store says it failed: the replay must notice, exit 1 and say so
+    engine = sa.create_engine(suite.store_url)
+    with engine.begin() as conn:
+        conn.execute(
+            sa.text("UPDATE executions SET verdict = 'fail' WHERE campaign_id = :c AND test_case_id = :t"),
+            {"c": campaign_id, "t": passing},
+        )
+    engine.dispose()
+    out = gauntlet(suite, "replay", campaign_id, passing)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "the verdict differs" in out.stdout
+    assert "gave pass, the campaign stored fail" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_replay_of_an_unknown_id_names_stored_ones(suite: LocalSuite, failed_campaign: tuple[str, str, dict]) -> None:
+    campaign_id, _, _ = failed_campaign
+    out = gauntlet(suite, "replay", campaign_id, "t9999999")
+    assert out.returncode == 2
+    assert "has no execution 't9999999'" in out.stderr and "t0000001" in out.stderr
+    out = gauntlet(suite, "replay", campaign_id, "t0000001", "--render", "x.mp4")
+    assert out.returncode == 2 and ".gif or .webp" in out.stderr
