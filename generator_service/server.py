@@ -85,7 +85,8 @@ _STATE = {
 
 def store_errors(func: Callable[..., Any]) -> Callable[..., Any]:
     """An RPC whose store connection or file fails answers UNAVAILABLE (retryable), never INTERNAL, and never with
-    the driver's message (it can hold a host, a path or SQL)."""
+    the driver's message (it can hold a host, a path or SQL); one that meets a stored row it cannot read answers
+    DATA_LOSS naming the row (ListArchive, ReplayExecution and any other reader)."""
     if inspect.isgeneratorfunction(func):
 
         @functools.wraps(func)
@@ -95,6 +96,8 @@ def store_errors(func: Callable[..., Any]) -> Callable[..., Any]:
             except STORE_DOWN as exc:
                 log.error("store error in %s: %s", func.__name__, exc)
                 raise Unavailable(STORE_DOWN_MESSAGE.format(type(exc).__name__)) from None
+            except CorruptRow as exc:
+                raise DataLoss(corrupt_message(exc.campaign_id, [exc])) from None
 
         return stream
 
@@ -105,6 +108,8 @@ def store_errors(func: Callable[..., Any]) -> Callable[..., Any]:
         except STORE_DOWN as exc:
             log.error("store error in %s: %s", func.__name__, exc)
             raise Unavailable(STORE_DOWN_MESSAGE.format(type(exc).__name__)) from None
+        except CorruptRow as exc:
+            raise DataLoss(corrupt_message(exc.campaign_id, [exc])) from None
 
     return unary
 

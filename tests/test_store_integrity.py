@@ -388,6 +388,10 @@ def test_a_corrupt_execution_is_data_loss_naming_it(suite: LocalSuite, tmp_path:
         assert got == [1, 2, 3, 5, 6, 7, 8, 9, 10]
         error = refusal(stub.ResumeCampaign, generator_pb2.ResumeCampaignRequest(campaign_id="bad"))
         assert error.code() == grpc.StatusCode.DATA_LOSS and "'t0000004'" in error.details()
+        # any other reader of the rows too (here: replaying a later execution reads past the bad row)
+        request = generator_pb2.ReplayExecutionRequest(campaign_id="bad", test_case_id="t0000009")
+        error = refusal(stub.ReplayExecution, request)
+        assert error.code() == grpc.StatusCode.DATA_LOSS and "'t0000004'" in error.details()
         status = stub.GetCampaign(generator_pb2.GetCampaignRequest(campaign_id="bad"), timeout=30).status
         assert status.state == generator_pb2.CAMPAIGN_STATE_INTERRUPTED and status.stop_reason == "error"
         assert len(executions(stub, "good")) == 10
