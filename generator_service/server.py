@@ -413,12 +413,15 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
         if self.store.campaign(campaign_id) is not None:
             return self._existing(campaign_id, spec)
         self._preflight(resolved)
-        try:
-            lease = self.store.create_campaign(campaign_id, config.name, spec, self.owner, self.lease_seconds)
-        except CampaignExists:  # a concurrent request with this id stored it first: the insert decides
+        with self._taking:  # the takeover round must not see it stored and owned by us, yet not running
+            try:
+                lease = self.store.create_campaign(campaign_id, config.name, spec, self.owner, self.lease_seconds)
+            except CampaignExists:  # a concurrent request with this id stored it first: the insert decides
+                lease = None
+            if lease is not None:
+                self._launch(campaign_id, config, lease)
+        if lease is None:
             return self._existing(campaign_id, spec)
-        assert lease is not None
-        self._launch(campaign_id, config, lease)
         return generator_pb2.StartCampaignResponse(status=self._status(campaign_id))
 
     def _existing(self, campaign_id: str, spec: dict[str, Any]) -> generator_pb2.StartCampaignResponse:
