@@ -19,7 +19,7 @@ from analysis_service.fault_diversity import (
 )
 from analysis_service.metrics import wilson_interval
 from analysis_service.performance_testing import PerformanceMeasurement, measure_performance, pearson
-from analysis_service.statistics import compare
+from analysis_service.statistics import compare, kl_entropy
 
 __all__ = [
     "checkpoints_for",
@@ -28,6 +28,7 @@ __all__ = [
     "gini_purity",
     "Grid",
     "improvement",
+    "kl_entropy",
     "mean_trajectory",
     "measure_performance",
     "pad_trajectories",

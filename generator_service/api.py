@@ -16,6 +16,7 @@ from generator_service.search_based.safety_metrics import measure_suite
 from generator_service.search_based.session import SessionEnvironment
 from generator_service.search_based.trace_fuzzing import fittest_traces
 from generator_service.strategies import make_strategy, strategies
+from generator_service.strategies.base import Result, as_test_case
 from generator_service.strategies.designate import SCALARS as DESIGNATE_SCALARS
 from generator_service.strategies.indago import SETTINGS as INDAGO_SETTINGS
 from generator_service.surrogates.artifact import FORMAT_VERSION as SURROGATE_FORMAT_VERSION
@@ -65,10 +66,12 @@ __all__ = [
     "load_network",
     "make_strategy",
     "measure_suite",
+    "as_test_case",
     "predict_scores",
     "read_interaction_log",
     "read_meta",
     "reference_document",
+    "Result",
     "score_module",
     "SessionEnvironment",
     "strategies",

@@ -29,6 +29,8 @@ PARAMS: dict[str, dict[str, Any]] = {
     "novelty_search": {"initial_tests": 15, "population": 10, "mutation_scale": 0.5},
     "fuzzer": {"initial_tests": 10, "mutation_scale": 0.5},
     "mdpfuzz": {"initial_tests": 10, "mutation_scale": 0.5},
+    "curefuzz": {"initial_tests": 10, "mutation_scale": 0.5},
+    "g_model": {"pretrain_epochs": 2, "pretrain_cases": 50, "round_size": 20, "fresh_cases": 10},
     "indago": {"setting": "ga_sal+fail", "time_budget_s": 0, "max_iterations": 5, "neighbourhood": 8, "population": 8},
     "indago_sampling": {"candidates": 50, "time_budget_s": 0},
     "train_fail_replay": {},

@@ -240,7 +240,7 @@ class Fuzzer:
                     p=self.mutation_p,
                     integer=self.integer_mutation,
                 )
-                tag = ("mutant", parent.margin)
+                tag = self._mutant_tag(parent)
             self._ledger.record(values, tag)
             out.append(values)
         return out
@@ -255,6 +255,10 @@ class Fuzzer:
                 self._collection_told(tag[0], int(tag[1]), r)
 
     # -- internals --------------------------------------------------------------------------------
+    def _mutant_tag(self, parent: Seed) -> _Tag:
+        """What a mutant's result is matched with when told: here its parent's margin (CureFuzz keeps more)."""
+        return ("mutant", parent.margin)
+
     def _select(self) -> Seed:
         weights = np.array([s.sensitivity for s in self.corpus])
         j = int(self.rng.choice(len(self.corpus), p=weights / weights.sum()))
