@@ -10,10 +10,17 @@ results/prt_table3_<subject>.{md,json}; optionally (`--report-dir`) the analysis
 comparison report of all campaigns; and ends with
 `prt_vs_random_first_failure=<mean tests PRT / mean tests random>` (paper: 62.65 / 491.5 ≈ 0.13).
 
-MAP-Elites starts with `--me-init` uniform random tests (default 1,000, the QD paper's
-initialisation) drawn like random testing's from the same seed, so until then its first
-failure is random's; the fuzzers collect `--fuzz-init` seeds (a random input and one mutant
-each) before any guidance. Both are parameters so that a shorter initialisation can be tried.
+MAP-Elites starts with `--me-init` uniform random tests (default 100, as the PRT authors' QD code
+initialises it; the QD paper used 1,000) drawn like random testing's from the same seed, so until
+then its first failure is random's; the fuzzers (fuzzer, mdpfuzz, curefuzz) collect `--fuzz-init`
+seeds (a random input and one mutant each) before any guidance. Both are parameters so that another
+initialisation can be tried. G-Model pre-trains its diffusion model (no executions) and takes no feedback.
+
+PRT's Table 4 (`prt_entropy:`): each strategy generates `--entropy-tests` test cases (paper: 10,000) for
+`--entropy-reps` seeds, and the Kozachenko–Leonenko entropy (k = 10, inputs min–max scaled by the
+parameter bounds, the PRT authors' convention) of each set is printed as mean ± sd per strategy. No episode
+runs: the feedback-driven strategies are told what the PRT paper reports CartPole's reward gives them, every
+test passing with the same reward (constant margin, no behaviour descriptors).
 
     python replications/replicate_prt.py --subject cartpole --reps 20
     python replications/replicate_prt.py --subject mountaincar_continuous --reps 5 --max-tests 2000
@@ -43,14 +50,16 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import numpy as np
 from rich.progress import Progress
 
-from analysis_service.api import compare
+from analysis_service.api import compare, kl_entropy
 from cli.launcher import LocalSuite
 from common.generated.gauntlet.v1 import analysis_pb2, analysis_pb2_grpc, generator_pb2, generator_pb2_grpc
 from common.server import client_channel
-from generator_service.api import CampaignConfig, strategies
+from generator_service.api import CampaignConfig, Result, as_test_case, make_strategy, strategies
 from replications.harness import load_saved_runs
+from simulator_service.api import get_subject
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = {
@@ -60,7 +69,7 @@ MODELS = {
     "mountaincar_continuous": "mountaincar-continuous-sac",
 }
 # PRT paper, Table 3 (mean tests, mean seconds to the first failure over 20 runs); the paper's LL and MC are the
-# continuous variants. Our strategy names -> the paper's rows; CureFuzz and G-Model are not in Gauntlet.
+# continuous variants. Our strategy names -> the paper's rows (QD is our map_elites).
 PAPER = {
     "cartpole": {
         "prt": (62.65, 1.85),
@@ -89,7 +98,35 @@ PAPER = {
 }
 # the paper ran only the continuous LunarLander; its numbers stand beside our discrete one, labelled as such
 PAPER_SOURCE = {"lunarlander": "lunarlander_continuous"}
-NOT_HERE = ("curefuzz", "g_model")
+NOT_HERE = ("curefuzz", "g_model")  # paper rows printed even when this bench did not run them
+# PRT paper, Table 4 (k = 10): entropy of 10,000 generated test cases, mean over 20 runs
+PAPER_ENTROPY: dict[str, dict[str, float]] = {
+    "cartpole": {
+        "prt": 0.4513,
+        "mdpfuzz": -0.3097,
+        "curefuzz": -0.3093,
+        "g_model": -22.0423,
+        "map_elites": -4.3464,
+        "random": 0.2142,
+    },
+    "lunarlander_continuous": {
+        "prt": 0.1054,
+        "mdpfuzz": -0.0360,
+        "curefuzz": -0.0104,
+        "g_model": -9.0635,
+        "map_elites": -1.1395,
+        "random": 0.0215,
+    },
+    "mountaincar_continuous": {
+        "prt": 0.0880,
+        "mdpfuzz": -0.5727,
+        "curefuzz": -0.0148,
+        "g_model": -9.5217,
+        "map_elites": -1.1994,
+        "random": 0.0215,
+    },
+}
+ENTROPY_K = 10
 
 
 # the settings a saved run records; runs summarised together must agree on all of them
@@ -283,9 +320,19 @@ def table(
         )
         summary[name] = row
     for name in NOT_HERE:
-        if name in paper:
+        if name in paper and name not in results:
             lines.append(f"| {name} (not in Gauntlet) | | | | | | {paper[name][0]} | {paper[name][1]} |")
     return lines, summary
+
+
+def strategy_params(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
+    """Each strategy's parameters in this bench (the initialisations the options set)."""
+    return {
+        "map_elites": {"initial_tests": args.me_init},
+        "fuzzer": {"initial_tests": args.fuzz_init},
+        "mdpfuzz": {"initial_tests": args.fuzz_init},
+        "curefuzz": {"initial_tests": args.fuzz_init},
+    }
 
 
 def main() -> None:
@@ -298,13 +345,25 @@ def main() -> None:
     )
     parser.add_argument(
         "--strategies",
-        default="prt,random,map_elites,fuzzer,mdpfuzz",
+        default="prt,random,map_elites,fuzzer,mdpfuzz,curefuzz,g_model",
         help="comma-separated; must include prt and random",
     )
-    parser.add_argument("--me-init", type=int, default=1000, help="MAP-Elites' uniform initial tests (QD paper: 1,000)")
     parser.add_argument(
-        "--fuzz-init", type=int, default=1000, help="seeds the fuzzer/mdpfuzz collect first (QD paper: 1,000)"
+        "--me-init",
+        type=int,
+        default=100,
+        help="MAP-Elites' uniform initial tests (the PRT authors' QD code: 100; QD paper: 1,000)",
     )
+    parser.add_argument(
+        "--fuzz-init", type=int, default=1000, help="seeds the fuzzer/mdpfuzz/curefuzz collect first (QD paper: 1,000)"
+    )
+    parser.add_argument(
+        "--entropy-tests",
+        type=int,
+        default=10_000,
+        help="test cases each strategy generates for Table 4's entropy (paper: 10,000; 0 skips it)",
+    )
+    parser.add_argument("--entropy-reps", type=int, default=3, help="seeds per strategy for Table 4 (paper: 20)")
     parser.add_argument("--report-dir", type=Path, help="also write the analysis service's comparison report here")
     parser.add_argument("--out", type=Path, default=ROOT / "results", help="folder for prt_table3_<subject>.{md,json}")
     parser.add_argument(
@@ -342,9 +401,11 @@ def main() -> None:
         "line's); no campaigns run",
     )
     args = parser.parse_args()
-    for flag in ("reps", "max_tests", "batch", "me_init", "fuzz_init"):
+    for flag in ("reps", "max_tests", "batch", "me_init", "fuzz_init", "entropy_reps"):
         if getattr(args, flag) < 1:
             parser.error(f"--{flag.replace('_', '-')} must be at least 1, got {getattr(args, flag)}")
+    if args.entropy_tests < 0 or 0 < args.entropy_tests <= ENTROPY_K:
+        parser.error(f"--entropy-tests must be 0 (skip) or more than k = {ENTROPY_K}, got {args.entropy_tests}")
     if args.first_rep is not None and args.first_rep < 0:
         parser.error(f"--first-rep must be at least 0, got {args.first_rep}")
     if args.tag and not args.tag.replace("-", "").replace("_", "").isalnum():
@@ -364,11 +425,7 @@ def main() -> None:
     names = [s for s in ("prt", "random") if s in asked] + [
         s for s in dict.fromkeys(asked) if s not in ("prt", "random")
     ]
-    params = {
-        "map_elites": {"initial_tests": args.me_init},
-        "fuzzer": {"initial_tests": args.fuzz_init},
-        "mdpfuzz": {"initial_tests": args.fuzz_init},
-    }
+    params = strategy_params(args)
     if args.render:
         stored = json.loads(args.render.read_text())
         for key, value in stored["args"].items():  # the settings the results were measured with
@@ -384,7 +441,14 @@ def main() -> None:
             ]
             for name, row in stored["results"].items()
         }
-        write(results, args, stored.get("model", MODELS[args.subject]), stored.get("wall_seconds"))
+        write(
+            results,
+            args,
+            stored.get("model", MODELS[args.subject]),
+            stored.get("wall_seconds"),
+            stored.get("entropy"),
+            compute_entropy=False,
+        )
         return
     if args.from_runs:
         results, settings = load_runs(args.from_runs)
@@ -472,12 +536,87 @@ def summed_wall(results: dict[str, list[dict[str, Any]]]) -> float:
     return sum(r.get("wall_seconds", r["seconds"]) for runs in results.values() for r in runs)
 
 
-def write(results: dict[str, list[dict[str, Any]]], args: argparse.Namespace, model: str, wall: float | None) -> None:
-    """Prints the table and writes results/prt_table3_<subject>[_<tag>].{md,json}."""
+# Table 4 without episodes: MAP-Elites' grid over the stand-in behaviour (the 4-D normalised input when no
+# descriptors are told) gets the PRT authors' 20 bins per dimension (50^4 cells would exceed pyribs' limit here)
+ENTROPY_PARAMS = {"map_elites": {"cells": 20}}
+
+
+def generation_entropy(
+    subject: str, names: list[str], params: dict[str, dict[str, Any]], tests: int, reps: int, batch: int
+) -> dict[str, dict[str, Any]]:
+    """PRT's Table 4: the entropy (k = 10) of `tests` test cases each strategy generates, per seed 0..reps-1.
+
+    No episode runs: every asked test is told back as passing with the same margin and no descriptors (what the
+    PRT paper reports CartPole's reward gives the reward-guided methods: every passing test scores 500)."""
+    space = get_subject(subject).space
+    low, high = space.bounds()
+    out: dict[str, dict[str, Any]] = {}
+    for name in names:
+        values = []
+        for seed in range(reps):
+            strategy = make_strategy(name, space, seed, {**params.get(name, {}), **ENTROPY_PARAMS.get(name, {})})
+            cases: list[dict[str, Any]] = []
+            while len(cases) < tests:
+                asked = [dict(as_test_case(a).values) for a in strategy.ask(min(batch, tests - len(cases)))]
+                if not asked:
+                    break
+                strategy.tell([Result(dict(v), False, 1.0) for v in asked])
+                cases += asked
+            x = np.array([[float(c[n]) for n in space.names] for c in cases])
+            values.append(kl_entropy(x, k=ENTROPY_K, low=low, high=high))
+        out[name] = {
+            "values": values,
+            "mean": statistics.mean(values),
+            "sd": statistics.stdev(values) if len(values) > 1 else 0.0,
+            "tests": tests,
+        }
+    return out
+
+
+def entropy_lines(entropy: dict[str, dict[str, Any]], subject: str) -> list[str]:
+    """Table 4's rows (ours beside the paper's k = 10 values) for the results file."""
+    source = PAPER_SOURCE.get(subject, subject)
+    paper = PAPER_ENTROPY.get(source, {})
+    reps = sorted({len(row["values"]) for row in entropy.values()})
+    tests = sorted({row["tests"] for row in entropy.values()})
+    lines = [
+        f"PRT Table 4: entropy (k = {ENTROPY_K}) of {'/'.join(map(str, tests))} generated test cases, mean ± sd over "
+        f"{'/'.join(map(str, reps))} seeds; no episodes (feedback-driven strategies are told every test passes "
+        "with the same margin)",
+        "",
+        f"| strategy | entropy | paper ({source}) |",
+        "|---|---|---|",
+    ]
+    for name, row in entropy.items():
+        ref = paper.get(name)
+        lines.append(f"| {name} | {row['mean']:.4f} ± {row['sd']:.4f} | {ref if ref is not None else '-'} |")
+    return lines
+
+
+def entropy_line(entropy: dict[str, dict[str, Any]]) -> str:
+    return "prt_entropy: " + " ".join(f"{name}={row['mean']:.4f}" for name, row in entropy.items())
+
+
+def write(
+    results: dict[str, list[dict[str, Any]]],
+    args: argparse.Namespace,
+    model: str,
+    wall: float | None,
+    entropy: dict[str, dict[str, Any]] | None = None,
+    compute_entropy: bool = True,
+) -> None:
+    """Prints the table and writes results/prt_table3_<subject>[_<tag>].{md,json}; with `--entropy-tests` (and
+    not given a stored one) Table 4's entropy too."""
     lines, summary = table(results, args, model, wall)
     ratio = summary["prt"]["mean_tests"] / summary["random"]["mean_tests"]
     extra = notes(results, args)
     lines += [""] + [f"- {n}" for n in extra] + ([""] if extra else [])
+    if entropy is None and compute_entropy and getattr(args, "entropy_tests", 0) > 0:
+        entropy = generation_entropy(
+            args.subject, list(results), strategy_params(args), args.entropy_tests, args.entropy_reps, args.batch
+        )
+    if entropy:
+        lines += entropy_lines(entropy, args.subject) + ["", entropy_line(entropy)]
     ref = PAPER.get(PAPER_SOURCE.get(args.subject, args.subject), {})
     if ref:
         paper_ratio = (
@@ -497,7 +636,17 @@ def write(results: dict[str, list[dict[str, Any]]], args: argparse.Namespace, mo
         for k, v in vars(args).items()
     }
     (args.out / f"{stem}.json").write_text(
-        json.dumps({"args": stored, "model": model, "wall_seconds": wall, "notes": extra, "results": summary}, indent=2)
+        json.dumps(
+            {
+                "args": stored,
+                "model": model,
+                "wall_seconds": wall,
+                "notes": extra,
+                "results": summary,
+                **({"entropy": entropy} if entropy else {}),
+            },
+            indent=2,
+        )
     )
     print(f"prt_vs_random_first_failure={ratio:.3f}")
 
