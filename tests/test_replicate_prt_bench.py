@@ -116,7 +116,7 @@ def test_saved_runs_that_disagree_are_refused_by_name(tmp_path: Path) -> None:
 def test_shares_resume_and_merge_into_one_table(tmp_path: Path) -> None:
     """Two shares run real campaigns (seed 0: prt and random; seed 1: random only), a finished share resumed runs
     nothing, and --from-runs makes the table of both with the ratio of the saved runs' means."""
-    common = ["--subject", "cartpole", "--max-tests", "40", "--batch", "16"]
+    common = ["--subject", "cartpole", "--max-tests", "40", "--batch", "16", "--entropy-tests", "0"]
     first = bench(
         *common, "--reps", "1", "--first-rep", "0", "--strategies", "prt,random", "--out", str(tmp_path / "a")
     )
@@ -154,6 +154,8 @@ def test_shares_resume_and_merge_into_one_table(tmp_path: Path) -> None:
         str(saved_b),
         "--out",
         str(tmp_path / "merged"),
+        "--entropy-tests",
+        "0",
     )
     assert merged.returncode == 0, merged.stderr
     runs = [
@@ -168,3 +170,25 @@ def test_shares_resume_and_merge_into_one_table(tmp_path: Path) -> None:
     table = (tmp_path / "merged" / "prt_table3_cartpole.md").read_text()
     assert "runs per strategy as in the table" in table and "campaign walls summed" in table
     assert f"| random | {sum(r['found'] for r in runs if r['strategy'] == 'random')}/2 |" in table
+
+
+def test_table4_entropy_is_measured_per_strategy_and_kept_by_render(tmp_path: Path) -> None:
+    """PRT's Table 4 from generated test cases only (saved runs, no campaign): one value per strategy, PRT's
+    sparsest-region filling more diverse than uniform random, and --render reprints the stored values."""
+    runs = tmp_path / "a.runs.jsonl"
+    names = ("prt", "random", "curefuzz", "g_model")
+    runs.write_text("".join(saved_run(name, 0, 10.0 + i) + "\n" for i, name in enumerate(names)))
+    out = bench("--from-runs", str(runs), "--out", str(tmp_path), "--entropy-tests", "300", "--entropy-reps", "2")
+    assert out.returncode == 0, out.stderr
+    line = next(x for x in out.stdout.splitlines() if x.startswith("prt_entropy: "))
+    values = dict(item.split("=") for item in line.removeprefix("prt_entropy: ").split())
+    assert list(values) == list(names)
+    assert float(values["prt"]) > float(values["random"])
+    stored = json.loads((tmp_path / "prt_table3_cartpole.json").read_text())
+    assert [len(stored["entropy"][n]["values"]) for n in names] == [2, 2, 2, 2]
+    table = (tmp_path / "prt_table3_cartpole.md").read_text()
+    assert "| g_model | " in table and "| -22.0423 |" in table  # ours beside the paper's k = 10 value
+    assert "g_model (not in Gauntlet)" not in table  # measured here, so no paper-only row
+    again = bench("--render", str(tmp_path / "prt_table3_cartpole.json"), "--out", str(tmp_path / "r"))
+    assert again.returncode == 0, again.stderr
+    assert line in again.stdout.splitlines()
