@@ -321,7 +321,7 @@ def table(
         summary[name] = row
     for name in NOT_HERE:
         if name in paper and name not in results:
-            lines.append(f"| {name} (not in Gauntlet) | | | | | | {paper[name][0]} | {paper[name][1]} |")
+            lines.append(f"| {name} (paper only: not run here) | | | | | | {paper[name][0]} | {paper[name][1]} |")
     return lines, summary
 
 

@@ -45,7 +45,7 @@ def test_render_rewrites_a_stored_run_without_running_campaigns(tmp_path: Path) 
     assert "| prt | 1/2 | ≥26.5 ± 33.2 |" in table
     assert "| random | 0/2 | no failure within 50 tests |" in table
     assert "| map_elites | 2/2 | 30.0 ± 14.1 |" in table and "| 656.1 | 4.23 |" in table  # the paper's QD row
-    assert "g_model (not in Gauntlet)" in table
+    assert "g_model (paper only: not run here)" in table
     assert "random: no failure within 50 tests in any of the 2 runs." in table
     assert "prt: 1 of 2 runs found no failure within 50 tests" in table
 
@@ -188,7 +188,7 @@ def test_table4_entropy_is_measured_per_strategy_and_kept_by_render(tmp_path: Pa
     assert [len(stored["entropy"][n]["values"]) for n in names] == [2, 2, 2, 2]
     table = (tmp_path / "prt_table3_cartpole.md").read_text()
     assert "| g_model | " in table and "| -22.0423 |" in table  # ours beside the paper's k = 10 value
-    assert "g_model (not in Gauntlet)" not in table  # measured here, so no paper-only row
+    assert "g_model (paper only: not run here)" not in table  # measured here, so no paper-only row
     again = bench("--render", str(tmp_path / "prt_table3_cartpole.json"), "--out", str(tmp_path / "r"))
     assert again.returncode == 0, again.stderr
     assert line in again.stdout.splitlines()
