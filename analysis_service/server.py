@@ -33,7 +33,7 @@ from common.errors import InvalidArgument, grpc_method
 from common.generated.gauntlet.v1 import analysis_pb2, analysis_pb2_grpc, common_pb2, generator_pb2, generator_pb2_grpc
 from common.remote import local_error
 from common.retry import Retry
-from common.seeding import episode_seed
+from common.seeding import case_episode_seed
 from common.server import client_channel
 from common.space import value_from_proto
 from common.validation import check_ids, resolve_under, shown
@@ -202,6 +202,4 @@ def register(
 
 def _episode_seed(campaign_seed: int, case: common_pb2.TestCase) -> int:
     """The first repetition's reset seed, by the simulator's rule (an action trace's own reset_seed wins)."""
-    if case.HasField("action_trace") and case.action_trace.HasField("reset_seed"):
-        return int(case.action_trace.reset_seed)
-    return episode_seed(campaign_seed, case.id, 0)
+    return case_episode_seed(campaign_seed, case, 0)

@@ -148,6 +148,22 @@ def add_replay(sub: Subparsers) -> None:
     _handler(p, "cli.failure_commands:cmd_replay")
 
 
+def add_export(sub: Subparsers) -> None:
+    p = sub.add_parser(
+        "export",
+        help="write a regression campaign that reruns a campaign's failures with their seeds",
+        description="Writes a campaign file (strategy `replay`) that runs the stored inputs of CAMPAIGN again, each "
+        "with the episode seeds it had there. `gauntlet run FILE` then exits 0 when every input passes and 1 "
+        "naming those that still fail: a gate for a retrained model (--model).",
+    )
+    p.add_argument("campaign_id", type=campaign_id)
+    p.add_argument("--failures", action="store_true", help="only the failing executions (default: every judged one)")
+    p.add_argument("--out", type=Path, required=True, metavar="FILE.yaml", help="the campaign file to write")
+    p.add_argument("--model", help="the model the regression campaign tests (default: the campaign's)")
+    _suite_arguments(p)
+    _handler(p, "cli.failure_commands:cmd_export")
+
+
 def add_up(sub: Subparsers) -> None:
     p = sub.add_parser(
         "up",
@@ -349,6 +365,7 @@ COMMANDS = (
     add_resume,
     add_report,
     add_replay,
+    add_export,
     add_up,
     add_certs,
     add_environments,

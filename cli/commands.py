@@ -31,6 +31,7 @@ from cli.endpoints import check_endpoint, reach
 from cli.errors import CampaignNotCompleted, UserError
 from cli.follow import LostCampaign, campaign_events, outcome, retrying
 from cli.launcher import LaunchError, LocalSuite, available_environments, environments_for
+from cli.regression import REPLAY_STRATEGY, check_regression
 from cli.supervisor import RestartPolicy
 from common.credentials import ClientCredentials, CredentialError, client_credentials, store_url
 from common.generated.gauntlet.v1 import (
@@ -369,6 +370,9 @@ def cmd_run(args: argparse.Namespace) -> None:
         )
         status = _watch(generator, started.campaign_id, config.budget.max_executions)
         _finish(status, _report(connection.analysis(), [started.campaign_id], args.report_dir))
+        if config.strategy == REPLAY_STRATEGY:  # a regression campaign: exit 1 naming the inputs that still fail
+            total = len(config.strategy_params.get("cases") or [])
+            console.print(_rpc(check_regression, generator, started.campaign_id, total))
 
 
 def cmd_resume(args: argparse.Namespace) -> None:

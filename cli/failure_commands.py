@@ -18,6 +18,8 @@ ANIMATION_SUFFIXES = (".gif", ".webp")  # what Pillow (a matplotlib dependency, 
 FRAME_MILLISECONDS = 50
 VERDICTS = {0: "unspecified", 1: "pass", 2: "fail", 3: "invalid"}
 REPLAY_TIMEOUT_SECONDS = 900
+EXPORT_ROLES = frozenset({"generator", "analysis"})  # reading the store: no simulator, agent or oracle
+PASS, FAIL = 1, 2  # gauntlet.v1 VerdictKind
 
 
 class VerdictChanged(UserError):
@@ -94,3 +96,37 @@ def _print(campaign_id: str, s: generator_pb2.ReplaySummary) -> None:
             highlight=False,
         )
     console.print("  same verdict" if s.same_verdict else "  [red]the verdict differs[/red]")
+
+
+def cmd_export(args: argparse.Namespace) -> None:
+    import yaml
+
+    from cli.regression import list_executions, regression_campaign
+
+    if args.out.suffix.lower() not in (".yaml", ".yml"):
+        raise UserError(f"--out {args.out}: a campaign file ends in .yaml or .yml")
+    if not args.out.parent.exists():
+        raise UserError(f"--out {args.out}: folder {args.out.parent} does not exist")
+    with suite(args, roles=EXPORT_ROLES) as connection:
+        generator = connection.generator()
+        request = generator_pb2.GetCampaignRequest(campaign_id=args.campaign_id)
+        status = _rpc(lambda: generator.GetCampaign(request, timeout=60)).status
+        executions = _rpc(list_executions, generator, args.campaign_id)
+    wanted = FAIL if args.failures else None
+    chosen = [e for e in executions if e.verdict == wanted or (wanted is None and e.verdict in (PASS, FAIL))]
+    if not chosen:
+        what = "failing executions" if args.failures else "judged executions"
+        raise UserError(f"campaign {args.campaign_id} has no {what} to export")
+    data = regression_campaign(status, chosen, args.model)
+    what = "failures" if args.failures else "executions"
+    header = (
+        f"# Regression campaign: the {len(chosen)} {what} of campaign {args.campaign_id} "
+        f"({status.spec.subject}, {status.spec.model.name}), each rerun with its episode seeds.\n"
+        "# `gauntlet run` of this file exits 0 when every input passes, 1 naming those that still fail.\n"
+    )
+    args.out.write_text(header + yaml.safe_dump(data, sort_keys=False, width=120))
+    console.print(
+        f"wrote {escape(str(args.out))}: {len(chosen)} {what} of {escape(args.campaign_id)} against model "
+        f"{escape(data['campaign']['model'])}; run it with: gauntlet run {escape(str(args.out))}",
+        highlight=False,
+    )

@@ -25,6 +25,7 @@ from common.generated.gauntlet.v1 import common_pb2
 from common.space import ParameterSpace, ParamValue
 
 STORED_TRACE_KEY = "action_trace"  # the stored form's key for the trace (the format of earlier versions)
+STORED_ORIGIN_KEY = "seed_origin"  # the stored form's key for a replayed case's seed origin
 _TRACE_FIELDS = ("actions", "agent_steps", "reset_seed", "artifact", "prefix_length")
 
 Label = str | int | float | bool
@@ -80,33 +81,62 @@ class ActionTrace:
 
 
 @dataclass(frozen=True)
+class SeedOrigin:
+    """gauntlet.v1 SeedOrigin: the episode a replayed test case reproduces (its campaign's seed, its id there), whose
+    seeds its repetitions reset with (common/seeding.py case_episode_seed)."""
+
+    campaign_seed: int
+    test_case_id: str
+
+    def to_stored(self) -> dict[str, Any]:
+        return {"campaign_seed": int(self.campaign_seed), "test_case_id": self.test_case_id}
+
+    @staticmethod
+    def from_stored(data: Mapping[str, Any]) -> SeedOrigin:
+        return SeedOrigin(int(data["campaign_seed"]), str(data["test_case_id"]))
+
+
+@dataclass(frozen=True)
 class TestCase:
-    """One test case: the subject's parameter values and an optional action trace."""
+    """One test case: the subject's parameter values, an optional action trace, and for a replayed stored
+    execution (the ``replay`` strategy) the origin of its episode seeds."""
 
     __test__ = False  # not a pytest test class, whatever module imports it
 
     values: Mapping[str, ParamValue]
     action_trace: ActionTrace | None = None
+    seed_origin: SeedOrigin | None = None
 
     def to_stored(self) -> dict[str, Any]:
-        """The campaign store's JSON object (values, then the trace under STORED_TRACE_KEY)."""
+        """The campaign store's JSON object (values, then the trace under STORED_TRACE_KEY and the seed origin
+        under STORED_ORIGIN_KEY when there are)."""
         out = dict(self.values)
         if self.action_trace is not None:
             out[STORED_TRACE_KEY] = self.action_trace.to_stored()
+        if self.seed_origin is not None:
+            out[STORED_ORIGIN_KEY] = self.seed_origin.to_stored()
         return out
 
     @staticmethod
     def from_stored(data: Mapping[str, Any]) -> TestCase:
         """A stored test case, of this version or an earlier one (the same format)."""
         trace = data.get(STORED_TRACE_KEY)
-        values = {k: v for k, v in data.items() if k != STORED_TRACE_KEY}
-        return TestCase(values, ActionTrace.from_stored(trace) if isinstance(trace, Mapping) else None)
+        origin = data.get(STORED_ORIGIN_KEY)
+        values = {k: v for k, v in data.items() if k not in (STORED_TRACE_KEY, STORED_ORIGIN_KEY)}
+        return TestCase(
+            values,
+            ActionTrace.from_stored(trace) if isinstance(trace, Mapping) else None,
+            SeedOrigin.from_stored(origin) if isinstance(origin, Mapping) else None,
+        )
 
     def to_proto(self, space: ParameterSpace, case_id: str) -> common_pb2.TestCase:
-        """The wire form: every parameter of ``space`` (typed by it), and the trace when there is one."""
+        """The wire form: every parameter of ``space`` (typed by it), the trace and the seed origin when set."""
         msg = space.test_case_to_proto(case_id, self.values)
         if self.action_trace is not None:
             msg.action_trace.CopyFrom(self.action_trace.to_proto())
+        if self.seed_origin is not None:
+            msg.seed_origin.campaign_seed = int(self.seed_origin.campaign_seed)
+            msg.seed_origin.test_case_id = self.seed_origin.test_case_id
         return msg
 
     def same_as(self, other: TestCase) -> bool:

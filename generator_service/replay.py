@@ -24,7 +24,7 @@ from common.generated.gauntlet.v1 import (
 )
 from common.remote import local_error
 from common.retry import Retry
-from common.seeding import episode_seed
+from common.seeding import case_episode_seed
 from common.space import ParameterSpace
 from common.test_case import TestCase
 from generator_service.config import CampaignConfig
@@ -66,10 +66,8 @@ def find_execution(store: CampaignStore, campaign_id: str, test_case_id: str) ->
 
 
 def seeds_of(config: CampaignConfig, case: common_pb2.TestCase, repetitions: int) -> list[int]:
-    """Each repetition's reset seed, by the simulator's rule (an action trace's own reset_seed wins)."""
-    if case.HasField("action_trace") and case.action_trace.HasField("reset_seed"):
-        return [int(case.action_trace.reset_seed)] * repetitions
-    return [episode_seed(config.seed, case.id, r) for r in range(repetitions)]
+    """Each repetition's reset seed, by the simulator's rule (common/seeding.py case_episode_seed)."""
+    return [case_episode_seed(config.seed, case, r) for r in range(repetitions)]
 
 
 class Replayer:

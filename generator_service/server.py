@@ -680,6 +680,9 @@ def _execution(e: ExecutionRow) -> generator_pb2.Execution:
         case.values[name].CopyFrom(_value(value))
     if stored.action_trace is not None:  # an action trace is no parameter: it has its own field
         case.action_trace.CopyFrom(stored.action_trace.to_proto())
+    if stored.seed_origin is not None:  # a replayed case (regression campaign): whose episode seeds it reran
+        case.seed_origin.campaign_seed = stored.seed_origin.campaign_seed
+        case.seed_origin.test_case_id = stored.seed_origin.test_case_id
     return generator_pb2.Execution(
         index=e.index,
         test_case=case,

@@ -33,7 +33,7 @@ from common.generated.gauntlet.v1 import (
     simulator_pb2_grpc,
     translator_pb2_grpc,
 )
-from common.seeding import episode_seed
+from common.seeding import case_episode_seed
 from common.server import client_channel
 from common.space import case_values
 from common.space_spec import pack_observation, space_to_proto
@@ -261,9 +261,7 @@ class SimulatorServicer(simulator_pb2_grpc.SimulatorServiceServicer):
     def _reset_seed(seed: int, case: common_pb2.TestCase, repetition: int) -> int:
         """The episode's reset seed: an action trace's own seed when it pins one (every repetition starts from the
         state its trace was found from), else the one derived from (seed, test case id, repetition)."""
-        if case.HasField("action_trace") and case.action_trace.HasField("reset_seed"):
-            return int(case.action_trace.reset_seed)
-        return episode_seed(seed, case.id, repetition)
+        return case_episode_seed(seed, case, repetition)
 
     def _session_reply(
         self,

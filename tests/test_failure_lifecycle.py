@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+import yaml
 from PIL import Image
 
 from cli.launcher import LocalSuite
@@ -109,19 +110,26 @@ def test_replay_says_when_the_verdict_differs(suite: LocalSuite, failed_campaign
     out = gauntlet(suite, "replay", campaign_id, passing)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "replayed pass" in out.stdout and "same verdict" in out.stdout
-    # the store says it failed: the replay must notice, exit 1 and say so
-    engine = sa.create_engine(suite.store_url)
-    with engine.begin() as conn:
-        conn.execute(
-            sa.text("UPDATE executions SET verdict = 'fail' WHERE campaign_id = :c AND test_case_id = :t"),
-            {"c": campaign_id, "t": passing},
-        )
-    engine.dispose()
-    out = gauntlet(suite, "replay", campaign_id, passing)
+    # the store says it failed: the replay must notice, exit 1 and say so (the row is put back afterwards)
+    set_verdict(suite, campaign_id, passing, "fail")
+    try:
+        out = gauntlet(suite, "replay", campaign_id, passing)
+    finally:
+        set_verdict(suite, campaign_id, passing, "pass")
     assert out.returncode == 1, out.stdout + out.stderr
     assert "the verdict differs" in out.stdout
     assert "gave pass, the campaign stored fail" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def set_verdict(suite: LocalSuite, campaign_id: str, test_case_id: str, verdict: str) -> None:
+    engine = sa.create_engine(suite.store_url)
+    with engine.begin() as conn:
+        conn.execute(
+            sa.text("UPDATE executions SET verdict = :v WHERE campaign_id = :c AND test_case_id = :t"),
+            {"v": verdict, "c": campaign_id, "t": test_case_id},
+        )
+    engine.dispose()
 
 
 def test_replay_of_an_unknown_id_names_stored_ones(suite: LocalSuite, failed_campaign: tuple[str, str, dict]) -> None:
@@ -131,3 +139,37 @@ def test_replay_of_an_unknown_id_names_stored_ones(suite: LocalSuite, failed_cam
     assert "has no execution 't9999999'" in out.stderr and "t0000001" in out.stderr
     out = gauntlet(suite, "replay", campaign_id, "t0000001", "--render", "x.mp4")
     assert out.returncode == 2 and ".gif or .webp" in out.stderr
+
+
+def test_export_keeps_the_failures_as_a_regression_campaign(
+    suite: LocalSuite, failed_campaign: tuple[str, str, dict], tmp_path: Path
+) -> None:
+    campaign_id, _, report = failed_campaign
+    failures = report["campaigns"][0]["failures"]
+    regression = tmp_path / "reg.yaml"
+    out = gauntlet(suite, "export", campaign_id, "--failures", "--out", str(regression))
+    assert out.returncode == 0, out.stdout + out.stderr
+    data = yaml.safe_load(regression.read_text())["campaign"]
+    assert data["strategy"] == "replay" and data["model"] == "cartpole-ppo"
+    cases = data["strategy_params"]["cases"]
+    assert [c["id"] for c in cases] == [f["test_case_id"] for f in failures]
+    assert [c["episode_seed"] for c in cases] == [f["episode_seed"] for f in failures]
+    # against the same model every input fails again, under its own seed: exit 1 naming the original ids
+    out = gauntlet(suite, "run", str(regression), "--id", "lifecycle-regression-1")
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert f"{len(cases)} of {len(cases)} inputs still fail" in out.stderr
+    for f in failures:
+        assert f"{f['test_case_id']} ({f['reason']})" in out.stderr
+    # another CartPole agent of the zoo passes these inputs: exit 0
+    out = gauntlet(
+        suite, "export", campaign_id, "--failures", "--out", str(regression), "--model", "cartpole-ppo-seed1"
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    out = gauntlet(suite, "run", str(regression), "--id", "lifecycle-regression-2")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert f"regression: all {len(cases)} inputs pass" in out.stdout
+    # an edited seed is refused before anything runs, naming the case
+    text = regression.read_text().replace(f"episode_seed: {cases[0]['episode_seed']}", "episode_seed: 1")
+    regression.write_text(text)
+    out = gauntlet(suite, "run", str(regression), "--id", "lifecycle-regression-3")
+    assert out.returncode == 2 and f"case {cases[0]['id']}: episode_seed 1" in out.stderr

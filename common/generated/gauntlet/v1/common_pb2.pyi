@@ -466,6 +466,7 @@ class TestCase(_message.Message):
     ID_FIELD_NUMBER: _builtins.int
     VALUES_FIELD_NUMBER: _builtins.int
     ACTION_TRACE_FIELD_NUMBER: _builtins.int
+    SEED_ORIGIN_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     @_builtins.property
     def values(self) -> _containers.MessageMap[_builtins.str, Global___Value]: ...
@@ -475,20 +476,54 @@ class TestCase(_message.Message):
         acts (search-based testing of RL). Unset: the agent acts from the first step, as before.
         """
 
+    @_builtins.property
+    def seed_origin(self) -> Global___SeedOrigin:
+        """Optional: the episode whose seeds this test case replays (a regression campaign of the `replay` strategy
+        runs stored failures again). Set: repetition r resets with the seed derived from (seed_origin.campaign_seed,
+        seed_origin.test_case_id, r), the seed that episode had in its own campaign, instead of the one derived from
+        this request's seed and this test case's id. An action trace's reset_seed still wins.
+        """
+
     def __init__(
         self,
         *,
         id: _builtins.str = ...,
         values: _abc.Mapping[_builtins.str, Global___Value] | None = ...,
         action_trace: Global___ActionTrace | None = ...,
+        seed_origin: Global___SeedOrigin | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["action_trace", b"action_trace"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["action_trace", b"action_trace", "seed_origin", b"seed_origin"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["action_trace", b"action_trace", "id", b"id", "values", b"values"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["action_trace", b"action_trace", "id", b"id", "seed_origin", b"seed_origin", "values", b"values"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___TestCase: _TypeAlias = TestCase  # noqa: Y015
+
+@_typing.final
+class SeedOrigin(_message.Message):
+    """Where a replayed test case's episode seeds come from: its original campaign's seed and its id there."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CAMPAIGN_SEED_FIELD_NUMBER: _builtins.int
+    TEST_CASE_ID_FIELD_NUMBER: _builtins.int
+    campaign_seed: _builtins.int
+    test_case_id: _builtins.str
+    """1 to 64 characters of [A-Za-z0-9._-], e.g. "t0000079"."""
+    def __init__(
+        self,
+        *,
+        campaign_seed: _builtins.int = ...,
+        test_case_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["campaign_seed", b"campaign_seed", "test_case_id", b"test_case_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SeedOrigin: _TypeAlias = SeedOrigin  # noqa: Y015
 
 @_typing.final
 class ActionTrace(_message.Message):

@@ -375,6 +375,16 @@ export declare type TestCase = Message<"gauntlet.v1.TestCase"> & {
    * @generated from field: gauntlet.v1.ActionTrace action_trace = 3;
    */
   actionTrace?: ActionTrace | undefined;
+
+  /**
+   * Optional: the episode whose seeds this test case replays (a regression campaign of the `replay` strategy
+   * runs stored failures again). Set: repetition r resets with the seed derived from (seed_origin.campaign_seed,
+   * seed_origin.test_case_id, r), the seed that episode had in its own campaign, instead of the one derived from
+   * this request's seed and this test case's id. An action trace's reset_seed still wins.
+   *
+   * @generated from field: gauntlet.v1.SeedOrigin seed_origin = 4;
+   */
+  seedOrigin?: SeedOrigin | undefined;
 };
 
 /**
@@ -382,6 +392,31 @@ export declare type TestCase = Message<"gauntlet.v1.TestCase"> & {
  * Use `create(TestCaseSchema)` to create a new message.
  */
 export declare const TestCaseSchema: GenMessage<TestCase>;
+
+/**
+ * Where a replayed test case's episode seeds come from: its original campaign's seed and its id there.
+ *
+ * @generated from message gauntlet.v1.SeedOrigin
+ */
+export declare type SeedOrigin = Message<"gauntlet.v1.SeedOrigin"> & {
+  /**
+   * @generated from field: uint64 campaign_seed = 1;
+   */
+  campaignSeed: bigint;
+
+  /**
+   * 1 to 64 characters of [A-Za-z0-9._-], e.g. "t0000079".
+   *
+   * @generated from field: string test_case_id = 2;
+   */
+  testCaseId: string;
+};
+
+/**
+ * Describes the message gauntlet.v1.SeedOrigin.
+ * Use `create(SeedOriginSchema)` to create a new message.
+ */
+export declare const SeedOriginSchema: GenMessage<SeedOrigin>;
 
 /**
  * A test input of search-based testing ("Search-Based Testing of Reinforcement Learning", IJCAI-ECAI 2022,
