@@ -29,9 +29,27 @@ from typing import Any
 import numpy as np
 
 from analysis_service.designate_archive_report import ArchiveView, accuracy_name, archive_outcome, rq1, rq1_html
-from analysis_service.html_kit import CSS, escape, figure_png_base64, img_tag, new_figure, plot_label
+from analysis_service.html_kit import (
+    escape,
+    figure_png_base64,
+    glossary,
+    img_tag,
+    new_figure,
+    page,
+    plot_label,
+    scroll,
+    term,
+)
 from analysis_service.metrics import ExecutionRecord, compute_metrics
-from analysis_service.report import BEHAVIOUR_CELLS, DIVERSITY_K, _jsonable, final_state_sparsity, real_parameters
+from analysis_service.report import (
+    BEHAVIOUR_CELLS,
+    DIVERSITY_K,
+    _jsonable,
+    final_state_sparsity,
+    integer_y,
+    real_parameters,
+    report_stem,
+)
 
 COMPARISON_VERSION = "1"
 ALTERNATIVES = ("two-sided", "greater", "less")
@@ -70,6 +88,24 @@ ARCHIVE_METRICS: tuple[Metric, ...] = (
     Metric("pixel_diversity", "pixel diversity (archive, digests)", True, 3),
 )
 ARCHIVE_ACCURACY = Metric("archive_accuracy", "accuracy of the archive images (pooled)", False, 3)
+# Fewer campaigns than this on either side: the HTML gives no p / Â12 (with n = 1 a test says p 1.000, Â12 0.00)
+MIN_TEST_N = 3
+# each metric's glossary entry (analysis_service/html_kit.py GLOSSARY)
+METRIC_TERMS = {
+    "faults": "failures",
+    "distinct_faults": "distinct_failures",
+    "tests_to_first_failure": "tests_to_first_failure",
+    "seconds_to_first_failure": "seconds_to_first_failure",
+    "behaviour_cells": "bs",
+    "failing_behaviour_cells": "bs",
+    "input_entropy_k5": "input_entropy",
+    "input_entropy": "input_entropy",
+    "input_entropy_k20": "input_entropy",
+    "final_state_sparsity": "fs",
+    "failure_state_sparsity": "fs",
+    "cluster_coverage": "cluster",
+    "cluster_entropy": "cluster",
+}
 
 
 @dataclass(frozen=True)
@@ -374,9 +410,16 @@ def comparison_stem(campaign_ids: Sequence[str]) -> str:
 # --------------------------------------------------------------------------- plots
 
 
-def _plot_boxes(comparison: Mapping[str, Any]) -> str:
+def _plot_boxes(comparison: Mapping[str, Any]) -> str | None:
     names = [s["strategy"] for s in comparison["strategies"]]
-    shown = [m for m in comparison["metrics"] if m["key"] != "distinct_faults"]
+    # a metric no campaign has (no descriptors, no final states) gets no empty panel
+    shown = [
+        m
+        for m in comparison["metrics"]
+        if m["key"] != "distinct_faults" and any(c[m["key"]] is not None for c in comparison["campaigns"])
+    ]
+    if not shown:
+        return None
     fig = new_figure(11.0, 2.6 * math.ceil(len(shown) / 3))
     axes = fig.subplots(math.ceil(len(shown) / 3), 3, squeeze=False).ravel()
     for ax, metric in zip(axes, shown):
@@ -384,11 +427,8 @@ def _plot_boxes(comparison: Mapping[str, Any]) -> str:
             [c[metric["key"]] for c in comparison["campaigns"] if c["strategy"] == n and c[metric["key"]] is not None]
             for n in names
         ]
-        if any(data):
-            ax.boxplot([d if d else [math.nan] for d in data], showmeans=False)
-            ax.set_xticks(range(1, len(names) + 1), [plot_label(n) for n in names], rotation=20, fontsize="small")
-        else:
-            ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
+        ax.boxplot([d if d else [math.nan] for d in data], showmeans=False)
+        ax.set_xticks(range(1, len(names) + 1), [plot_label(n) for n in names], rotation=20, fontsize="small")
         ax.set_title(plot_label(metric["label"]), fontsize="medium")
         ax.grid(alpha=0.3, axis="y")
     for ax in axes[len(shown) :]:
@@ -406,6 +446,7 @@ def _plot_cumulative_bands(comparison: Mapping[str, Any]) -> str:
             ax.fill_between(c["x"], c["q1"], c["q3"], color=line.get_color(), alpha=0.2, linewidth=0)
     ax.set_xlabel("executions")
     ax.set_ylabel("cumulative faults")
+    integer_y(ax)
     ax.set_title("Cumulative faults: median with Q1-Q3 band over campaigns")
     ax.legend(loc="upper left", fontsize="small")
     ax.grid(alpha=0.3)
@@ -441,7 +482,13 @@ def _plot_first_failure(comparison: Mapping[str, Any]) -> str:
 
 _COMPARE_CSS = """
 td.better{background:#e8f5e9} td.worse{background:#fdecea}
+.ranges{max-height:12rem;overflow:auto;font-size:.82rem;border:1px solid #ddd;padding:.4rem;margin:.3rem 0}
 """
+
+
+def _metric_head(m: Mapping[str, Any]) -> str:
+    key = METRIC_TERMS.get(m["key"], "archive")
+    return term(key, m["label"])
 
 
 def _num(v: Any, digits: int) -> str:
@@ -449,18 +496,19 @@ def _num(v: Any, digits: int) -> str:
 
 
 def _summary_table(comparison: Mapping[str, Any]) -> str:
-    metrics = comparison["metrics"]
-    head = "<th>strategy</th><th>campaigns</th><th>found a failure</th>" + "".join(
-        f"<th>{escape(m['label'])}<br><span class=meta>median [Q1, Q3]<br>mean ± sd</span></th>" for m in metrics
+    """Metrics as rows, strategies as columns: median [Q1, Q3] over a strategy's campaigns, then mean ± sd."""
+    metrics, strategies = comparison["metrics"], comparison["strategies"]
+    head = "".join(
+        f"<th>{escape(s['strategy'])}{' (baseline)' if s['strategy'] == comparison['baseline'] else ''}</th>"
+        for s in strategies
     )
-    rows = []
-    for s in comparison["strategies"]:
-        cells = [
-            f"<td>{escape(s['strategy'])}{' (baseline)' if s['strategy'] == comparison['baseline'] else ''}</td>",
-            f"<td class=num>{s['campaigns']}</td>",
-            f"<td class=num>{s['found_failure']}</td>",
-        ]
-        for m in metrics:
+    rows = [
+        f"<tr><th>campaigns ({term('n')})</th>" + "".join(f"<td class=num>{s['campaigns']}</td>" for s in strategies),
+        "<tr><th>found a failure</th>" + "".join(f"<td class=num>{s['found_failure']}</td>" for s in strategies),
+    ]
+    for m in metrics:
+        cells = []
+        for s in strategies:
             q, d = s["summary"][m["key"]], m["digits"]
             if not q.get("n"):
                 cells.append("<td class=num>—</td>")
@@ -473,26 +521,45 @@ def _summary_table(comparison: Mapping[str, Any]) -> str:
             )
             cells.append(
                 f"<td class=num>{lower}{_num(q['median'], d)} [{_num(q['q1'], d)}, {_num(q['q3'], d)}]"
-                f"<br>{_num(q['mean'], max(d, 1))} ± {_num(q['sd'], max(d, 1))}</td>"
+                f"<br><span class=meta>{_num(q['mean'], max(d, 1))} ± {_num(q['sd'], max(d, 1))}</span></td>"
             )
-        rows.append("<tr>" + "".join(cells) + "</tr>")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+        rows.append(f"<tr><th>{_metric_head(m)}</th>" + "".join(cells) + "</tr>")
+    caption = f"<p class=meta>Each cell: {term('median_q')}, then mean ± sd over the strategy's campaigns.</p>"
+    return caption + scroll(
+        f"<table><thead><tr><th>metric</th>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    )
 
 
 def _tests_table(comparison: Mapping[str, Any]) -> str:
+    """Metrics as rows, each strategy against the baseline as a column: p · Â12 (band)."""
     metrics = comparison["metrics"]
-    head = (
-        "<th>strategy vs "
-        + escape(comparison["baseline"])
-        + "</th>"
-        + "".join(f"<th>{escape(m['label'])}<br><span class=meta>p · Â12 (band)</span></th>" for m in metrics)
-    )
-    rows = []
+    base_n = next(s["campaigns"] for s in comparison["strategies"] if s["strategy"] == comparison["baseline"])
+    tested, small = [], []
     for s in comparison["strategies"]:
         if "versus_baseline" not in s:
             continue
-        cells = [f"<td>{escape(s['strategy'])}</td>"]
-        for m in metrics:
+        if min(s["campaigns"], base_n) < MIN_TEST_N:
+            small.append(
+                f"{escape(s['strategy'])} (n = {s['campaigns']}) against "
+                f"{escape(comparison['baseline'])} (n = {base_n})"
+            )
+        else:
+            tested.append(s)
+    warning = (
+        f'<p class="warn">Too few campaigns for a test ({term("n")} below {MIN_TEST_N} on a side, where a '
+        f"Mann–Whitney p cannot fall below 0.05 and Â12 swings from 0 to 1 on one seed): "
+        + "; ".join(small)
+        + ". Run more seeds of each strategy (the per-strategy table above still shows their values).</p>"
+        if small
+        else ""
+    )
+    if not tested:
+        return warning or "<p>only one strategy: nothing to test against the baseline</p>"
+    head = "".join(f"<th>{escape(s['strategy'])} vs {escape(comparison['baseline'])}</th>" for s in tested)
+    rows = []
+    for m in metrics:
+        cells = []
+        for s in tested:
             t = s["versus_baseline"].get(m["key"])
             if t is None:
                 cells.append("<td class=num>—</td>")
@@ -504,21 +571,25 @@ def _tests_table(comparison: Mapping[str, Any]) -> str:
                 else ""
             )
             cells.append(f'<td class="num {css}">{_num(t["p_value"], 3)} · {t["a12"]:.2f} ({escape(t["effect"])})</td>')
-        rows.append("<tr>" + "".join(cells) + "</tr>")
-    if not rows:
-        return "<p>only one strategy: nothing to test against the baseline</p>"
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+        rows.append(f"<tr><th>{_metric_head(m)}</th>" + "".join(cells) + "</tr>")
+    caption = f"<p class=meta>Each cell: {term('p_value')} · {term('a12')} (band).</p>"
+    return (
+        warning
+        + caption
+        + scroll(f"<table><thead><tr><th>metric</th>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>")
+    )
 
 
 def _campaigns_table(comparison: Mapping[str, Any]) -> str:
     metrics = comparison["metrics"]
-    head = "<th>campaign</th><th>strategy</th><th>seed</th><th>executions</th>" + "".join(
-        f"<th>{escape(m['label'])}</th>" for m in metrics
+    head = f"<th>campaign</th><th>strategy</th><th>seed</th><th>{term('executions')}</th>" + "".join(
+        f"<th>{_metric_head(m)}</th>" for m in metrics
     )
     rows = []
     for c in comparison["campaigns"]:
+        href = escape(report_stem([c["campaign_id"]]) + ".html")
         cells = [
-            f"<td><span class=meta>{escape(c['campaign_id'])}</span></td>",
+            f'<td><a href="{href}">{escape(c["campaign_id"])}</a></td>',
             f"<td>{escape(c['strategy'])}</td>",
             f"<td>{escape(c['seed'])}</td>",
             f"<td class=num>{c['executions']}</td>",
@@ -531,7 +602,7 @@ def _campaigns_table(comparison: Mapping[str, Any]) -> str:
             )
             cells.append(f"<td class=num>{mark}{_num(c[m['key']], m['digits'])}</td>")
         rows.append("<tr>" + "".join(cells) + "</tr>")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    return scroll(f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>")
 
 
 def _rq1_section(comparison: Mapping[str, Any]) -> str:
@@ -543,62 +614,68 @@ def _rq1_section(comparison: Mapping[str, Any]) -> str:
         "<p class=meta>Per strategy: images kept per campaign (a DESIGNATE archive, or a campaign's relevant images "
         f"when its strategy keeps no archive), {escape(name)} over the images pooled over its campaigns (lower = "
         "better testing), the mean pairwise feature and pixel-digest distance inside each campaign's images (mean over "
-        f"campaigns), and Mann–Whitney U p with Â12 = P(row &gt; baseline) + ½ P(tie) of the pooled {escape(name)} "
+        f"campaigns), and Mann–Whitney U p with Â12 = P(strategy &gt; baseline) + ½ P(tie) of the pooled {escape(name)} "
         "against the baseline's (Â12 below 0.5: the row's images are harder for the DNN).</p>"
         + rq1_html(comparison["rq1"], comparison["baseline"], name)
     )
 
 
+def _ranges(names: Sequence[str], low: Sequence[float], high: Sequence[float]) -> str:
+    """Ranges as a collapsed list: a comparison of image campaigns has hundreds of descriptors."""
+    items = ", ".join(f"{escape(n)} [{lo:.4g}, {hi:.4g}]" for n, lo, hi in zip(names, low, high))
+    if len(names) <= 6:
+        return items
+    return f"<details><summary>{len(names)} ranges</summary><div class=ranges>{items}</div></details>"
+
+
 def render_comparison_html(comparison: Mapping[str, Any]) -> str:
-    """Self-contained HTML page (inline CSS, base64 PNG plots) for a comparison from `build_comparison`."""
+    """Self-contained HTML page (inline CSS, base64 PNG plots) for a comparison from `build_comparison`.
+
+    Each campaign id links to its report (`report-<id>.html`), which the analysis service writes beside the
+    comparison."""
     grid = comparison["shared_grid"]
     alt = comparison["alternative"]
     side = (
         "two-sided"
         if alt == "two-sided"
-        else f"one-sided: H1 = the row's values are {'larger' if alt == 'greater' else 'smaller'} than the baseline's"
+        else f"one-sided: H1 = the strategy's values are {'larger' if alt == 'greater' else 'smaller'} than the baseline's"
     )
+    lows = grid["descriptor_low"]
     grid_text = (
-        f"{grid['cells']} cells per descriptor over "
-        + ", ".join(f"[{lo:.4g}, {hi:.4g}]" for lo, hi in zip(grid["descriptor_low"], grid["descriptor_high"]))
-        if grid["descriptor_low"]
+        f"{grid['cells']} cells per descriptor over {len(lows)} descriptor{'s' if len(lows) != 1 else ''}: "
+        + _ranges([f"d{i + 1}" for i in range(len(lows))], lows, grid["descriptor_high"])
+        if lows
         else "no behaviour descriptors recorded"
     )
-    inputs = (
-        ", ".join(
-            f"{n} [{lo:.4g}, {hi:.4g}]" for n, lo, hi in zip(grid["inputs"], grid["input_low"], grid["input_high"])
-        )
-        or "no real-valued inputs"
-    )
-    return (
-        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        "<title>Gauntlet comparison</title>"
-        f"<style>{CSS}{_COMPARE_CSS}</style></head><body>"
+    inputs = _ranges(grid["inputs"], grid["input_low"], grid["input_high"]) or "no real-valued inputs"
+    boxes = _plot_boxes(comparison)
+    body = (
         "<h1>Gauntlet comparison</h1>"
         f"<p class=meta>generated {escape(comparison.get('generated_at'))} · "
-        f"subjects {escape(', '.join(comparison['subjects']))} · {len(comparison['campaigns'])} campaigns · "
-        f"comparison version {escape(comparison.get('gauntlet_comparison_version'))}</p>"
+        f"subjects {escape(', '.join(comparison['subjects']))} · "
+        f'<a href="#campaigns">{len(comparison["campaigns"])} campaigns</a> · '
+        f"comparison version {escape(comparison.get('gauntlet_comparison_version'))} · "
+        '<a href="#glossary">glossary</a></p>'
         "<h2>Per strategy</h2>"
         "<p class=meta>A campaign without a failure counts its executions (seconds: its wall time) as its cost to the "
-        "first failure, so such medians are lower bounds (≥). Shared behaviour grid: "
-        + escape(grid_text)
-        + ". Entropy scaling (min–max over all compared campaigns): "
-        + escape(inputs)
-        + ".</p>"
+        "first failure, so such medians are lower bounds (≥).</p>"
+        f"<div class=meta>Shared behaviour grid ({term('bs')}): {grid_text}</div>"
+        f"<div class=meta>Entropy scaling (min–max over all compared campaigns): {inputs}</div>"
         f"{_summary_table(comparison)}"
         f"<h2>Against the baseline ({escape(comparison['baseline'])})</h2>"
-        f"<p class=meta>Mann–Whitney U p-value ({escape(side)}) and Vargha–Delaney Â12 = P(row &gt; baseline) "
-        "+ ½ P(tie), with the Vargha–Delaney bands "
+        f"<p class=meta>Mann–Whitney U {term('p_value', 'p-value')} ({escape(side)}) and Vargha–Delaney "
+        f"{term('a12')} = P(strategy &gt; baseline) + ½ P(tie), with the Vargha–Delaney bands "
         "(|Â12 − 0.5| &lt; 0.06 negligible, &lt; 0.14 small, &lt; 0.21 medium, else large). "
         "Green: significantly better than the baseline at p &lt; 0.05 (fewer tests or seconds to the first failure, "
         "more of the rest); red: significantly worse.</p>"
         f"{_tests_table(comparison)}"
         f"{_rq1_section(comparison)}"
         "<h2>Plots</h2>"
-        f"{img_tag(_plot_boxes(comparison), 'box plots per strategy')}"
-        f"{img_tag(_plot_cumulative_bands(comparison), 'cumulative faults, median and quartile band per strategy')}"
+        + (img_tag(boxes, "box plots per strategy") if boxes else "")
+        + f"{img_tag(_plot_cumulative_bands(comparison), 'cumulative faults, median and quartile band per strategy')}"
         f"{img_tag(_plot_first_failure(comparison), 'share of campaigns failed by n tests')}"
-        "<h2>Campaigns</h2>"
+        '<h2 id="campaigns">Campaigns</h2>'
+        "<p class=meta>Each campaign id links to its own report, written beside this page.</p>"
         f"{_campaigns_table(comparison)}"
-        "</body></html>\n"
     )
+    return page("Gauntlet comparison", body + glossary(body), _COMPARE_CSS)

@@ -29,7 +29,128 @@ code{font-size:.82rem;word-break:break-all}
 .warn{color:#8a6d00}
 img{max-width:100%;height:auto;display:block;margin:.5rem 0}
 section{margin-top:2rem}
+.scroll{overflow-x:auto;max-width:100%} .scroll table{margin:.5rem 0}
+abbr[data-term]{text-decoration:underline dotted;cursor:help}
+dl.glossary dt{font-weight:600;margin-top:.5rem} dl.glossary dd{margin:0 0 0 1.2rem}
+details summary{cursor:pointer;color:#444} nav.links{margin:.5rem 0}
+@media (max-width:700px){body{margin:.6rem}}
 """
+VIEWPORT = '<meta name="viewport" content="width=device-width, initial-scale=1">'
+
+# Every metric a page shows, explained once: key -> (name, what it is). A page marks a metric with `term` (a tooltip)
+# and ends with `glossary` over the keys it used; tests/test_reports_in_browser.py checks that none is left out.
+GLOSSARY: dict[str, tuple[str, str]] = {
+    "executions": ("executions", "Test cases run and judged pass or fail. Invalid inputs are not executions."),
+    "failures": ("failures", "Executions the oracle judged a failure (majority over the repetitions)."),
+    "distinct_failures": (
+        "distinct failures",
+        "Failing inputs that differ after rounding real values to 6 decimals (a repeated input counts once).",
+    ),
+    "failure_rate": (
+        "failure rate [95% CI]",
+        "Failures / executions, with the Wilson score interval at 95% confidence.",
+    ),
+    "invalid": ("invalid", "Inputs the simulator refused (outside a validity rule); not counted as executions."),
+    "tests_to_first_failure": (
+        "tests to 1st failure",
+        "Executions up to and including the first failure. A campaign without a failure counts all its executions "
+        "(marked ≥: a lower bound).",
+    ),
+    "seconds_to_first_failure": (
+        "seconds to 1st failure",
+        "Wall-clock seconds from the campaign's start to the first failure (≥ its whole time when none was found).",
+    ),
+    "steps": ("steps", "Simulation steps over all executions of the campaign."),
+    "wall_seconds": ("wall seconds", "Wall-clock seconds the campaign took."),
+    "input_entropy": (
+        "input entropy (k)",
+        "Kozachenko–Leonenko entropy estimate of the judged inputs (numeric parameters min–max scaled to [0, 1]), "
+        "from each input's distance to its k-th nearest neighbour; higher = inputs spread more evenly.",
+    ),
+    "failure_sparsity": (
+        "failing-input sparsity (3-NN)",
+        "Mean distance of each failing input to its 3 nearest failing inputs (3-NN), inputs scaled to [0, 1]; "
+        "higher = failures further apart.",
+    ),
+    "bs": (
+        "#BS / #FBS",
+        "Behaviour-space coverage: the number of cells of a 50-per-descriptor grid over the behaviour descriptors "
+        "that some execution (#BS) or some failing execution (#FBS) reached.",
+    ),
+    "fs": (
+        "FS / FFS (3-NN)",
+        "Final-state sparsity: median over distinct final observations of the mean distance to their 3 nearest "
+        "(FS); FFS the same over failing executions only. Raw observation units; only when final states were kept.",
+    ),
+    "margin": (
+        "margin",
+        "The oracle's continuous distance to failure (e.g. reward, distance, IoU): below 0 the execution failed.",
+    ),
+    "descriptors": (
+        "behaviour descriptors",
+        "Numbers the oracle computes from a trace to say what the agent did (e.g. final position); quality-diversity "
+        "strategies keep the best input per descriptor cell.",
+    ),
+    "p_value": (
+        "p",
+        "Mann–Whitney U test p-value of the strategy's campaigns against the baseline's; below 0.05 marked significant.",
+    ),
+    "a12": (
+        "Â12",
+        "Vargha–Delaney effect size: P(strategy > baseline) + ½ P(tie); 0.5 = no difference. Bands: |Â12 − 0.5| < 0.06 "
+        "negligible, < 0.14 small, < 0.21 medium, else large.",
+    ),
+    "median_q": ("median [Q1, Q3]", "Median over a strategy's campaigns with the first and third quartiles."),
+    "n": ("n", "Campaigns (seeds) per strategy. With fewer than 3 per side no test is reported."),
+    "cluster": (
+        "failing-input clusters (Indago)",
+        "Failing inputs of one run clustered together: coverage = share of clusters a strategy's failures fall "
+        "into, entropy = how evenly they spread over them (both in %).",
+    ),
+    "archive": (
+        "archive (DESIGNATE)",
+        "The images a campaign kept: their count, the DNN's accuracy on them (lower = harder), and their mean "
+        "pairwise feature or pixel-digest distance (diversity).",
+    ),
+    "separation": (
+        "separation",
+        "How well one input parameter alone tells failing from passing executions: the best accuracy of a single "
+        "threshold on it, scaled so 0 = no better than guessing the common verdict and 1 = a perfect split.",
+    ),
+}
+
+
+def page(title: str, body: str, css: str = "") -> str:
+    """A whole page: doctype, viewport meta (phones), inline stylesheet and body."""
+    return (
+        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">{VIEWPORT}'
+        f"<title>{escape(title)}</title><style>{CSS}{css}</style></head><body>{body}</body></html>\n"
+    )
+
+
+def scroll(table: str) -> str:
+    """A table that scrolls sideways inside the page instead of making the page wider."""
+    return f'<div class="scroll">{table}</div>'
+
+
+def term(key: str, text: str | None = None) -> str:
+    """A metric's name with its glossary definition as a tooltip (`data-term` ties it to the glossary)."""
+    name, definition = GLOSSARY[key]
+    return f'<abbr data-term="{key}" title="{escape(definition)}">{escape(text if text is not None else name)}</abbr>'
+
+
+def terms_in(page_html: str) -> list[str]:
+    """The glossary keys a page's HTML marks, in the glossary's order."""
+    return [k for k in GLOSSARY if f'data-term="{k}"' in page_html]
+
+
+def glossary(page_html: str) -> str:
+    """The glossary section for the metrics `page_html` marks with `term`."""
+    items = "".join(
+        f'<dt id="term-{k}" data-defines="{k}">{escape(GLOSSARY[k][0])}</dt><dd>{escape(GLOSSARY[k][1])}</dd>'
+        for k in terms_in(page_html)
+    )
+    return f'<section id="glossary"><h2>Glossary</h2><dl class="glossary">{items}</dl></section>' if items else ""
 
 
 def escape(value: object) -> str:
@@ -44,6 +165,24 @@ def img_tag(b64: str, alt: str) -> str:
 
 def fmt_float(x: float | None, digits: int = 3) -> str:
     return "—" if x is None else f"{float(x):.{digits}f}"
+
+
+def fmt_value(value: object, digits: int = 4) -> str:
+    """An input value as a reader wants it: reals to `digits` significant digits, lists and dicts element-wise."""
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return str(value)
+    if isinstance(value, float):
+        return f"{value:.{digits}g}"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {fmt_value(v, digits)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(fmt_value(v, digits) for v in value) + "]"
+    try:
+        return f"{float(value):.{digits}g}"  # type: ignore[arg-type]  # numpy scalars
+    except (TypeError, ValueError):
+        return str(value)
 
 
 def new_figure(width: float = 7.0, height: float = 3.6) -> Figure:

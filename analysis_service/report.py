@@ -20,7 +20,19 @@ from typing import Any
 import numpy as np
 
 from analysis_service.designate_archive_report import ArchiveView, archive_entry, archive_section
-from analysis_service.html_kit import CSS, escape, figure_png_base64, fmt_float, img_tag, new_figure, plot_label
+from analysis_service.html_kit import (
+    escape,
+    figure_png_base64,
+    fmt_float,
+    fmt_value,
+    glossary,
+    img_tag,
+    new_figure,
+    page,
+    plot_label,
+    scroll,
+    term,
+)
 from analysis_service.metrics import ExecutionRecord, compute_metrics, cumulative_failures
 from analysis_service.performance_report import performance_section
 from analysis_service.report_files import write_files
@@ -194,6 +206,13 @@ def _integer_x(ax: Any) -> None:
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
 
 
+def integer_y(ax: Any) -> None:
+    """Counts on the y axis (failures): no half-failure ticks."""
+    from matplotlib.ticker import MaxNLocator
+
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+
+
 def _campaign_title(info: Mapping[str, Any]) -> str:
     return str(info.get("name") or info.get("campaign_id") or "campaign")
 
@@ -215,6 +234,7 @@ def _plot_cumulative(report: Mapping[str, Any], records: CampaignRecords) -> str
     ax.set_xlabel("executions")
     _integer_x(ax)
     ax.set_ylabel("cumulative failures")
+    integer_y(ax)
     ax.set_title("Cumulative failures")
     ax.grid(alpha=0.3)
     return figure_png_base64(fig)
@@ -265,23 +285,126 @@ def real_parameters(records: Sequence[ExecutionRecord]) -> list[str]:
     return names
 
 
-def _plot_input_scatter(title: str, records: Sequence[ExecutionRecord]) -> str | None:
-    params = real_parameters(records)
-    if len(params) < 2:
+def numeric_parameters(records: Sequence[ExecutionRecord]) -> list[str]:
+    """Real parameters, then integer ones (in the first record's order): what an input plot can place on an axis."""
+    if not records:
+        return []
+    reals = real_parameters(records)
+    ints = [
+        name
+        for name in records[0].values
+        if name not in reals and all(_is_real(r.values[name]) for r in records if name in r.values)
+    ]
+    return reals + ints
+
+
+def separation(values: np.ndarray, failed: np.ndarray) -> float:
+    """How well one threshold on `values` tells failing from passing: the best balanced accuracy over thresholds
+    (either side failing), scaled so that 0 is chance and 1 a perfect split (glossary: separation)."""
+    n_fail, n_pass = int(failed.sum()), int((~failed).sum())
+    if n_fail == 0 or n_pass == 0:
+        return 0.0
+    order = np.argsort(values, kind="stable")
+    v, f = values[order], failed[order]
+    fails_below = np.cumsum(f)  # failures at or below each position
+    passes_below = np.cumsum(~f)
+    cut = np.r_[v[1:] != v[:-1], True]  # a threshold only between distinct values
+    tpr, fpr = fails_below[cut] / n_fail, passes_below[cut] / n_pass
+    return float(np.max(np.abs(tpr - fpr)))  # Youden's J = 2 * balanced accuracy - 1, either direction
+
+
+def input_view(records: Sequence[ExecutionRecord]) -> tuple[str, str, dict[str, float]] | None:
+    """The two numeric parameters that best separate failing from passing executions (by `separation`, ties in the
+    input's order), with every parameter's score; None with fewer than two numeric parameters. Without a failure
+    (or a pass) the first two are shown."""
+    params = numeric_parameters(records)
+    judged = [r for r in records if r.verdict != "invalid" and all(p in r.values for p in params)]
+    if len(params) < 2 or not judged:
         return None
-    px, py = params[:2]
-    fig = new_figure(5.5, 4.5)
+    failed = np.array([r.verdict == "fail" for r in judged])
+    scores = {p: separation(np.array([r.real(p) for r in judged]), failed) for p in params}
+    best = sorted(params, key=lambda p: -scores[p])[:2]
+    return best[0], best[1], scores
+
+
+def _plot_input_scatter(title: str, records: Sequence[ExecutionRecord]) -> tuple[str, str] | None:
+    """(png, caption) of the input view, or None."""
+    view = input_view(records)
+    if view is None:
+        return None
+    px, py, scores = view
+    rng = np.random.default_rng(0)
+    ints = set(numeric_parameters(records)) - set(real_parameters(records))
+    fig = new_figure(6.0, 4.5)
     ax = fig.add_subplot()
     for verdict, colour, label in (("pass", "0.6", "pass"), ("fail", "red", "fail")):
-        pts = [(r.real(px), r.real(py)) for r in records if r.verdict == verdict and px in r.values and py in r.values]
-        if pts:
-            xs, ys = zip(*pts)
-            ax.scatter(xs, ys, s=14, color=colour, label=label, alpha=0.8)
+        pts = np.array(
+            [(r.real(px), r.real(py)) for r in records if r.verdict == verdict and px in r.values and py in r.values]
+        )
+        if len(pts):
+            for axis, name in ((0, px), (1, py)):
+                if name in ints:  # integers would stack on one point each: spread them a little
+                    pts[:, axis] = pts[:, axis] + rng.uniform(-0.2, 0.2, len(pts))
+            ax.scatter(pts[:, 0], pts[:, 1], s=14, color=colour, label=label, alpha=0.7)
     ax.set_xlabel(plot_label(px))
     ax.set_ylabel(plot_label(py))
     ax.set_title(plot_label(f"Inputs: {title}"))
     ax.legend(loc="best", fontsize="small")
     ax.grid(alpha=0.3)
+    ranked = ", ".join(f"{escape(p)} {scores[p]:.2f}" for p in sorted(scores, key=lambda p: -scores[p]))
+    jitter = " Integer parameters are spread by up to ±0.2 so equal inputs do not hide each other." if ints else ""
+    caption = (
+        f"<p class=meta>The two parameters that best tell failing from passing inputs, by {term('separation')}: "
+        f"{ranked}.{jitter}</p>"
+    )
+    return figure_png_base64(fig), caption
+
+
+def behaviour_grid(records: Sequence[ExecutionRecord], cells: int = BEHAVIOUR_CELLS) -> dict[str, Any] | None:
+    """The first two behaviour descriptors on the #BS grid: per cell, executions and failures; None when the
+    campaign has no fixed-length descriptors of at least two numbers."""
+    judged = [r for r in records if r.verdict != "invalid" and r.descriptors]
+    if not judged or len({len(r.descriptors) for r in judged}) != 1 or len(judged[0].descriptors) < 2:
+        return None
+    d = np.array([r.descriptors[:2] for r in judged], dtype=float)
+    if not np.isfinite(d).all():
+        return None
+    low, high = d.min(axis=0), d.max(axis=0)
+    span = np.where(high > low, high - low, 1.0)
+    idx = np.minimum(((d - low) / span * cells).astype(int), cells - 1)
+    visits = np.zeros((cells, cells), dtype=int)
+    fails = np.zeros((cells, cells), dtype=int)
+    for (i, j), r in zip(idx, judged):
+        visits[j, i] += 1
+        fails[j, i] += r.verdict == "fail"
+    return {"low": low.tolist(), "high": high.tolist(), "visits": visits, "fails": fails}
+
+
+def _plot_behaviour_grid(title: str, grid: Mapping[str, Any]) -> str:
+    visits, fails = grid["visits"], grid["fails"]
+    share = np.where(visits > 0, fails / np.maximum(visits, 1), np.nan)
+    fig = new_figure(6.0, 4.8)
+    ax = fig.add_subplot()
+    (x0, y0), (x1, y1) = grid["low"], grid["high"]
+    image = ax.imshow(
+        share,
+        origin="lower",
+        extent=(x0, x1 if x1 > x0 else x0 + 1, y0, y1 if y1 > y0 else y0 + 1),
+        aspect="auto",
+        cmap="RdYlGn_r",
+        vmin=0.0,
+        vmax=1.0,
+        interpolation="nearest",
+    )
+    fig.colorbar(image, ax=ax, label="share of failing executions")
+    ax.set_xlabel("descriptor 1")
+    ax.set_ylabel("descriptor 2")
+    ax.set_facecolor("0.92")
+    ax.set_title(
+        plot_label(
+            f"Behaviour grid: {title} ({int((visits > 0).sum())} cells reached, {int((fails > 0).sum())} failing)"
+        )
+    )
     return figure_png_base64(fig)
 
 
@@ -299,73 +422,88 @@ def _fmt_budget(budget: object) -> str:
 
 
 def _summary_table(report: Mapping[str, Any]) -> str:
-    headers = (
-        "campaign",
-        "subject",
-        "model",
-        "strategy",
-        "seed",
-        "state",
-        "stop reason",
-        "budget",
-        "executions",
-        "failures",
-        "distinct failures",
-        "failure rate [95% CI]",
-        "invalid",
-        "tests to 1st failure",
-        "seconds to 1st failure",
-        "steps",
-        "wall seconds",
-        f"input entropy (k={DIVERSITY_K})",
-        "failing-input sparsity (3-NN)",
-        "#BS / #FBS",
-        "final-state sparsity FS / FFS (3-NN)",
+    """Metrics as rows, campaigns as columns (a column per campaign stays narrow; many campaigns scroll sideways)."""
+    entries = report["campaigns"]
+
+    def row(label: str, cells: Sequence[str], numeric: bool = True) -> str:
+        css = " class=num" if numeric else ""
+        return f"<tr><th>{label}</th>" + "".join(f"<td{css}>{c}</td>" for c in cells) + "</tr>"
+
+    def found(e: Mapping[str, Any]) -> bool:
+        return bool(e["metrics"]["failures"] > 0)
+
+    ms = [e["metrics"] for e in entries]
+    ds = [e.get("diversity") or {} for e in entries]
+    head = "".join(
+        f'<th><a href="#{_anchor(e["info"])}">{escape(_campaign_title(e["info"]))}</a>'
+        f"<br><span class=meta>{escape(e['info'].get('campaign_id'))}</span></th>"
+        for e in entries
     )
-    rows = []
-    for entry in report["campaigns"]:
-        info, m = entry["info"], entry["metrics"]
-        found = m["failures"] > 0
-        cells = [
-            f"<td>{escape(_campaign_title(info))}<br><span class=meta>{escape(info.get('campaign_id'))}</span></td>",
-            *(
-                f"<td>{escape(info.get(k))}</td>"
-                for k in ("subject", "model", "strategy", "seed", "state", "stop_reason")
-            ),
-            f"<td>{escape(_fmt_budget(info.get('budget')))}</td>",
-            f"<td class=num>{m['executions']}</td>",
-            f"<td class=num>{m['failures']}</td>",
-            f"<td class=num>{m['distinct_failures']}</td>",
-            f"<td class=num>{_pct(m['failure_rate'])} "
-            f"[{_pct(m['failure_rate_low'])}, {_pct(m['failure_rate_high'])}]</td>",
-            f"<td class=num>{m['invalid']}</td>",
-            f"<td class=num>{m['tests_to_first_failure'] if found else '—'}</td>",
-            f"<td class=num>{fmt_float(m['seconds_to_first_failure'], 1) if found else '—'}</td>",
-            f"<td class=num>{m['steps']}</td>",
-            f"<td class=num>{fmt_float(m['wall_seconds'], 1)}</td>",
-            *_diversity_cells(entry.get("diversity") or {}),
-        ]
-        rows.append("<tr>" + "".join(cells) + "</tr>")
-    head = "".join(f"<th>{escape(h)}</th>" for h in headers)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
-
-
-def _diversity_cells(d: Mapping[str, Any]) -> list[str]:
-    def num(v: Any, digits: int) -> str:
-        return "—" if v is None else fmt_float(v, digits)
-
-    cells = "—" if d.get("behaviour_cells") is None else f"{d['behaviour_cells']} / {d['failing_behaviour_cells']}"
-    states = (
-        "—"
-        if d.get("final_state_sparsity") is None
-        else f"{num(d['final_state_sparsity'], 3)} / {num(d.get('failure_state_sparsity'), 3)}"
-    )
-    return [
-        f"<td class=num>{num(d.get('input_entropy'), 3)}</td>",
-        f"<td class=num>{num(d.get('failure_sparsity'), 3)}</td>",
-        f"<td class=num>{cells}</td>",
-        f"<td class=num>{states}</td>",
+    rows = [
+        *(
+            row(escape(label), [escape(e["info"].get(k)) for e in entries], numeric=False)
+            for k, label in (
+                ("subject", "subject"),
+                ("model", "model"),
+                ("strategy", "strategy"),
+                ("seed", "seed"),
+                ("state", "state"),
+                ("stop_reason", "stop reason"),
+            )
+        ),
+        row("budget", [escape(_fmt_budget(e["info"].get("budget"))) for e in entries], numeric=False),
+        row(term("executions"), [str(m["executions"]) for m in ms]),
+        row(term("failures"), [str(m["failures"]) for m in ms]),
+        row(term("distinct_failures"), [str(m["distinct_failures"]) for m in ms]),
+        row(
+            term("failure_rate"),
+            [
+                f"{_pct(m['failure_rate'])}<br><span class=meta>[{_pct(m['failure_rate_low'])}, "
+                f"{_pct(m['failure_rate_high'])}]</span>"
+                for m in ms
+            ],
+        ),
+        row(term("invalid"), [str(m["invalid"]) for m in ms]),
+        row(
+            term("tests_to_first_failure"),
+            [str(m["tests_to_first_failure"]) if found(e) else "—" for e, m in zip(entries, ms)],
+        ),
+        row(
+            term("seconds_to_first_failure"),
+            [fmt_float(m["seconds_to_first_failure"], 1) if found(e) else "—" for e, m in zip(entries, ms)],
+        ),
+        row(term("steps"), [str(m["steps"]) for m in ms]),
+        row(term("wall_seconds"), [fmt_float(m["wall_seconds"], 1) for m in ms]),
+        row(term("input_entropy", f"input entropy (k={DIVERSITY_K})"), [_num(d.get("input_entropy"), 3) for d in ds]),
+        row(term("failure_sparsity"), [_num(d.get("failure_sparsity"), 3) for d in ds]),
+        row(
+            term("bs"),
+            [
+                "—" if d.get("behaviour_cells") is None else f"{d['behaviour_cells']} / {d['failing_behaviour_cells']}"
+                for d in ds
+            ],
+        ),
+        row(
+            term("fs", "final-state sparsity FS / FFS (3-NN)"),
+            [
+                "—"
+                if d.get("final_state_sparsity") is None
+                else f"{_num(d['final_state_sparsity'], 3)} / {_num(d.get('failure_state_sparsity'), 3)}"
+                for d in ds
+            ],
+        ),
     ]
+    return scroll(f"<table><thead><tr><th>metric</th>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>")
+
+
+def _num(v: Any, digits: int) -> str:
+    return "—" if v is None else fmt_float(v, digits)
+
+
+def _anchor(info: Mapping[str, Any]) -> str:
+    """The id of a campaign's section in the page (ids are [A-Za-z0-9._-]; anything else becomes '-')."""
+    raw = str(info.get("campaign_id") or _campaign_title(info))
+    return "campaign-" + "".join(c if c.isalnum() or c in "._-" else "-" for c in raw)
 
 
 def _failures_table(entry: Mapping[str, Any]) -> str:
@@ -376,11 +514,11 @@ def _failures_table(entry: Mapping[str, Any]) -> str:
         "<tr>"
         f"<td><code>{escape(f.get('test_case_id') or str(f['index']))}</code></td>"
         f"<td>{escape(f.get('reason') or '')}</td>"
-        f"<td class=num>{fmt_float(f['margin'], 4)}</td>"
+        f"<td class=num>{fmt_float(f['margin'], 3)}</td>"
         f"<td class=num>{fmt_float(f['total_reward'], 2)}</td>"
         f"<td class=num>{f['steps']}</td>"
         f"<td class=num>{fmt_float(f['elapsed_seconds'], 1)}</td>"
-        f"<td><code>{escape(json.dumps(f['values'], sort_keys=True))}</code></td>"
+        f"<td><code>{escape(fmt_value(f['values']))}</code></td>"
         f"<td class=num>{'' if f.get('episode_seed') is None else f['episode_seed']}</td>"
         f"<td><code>{escape(f.get('replay') or '')}</code></td>"
         "</tr>"
@@ -391,23 +529,33 @@ def _failures_table(entry: Mapping[str, Any]) -> str:
         total = entry["metrics"]["failures"]
         note = f'<p class="warn">showing the first {len(failures)} of {total} failures</p>'
     head = (
-        "<tr><th>test case</th><th>reason</th><th>margin</th><th>total reward</th><th>steps</th><th>elapsed s</th>"
+        f"<tr><th>test case</th><th>reason</th><th>{term('margin')}</th><th>total reward</th><th>steps</th>"
+        "<th>elapsed s</th>"
         "<th>input</th><th>episode seed</th><th>replay</th></tr>"
     )
-    return f"{note}<table><thead>{head}</thead><tbody>{rows}</tbody></table>"
+    return note + scroll(f"<table><thead>{head}</thead><tbody>{rows}</tbody></table>")
 
 
 def _campaign_section(
     entry: Mapping[str, Any], records: Sequence[ExecutionRecord], archive: ArchiveView | None = None
 ) -> str:
     title = _campaign_title(entry["info"])
-    parts = [f"<section><h2>{escape(title)}</h2>"]
+    parts = [f'<section id="{_anchor(entry["info"])}"><h2>{escape(title)}</h2>']
     margin_png = _plot_margins(title, records)
     if margin_png:
+        parts.append(f"<p class=meta>The oracle's {term('margin')} of every execution.</p>")
         parts.append(img_tag(margin_png, f"margin per execution, {title}"))
-    scatter_png = _plot_input_scatter(title, records)
-    if scatter_png:
-        parts.append(img_tag(scatter_png, f"inputs, {title}"))
+    scatter = _plot_input_scatter(title, records)
+    if scatter:
+        parts.append(scatter[1])
+        parts.append(img_tag(scatter[0], f"inputs, {title}"))
+    grid = behaviour_grid(records)
+    if grid is not None:
+        parts.append(
+            f"<p class=meta>The first two {term('descriptors')} on the {term('bs', '#BS')} grid "
+            f"({BEHAVIOUR_CELLS} cells each): colour = share of failing executions in a cell, grey = not reached.</p>"
+        )
+        parts.append(img_tag(_plot_behaviour_grid(title, grid), f"behaviour grid, {title}"))
     parts.append(performance_section(title, records))
     parts.append("<h3>Failing inputs</h3>")
     parts.append(_failures_table(entry))
@@ -417,12 +565,18 @@ def _campaign_section(
     return "".join(parts)
 
 
-def render_html(report: dict, records_by_campaign: CampaignRecords, archives: CampaignArchives | None = None) -> str:
+def render_html(
+    report: dict,
+    records_by_campaign: CampaignRecords,
+    archives: CampaignArchives | None = None,
+    links: Sequence[tuple[str, str]] = (),
+) -> str:
     """Self-contained HTML page for a report from `build_report`.
 
     records_by_campaign maps campaign_id -> its execution records (the plots
     need every execution, the report only lists failures); archives, the archive
-    views `build_report` was given (their image grids). Plots are inline
+    views `build_report` was given (their image grids); links, (text, relative href) pairs shown under the title
+    (e.g. the comparison this report was written beside). Plots are inline
     base64 PNGs and the CSS is inline, so the page is one file. Every
     user-provided string is passed through html.escape.
     """
@@ -437,20 +591,25 @@ def render_html(report: dict, records_by_campaign: CampaignRecords, archives: Ca
         )
         for e in report["campaigns"]
     )
-    return (
-        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        "<title>Gauntlet report</title>"
-        f"<style>{CSS}</style></head><body>"
+    nav = (
+        "<nav class=links>"
+        + " · ".join(f'<a href="{escape(href)}">{escape(text)}</a>' for text, href in links)
+        + "</nav>"
+        if links
+        else ""
+    )
+    body = (
         "<h1>Gauntlet report</h1>"
         f"<p class=meta>generated {escape(report.get('generated_at'))} · "
-        f"report version {escape(report.get('gauntlet_report_version'))}</p>"
-        f"{banner}"
+        f"report version {escape(report.get('gauntlet_report_version'))} · "
+        '<a href="#glossary">glossary</a></p>'
+        f"{nav}{banner}"
         "<h2>Summary</h2>"
         f"{_summary_table(report)}"
         f"{img_tag(_plot_cumulative(report, records_by_campaign), 'cumulative failures vs executions')}"
         f"{sections}"
-        "</body></html>\n"
     )
+    return page("Gauntlet report", body + glossary(body))
 
 
 def report_stem(campaign_ids: Sequence[str]) -> str:
