@@ -179,9 +179,15 @@ class AnalysisServicer(analysis_pb2_grpc.AnalysisServiceServicer):
         comparison = build_comparison(
             fetched, baseline=request.baseline or None, alternative=alternative, archives=archives
         )
-        json_path, html_path = self._write(
-            comparison, render_comparison_html(comparison), out_dir, comparison_stem(ids)
-        )
+        stem = comparison_stem(ids)
+        json_path, html_path = self._write(comparison, render_comparison_html(comparison), out_dir, stem)
+        # each campaign's own report beside it, linking back: the comparison's campaign ids link to them
+        back = [(f"the comparison of {len(ids)} campaigns", f"{stem}.html")]
+        for (info, records), view in zip(fetched, archives):
+            cid = info["campaign_id"]
+            one = build_report([(info, records)], {cid: view} if view is not None else None)
+            page = render_html(one, {cid: records}, {cid: view} if view is not None else None, links=back)
+            self._write(one, page, out_dir, report_stem([cid]))
         return analysis_pb2.CompareResponse(
             json_path=str(json_path.resolve()), html_path=str(html_path.resolve()), json=json.dumps(comparison)
         )
