@@ -89,9 +89,16 @@ def _run(binary: str, profile: Path, args: list[str], timeout: float = 120.0) ->
     return done.stdout
 
 
-def inspect(page: Path, screenshots: Path, tmp: Path) -> dict[str, Any]:
+def inspect(page: Path, screenshots: Path, tmp: Path, served: tuple[str, Path] | None = None) -> dict[str, Any]:
     """Open `page` at a 1,280 px viewport; return the findings (module docstring) and save `<stem>.png` under
-    `screenshots`."""
+    `screenshots`. served: (base URL, folder it serves) to open the page over HTTP instead of as a file (a site whose
+    scripts a file:// URL would stop)."""
+
+    def url(path: Path) -> str:
+        if served is None:
+            return path.as_uri()
+        return served[0].rstrip("/") + "/" + path.relative_to(served[1]).as_posix()
+
     binary = chromium()
     assert binary is not None
     text = page.read_text(encoding="utf-8")
@@ -99,9 +106,9 @@ def inspect(page: Path, screenshots: Path, tmp: Path) -> dict[str, Any]:
     assert head is not None, f"{page} has no <head>"
     probed = page.with_name(f".probed-{page.name}")
     probed.write_text(text[: head.end()] + PROBE + text[head.end() :], encoding="utf-8")
-    profile = tmp / f"chromium-profile-{page.stem}"
+    profile = tmp / "chromium-profile"
     try:
-        dom = _run(binary, profile, ["--virtual-time-budget=10000", "--dump-dom", probed.as_uri()])
+        dom = _run(binary, profile, ["--virtual-time-budget=10000", "--dump-dom", url(probed)])
     finally:
         probed.unlink()
     found = re.search(rf'<pre id="{MARKER}"[^>]*>(.*?)</pre>', dom, flags=re.DOTALL)
@@ -110,8 +117,9 @@ def inspect(page: Path, screenshots: Path, tmp: Path) -> dict[str, Any]:
 
     result: dict[str, Any] = json.loads(html.unescape(found.group(1)))
     screenshots.mkdir(parents=True, exist_ok=True)
-    shot = screenshots / f"{page.stem}.png"
-    _run(binary, profile, ["--virtual-time-budget=5000", f"--screenshot={shot}", page.as_uri()])
+    stem = page.relative_to(served[1]).with_suffix("").as_posix().replace("/", "-") if served else page.stem
+    shot = screenshots / f"{stem}.png"
+    _run(binary, profile, ["--virtual-time-budget=5000", f"--screenshot={shot}", url(page)])
     result["screenshot"] = str(shot)
     return result
 

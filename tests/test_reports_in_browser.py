@@ -218,3 +218,44 @@ def test_what_the_pages_say_without_a_browser(tmp_path: Path) -> None:
     urban = written["compare-urban"]
     assert "<summary>391 ranges</summary>" in urban
     assert 'href="report-c-u0.html"' in urban
+
+
+SITE_PAGES = ("index.html", "guide/campaigns/index.html", "strategies/index.html", "subjects/urban/index.html")
+EXTERNAL_ASSET = re.compile(r"<(?:script|link|img|iframe|source)\b[^>]*\b(?:src|href)=\"(?:https?:)?//", re.IGNORECASE)
+
+
+def test_docs_site_has_no_external_asset_and_passes_the_browser_check(tmp_path: Path) -> None:
+    """The built MkDocs site loads nothing from outside (mkdocs.yml turns off the theme's highlight.js CDN) and a
+    sample of its pages, served over loopback HTTP, passes the same check as the reports."""
+    import functools
+    import http.server
+    import subprocess
+    import sys
+    import threading
+
+    root = Path(__file__).resolve().parents[1]
+    site = tmp_path / "site"
+    built = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(site)],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert built.returncode == 0, built.stderr
+    outside = [str(p.relative_to(site)) for p in site.rglob("*.html") if EXTERNAL_ASSET.search(p.read_text("utf-8"))]
+    assert not outside, f"pages that load an asset from another host: {outside[:10]}"
+    chromium()
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(site))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        base = f"http://127.0.0.1:{server.server_address[1]}"
+        for name in SITE_PAGES:
+            result = inspect(site / name, tmp_path / "screenshots", tmp_path, served=(base, site))
+            result["undefined_terms"] = []  # the site marks no report metrics
+            assert_readable(result, name)
+    finally:
+        server.shutdown()
+        server.server_close()
