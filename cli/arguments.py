@@ -73,6 +73,12 @@ def add_run(sub: Subparsers) -> None:
     )
     p.add_argument("campaign", type=Path, help="campaign YAML (see examples/)")
     p.add_argument("--id", type=campaign_id, help="campaign id (idempotency key; default: generated)")
+    p.add_argument(
+        "--shrink",
+        type=int,
+        metavar="N",
+        help="when the campaign completed, shrink its first N distinct failures (see gauntlet shrink)",
+    )
     _suite_arguments(p)
     _handler(p, "cli.commands:cmd_run")
 
@@ -162,6 +168,23 @@ def add_export(sub: Subparsers) -> None:
     p.add_argument("--model", help="the model the regression campaign tests (default: the campaign's)")
     _suite_arguments(p)
     _handler(p, "cli.failure_commands:cmd_export")
+
+
+def add_shrink(sub: Subparsers) -> None:
+    p = sub.add_parser(
+        "shrink",
+        help="reduce failures to minimal failing inputs (near the space's centre, few parameters moved)",
+        description="For each failure (the given ids, else the first --first distinct ones), searches for a "
+        "failing input as close to the nominal point of the space (the centre of every numeric range) with as few "
+        "parameters moved as it can, every candidate run under the failure's own episode seed, and prints it beside "
+        "the original with the executions it took.",
+    )
+    p.add_argument("campaign_id", type=campaign_id)
+    p.add_argument("test_case_ids", nargs="*", type=test_case_id, help="failing ids, e.g. t0000079")
+    p.add_argument("--first", type=int, default=5, help="without ids: the first N distinct failures (default 5)")
+    p.add_argument("--max-executions", type=int, default=60, help="executions per failure, 1..1000 (default 60)")
+    _suite_arguments(p)
+    _handler(p, "cli.failure_commands:cmd_shrink")
 
 
 def add_up(sub: Subparsers) -> None:
@@ -366,6 +389,7 @@ COMMANDS = (
     add_report,
     add_replay,
     add_export,
+    add_shrink,
     add_up,
     add_certs,
     add_environments,

@@ -31,7 +31,8 @@ from cli.endpoints import check_endpoint, reach
 from cli.errors import CampaignNotCompleted, UserError
 from cli.follow import LostCampaign, campaign_events, outcome, retrying
 from cli.launcher import LaunchError, LocalSuite, available_environments, environments_for
-from cli.regression import REPLAY_STRATEGY, check_regression
+from cli.regression import REPLAY_STRATEGY, check_regression, list_executions
+from cli.shrinking import failing_ids, shrink_and_print
 from cli.supervisor import RestartPolicy
 from common.credentials import ClientCredentials, CredentialError, client_credentials, store_url
 from common.generated.gauntlet.v1 import (
@@ -351,6 +352,8 @@ def _summary(report: analysis_pb2.RenderReportResponse) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> None:
+    if args.shrink is not None and args.shrink < 1:
+        raise UserError(f"--shrink must be >= 1 (got {args.shrink})")
     config, data = load_campaign_file(args.campaign)
     endpoints = data.get("endpoints") or {}
     origin = ""
@@ -370,6 +373,9 @@ def cmd_run(args: argparse.Namespace) -> None:
         )
         status = _watch(generator, started.campaign_id, config.budget.max_executions)
         _finish(status, _report(connection.analysis(), [started.campaign_id], args.report_dir))
+        if args.shrink:  # the first N distinct failures, each beside its minimal failing input
+            ids = failing_ids(_rpc(list_executions, generator, started.campaign_id), args.shrink)
+            _rpc(shrink_and_print, console, generator, started.campaign_id, ids, 60)
         if config.strategy == REPLAY_STRATEGY:  # a regression campaign: exit 1 naming the inputs that still fail
             total = len(config.strategy_params.get("cases") or [])
             console.print(_rpc(check_regression, generator, started.campaign_id, total))

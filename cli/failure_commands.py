@@ -130,3 +130,21 @@ def cmd_export(args: argparse.Namespace) -> None:
         f"{escape(data['campaign']['model'])}; run it with: gauntlet run {escape(str(args.out))}",
         highlight=False,
     )
+
+
+def cmd_shrink(args: argparse.Namespace) -> None:
+    from cli.regression import list_executions
+    from cli.shrinking import failing_ids, shrink_and_print
+
+    if not 1 <= args.max_executions <= 1000:
+        raise UserError(f"--max-executions must be in [1, 1000] (got {args.max_executions})")
+    if args.first < 1:
+        raise UserError(f"--first must be >= 1 (got {args.first})")
+    with suite(args) as connection:
+        generator = connection.generator()
+        ids = list(args.test_case_ids)
+        if not ids:
+            ids = failing_ids(_rpc(list_executions, generator, args.campaign_id), args.first)
+            if not ids:
+                raise UserError(f"campaign {args.campaign_id} has no failure to shrink")
+        _rpc(shrink_and_print, console, generator, args.campaign_id, ids, args.max_executions)

@@ -10,7 +10,7 @@ same majority vote); with frames asked for, one repetition runs again through Re
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import grpc
 
@@ -83,12 +83,8 @@ class Replayer:
         except grpc.RpcError as exc:
             raise local_error(exc, what) from None
 
-    def replay(self, campaign_id: str, config: CampaignConfig, stored: ExecutionRow) -> Replayed:
-        if stored.verdict == "invalid":
-            raise FailedPrecondition(
-                f"execution {stored.test_case_id!r} of campaign {campaign_id!r} is an invalid input that never ran "
-                f"({stored.reason}); there is no episode to replay"
-            )
+    def context(self, config: CampaignConfig) -> tuple[str, list[str], ParameterSpace]:
+        """(oracle name, the signals it needs, the parameter space) of the campaign's subject."""
         info = self._call(
             "simulator service",
             lambda: self.simulators.call(
@@ -99,18 +95,35 @@ class Replayer:
         )
         assert isinstance(info, simulator_pb2.DescribeEnvironmentResponse)
         oracle_name = config.oracle or info.default_oracle
-        signals = self._signals(oracle_name)
-        space = ParameterSpace.from_proto(info.parameter_space)
-        planned = PlannedCase(stored.test_case_id, stored.index, TestCase.from_stored(stored.values))
-        case = planned.case.to_proto(space, planned.id)
+        return oracle_name, self._signals(oracle_name), ParameterSpace.from_proto(info.parameter_space)
+
+    def run_cases(
+        self, campaign_id: str, config: CampaignConfig, cases: list[tuple[str, TestCase]], tag: str
+    ) -> list[ExecutionRow]:
+        """Runs (id, test case) pairs as the campaign runs its inputs (its repetitions, oracle and majority vote)
+        and returns their judged rows in the same order; an input the subject refuses comes back invalid."""
+        oracle_name, signals, space = self.context(config)
+        return self._run(campaign_id, config, cases, tag, oracle_name, signals, space)[0]
+
+    def _run(
+        self,
+        campaign_id: str,
+        config: CampaignConfig,
+        cases: list[tuple[str, TestCase]],
+        tag: str,
+        oracle_name: str,
+        signals: list[str],
+        space: ParameterSpace,
+    ) -> tuple[list[ExecutionRow], list[Ran]]:
+        repetitions = max(config.repetitions, 1)
         request = simulator_pb2.RunEpisodesRequest(
-            request_id=f"{campaign_id}/replay/{planned.id}",
+            request_id=f"{campaign_id}/{tag}/{cases[0][0]}",
             subject=config.subject,
             seed=config.seed,
             repetitions=config.repetitions,
             trace=common_pb2.TraceSpec(signals=signals),
-            parallelism=min(config.parallelism, max(config.repetitions, 1)),
-            test_cases=[case],
+            parallelism=max(1, min(config.parallelism, len(cases) * repetitions)),
+            test_cases=[case.to_proto(space, cid) for cid, case in cases],
             observation_translator=config.observation_translator,
             invalid_as_results=True,
         )
@@ -122,19 +135,38 @@ class Replayer:
             ),
         )
         assert isinstance(episodes, list)
-        broken = [e.error for e in episodes if e.error]
+        broken = [e for e in episodes if e.error]
         if broken:
             raise FailedPrecondition(
-                f"the replayed episode of {planned.id!r} did not run to its end: {broken[0][:300]}"
+                f"the episode of {broken[0].test_case_id!r} did not run to its end: {broken[0].error[:300]}"
             )
-        ran = Ran(planned, sorted(episodes, key=lambda e: e.repetition))
+        by_case: dict[str, list[common_pb2.EpisodeResult]] = {}
+        for e in episodes:
+            by_case.setdefault(e.test_case_id, []).append(e)
+        ran = [
+            Ran(PlannedCase(cid, i + 1, case), sorted(by_case.get(cid, []), key=lambda e: e.repetition))
+            for i, (cid, case) in enumerate(cases)
+        ]
         judge = Judge(self.oracle, oracle_name, lambda what, call: self._call("oracle service", call))
-        rows = judge.judge(stored.batch, [ran], stored.elapsed_seconds)
+        rows = judge.judge(0, ran, 0.0)
         assert rows is not None
-        verdicts = self._verdicts(oracle_name, ran)
-        return Replayed(
-            stored, rows[0], seeds_of(config, case, max(config.repetitions, 1)), oracle_name, verdicts, case
+        return rows, ran
+
+    def replay(self, campaign_id: str, config: CampaignConfig, stored: ExecutionRow) -> Replayed:
+        if stored.verdict == "invalid":
+            raise FailedPrecondition(
+                f"execution {stored.test_case_id!r} of campaign {campaign_id!r} is an invalid input that never ran "
+                f"({stored.reason}); there is no episode to replay"
+            )
+        oracle_name, signals, space = self.context(config)
+        test_case = TestCase.from_stored(stored.values)
+        rows, ran = self._run(
+            campaign_id, config, [(stored.test_case_id, test_case)], "replay", oracle_name, signals, space
         )
+        row = replace(rows[0], index=stored.index, batch=stored.batch, elapsed_seconds=stored.elapsed_seconds)
+        case = test_case.to_proto(space, stored.test_case_id)
+        verdicts = self._verdicts(oracle_name, ran[0])
+        return Replayed(stored, row, seeds_of(config, case, max(config.repetitions, 1)), oracle_name, verdicts, case)
 
     def _signals(self, oracle_name: str) -> list[str]:
         listing = self._call(

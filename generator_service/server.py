@@ -53,6 +53,8 @@ from generator_service.protected import ProtectedPaths
 from generator_service.replay import MAX_FRAMES as MAX_REPLAY_FRAMES
 from generator_service.replay import Replayer, find_execution, rendered_repetition
 from generator_service.replay import summary as replay_summary
+from generator_service.shrink import MAX_BUDGET as MAX_SHRINK_BUDGET
+from generator_service.shrink import Shrinker, nominal
 from generator_service.simulators import SimulatorPool
 from generator_service.store import (
     CampaignExists,
@@ -601,6 +603,40 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
         if request.render:
             for frame in replayer.frames(config, replayed, repetition, request.max_frames):
                 yield generator_pb2.ReplayExecutionResponse(frame=frame)
+
+    @grpc_method
+    @store_errors
+    def ShrinkExecution(
+        self, request: generator_pb2.ShrinkExecutionRequest, context: grpc.ServicerContext
+    ) -> generator_pb2.ShrinkExecutionResponse:
+        row = self._row(request.campaign_id)
+        check_id("test_case_id", request.test_case_id)
+        if request.max_executions > MAX_SHRINK_BUDGET:
+            raise InvalidArgument(
+                f"max_executions={request.max_executions} is out of range [1, {MAX_SHRINK_BUDGET}] (0 = 60)"
+            )
+        try:
+            config = stored_config(row)
+        except InvalidArgument as exc:
+            raise FailedPrecondition(str(exc)) from None
+        stored = find_execution(self.store, row.id, request.test_case_id)
+        if stored.verdict != "fail":
+            raise FailedPrecondition(
+                f"execution {stored.test_case_id!r} of campaign {row.id!r} did not fail ({stored.verdict}); "
+                "only a failure can be shrunk"
+            )
+        replayer = Replayer(self.simulators, self.oracle)
+        space = replayer.context(config)[2]
+        shrunk = Shrinker(replayer, row.id, config, space).shrink(stored, request.max_executions or 60)
+        return generator_pb2.ShrinkExecutionResponse(
+            original=_execution(shrunk.original),
+            shrunk=_execution(shrunk.best),
+            executions=shrunk.executions,
+            original_distance=shrunk.original_distance,
+            shrunk_distance=shrunk.shrunk_distance,
+            moved=shrunk.moved,
+            nominal=nominal(space),
+        )
 
 
 def corrupt_message(campaign_id: str, corrupt: list[CorruptRow], shown_rows: int = 5) -> str:

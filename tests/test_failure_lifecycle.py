@@ -11,12 +11,22 @@ import subprocess
 import sys
 from pathlib import Path
 
+import grpc
 import pytest
 import sqlalchemy as sa
 import yaml
 from PIL import Image
 
 from cli.launcher import LocalSuite
+from common.generated.gauntlet.v1 import (
+    common_pb2,
+    generator_pb2,
+    generator_pb2_grpc,
+    oracle_pb2,
+    oracle_pb2_grpc,
+    simulator_pb2,
+    simulator_pb2_grpc,
+)
 from common.seeding import episode_seed
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -173,3 +183,51 @@ def test_export_keeps_the_failures_as_a_regression_campaign(
     regression.write_text(text)
     out = gauntlet(suite, "run", str(regression), "--id", "lifecycle-regression-3")
     assert out.returncode == 2 and f"case {cases[0]['id']}: episode_seed 1" in out.stderr
+
+
+def test_shrunk_failures_still_fail_under_their_seed_and_are_no_farther_from_nominal(
+    suite: LocalSuite, failed_campaign: tuple[str, str, dict]
+) -> None:
+    campaign_id, _, report = failed_campaign
+    generator = generator_pb2_grpc.GeneratorServiceStub(grpc.insecure_channel(suite.endpoint("generator")))
+    simulator = simulator_pb2_grpc.SimulatorServiceStub(grpc.insecure_channel(suite.endpoint("simulator")))
+    oracle = oracle_pb2_grpc.OracleServiceStub(grpc.insecure_channel(suite.endpoint("oracle")))
+    failures = report["campaigns"][0]["failures"]
+    for f in failures:
+        request = generator_pb2.ShrinkExecutionRequest(campaign_id=campaign_id, test_case_id=f["test_case_id"])
+        s = generator.ShrinkExecution(request, timeout=600)
+        assert s.original.test_case.id == f["test_case_id"]
+        assert s.shrunk.verdict == oracle_pb2.VERDICT_KIND_FAIL
+        assert s.shrunk_distance <= s.original_distance + 1e-12
+        assert 0 < s.executions <= 60
+        assert set(s.moved) <= set(s.nominal)
+        origin = s.shrunk.test_case.seed_origin
+        assert (origin.campaign_seed, origin.test_case_id) == (7, f["test_case_id"])
+        # independently: the shrunk input fails when the simulator runs it (any request seed: its origin decides)
+        signals = next(
+            o.required_signals
+            for o in oracle.ListOracles(oracle_pb2.ListOraclesRequest()).oracles
+            if o.name == "cartpole_balance"
+        )
+        run = simulator_pb2.RunEpisodesRequest(
+            request_id=f"check/{f['test_case_id']}",
+            subject="cartpole",
+            seed=12345,
+            repetitions=1,
+            trace=common_pb2.TraceSpec(signals=list(signals)),
+            test_cases=[s.shrunk.test_case],
+        )
+        run.model.name = "cartpole-ppo"
+        episodes = [r.result for r in simulator.RunEpisodes(run, timeout=120)]
+        assert episodes[0].seed == f["episode_seed"]
+        verdict = oracle.Evaluate(oracle_pb2.EvaluateRequest(oracle="cartpole_balance", episodes=episodes)).verdicts[0]
+        assert verdict.verdict == oracle_pb2.VERDICT_KIND_FAIL and verdict.reason == s.shrunk.reason
+    # a passing execution is no failure to shrink
+    failing = {f["test_case_id"] for f in failures}
+    passing = next(f"t{i:07d}" for i in range(1, 21) if f"t{i:07d}" not in failing)
+    out = gauntlet(suite, "shrink", campaign_id, passing)
+    assert out.returncode == 2 and "only a failure can be shrunk" in out.stderr
+    out = gauntlet(suite, "shrink", campaign_id, "--first", "1")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert f"{failures[0]['test_case_id']}: {failures[0]['reason']}" in out.stdout
+    assert "shrunk    distance" in out.stdout and "still fails:" in out.stdout

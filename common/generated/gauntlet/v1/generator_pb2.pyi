@@ -969,3 +969,103 @@ class ReplayExecutionResponse(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType_item) -> _WhichOneofReturnType_item | None: ...
 
 Global___ReplayExecutionResponse: _TypeAlias = ReplayExecutionResponse  # noqa: Y015
+
+@_typing.final
+class ShrinkExecutionRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CAMPAIGN_ID_FIELD_NUMBER: _builtins.int
+    TEST_CASE_ID_FIELD_NUMBER: _builtins.int
+    MAX_EXECUTIONS_FIELD_NUMBER: _builtins.int
+    campaign_id: _builtins.str
+    test_case_id: _builtins.str
+    """A failing stored execution, e.g. "t0000079"."""
+    max_executions: _builtins.int
+    """Executions the search may spend, 1..1000; 0 = 60."""
+    def __init__(
+        self,
+        *,
+        campaign_id: _builtins.str = ...,
+        test_case_id: _builtins.str = ...,
+        max_executions: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["campaign_id", b"campaign_id", "max_executions", b"max_executions", "test_case_id", b"test_case_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ShrinkExecutionRequest: _TypeAlias = ShrinkExecutionRequest  # noqa: Y015
+
+@_typing.final
+class ShrinkExecutionResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class NominalEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.float
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.float = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    ORIGINAL_FIELD_NUMBER: _builtins.int
+    SHRUNK_FIELD_NUMBER: _builtins.int
+    EXECUTIONS_FIELD_NUMBER: _builtins.int
+    ORIGINAL_DISTANCE_FIELD_NUMBER: _builtins.int
+    SHRUNK_DISTANCE_FIELD_NUMBER: _builtins.int
+    MOVED_FIELD_NUMBER: _builtins.int
+    NOMINAL_FIELD_NUMBER: _builtins.int
+    executions: _builtins.int
+    """Executions the search ran."""
+    original_distance: _builtins.float
+    """Euclidean distance from the nominal point over the real and integer parameters, each scaled by its range."""
+    shrunk_distance: _builtins.float
+    @_builtins.property
+    def original(self) -> Global___Execution:
+        """The failure as stored."""
+
+    @_builtins.property
+    def shrunk(self) -> Global___Execution:
+        """The minimal failing input found, as it ran (the original itself when nothing nearer failed); its test case
+        carries the original episode's seed_origin.
+        """
+
+    @_builtins.property
+    def moved(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The real and integer parameters of the shrunk input that are not at their nominal value."""
+
+    @_builtins.property
+    def nominal(self) -> _containers.ScalarMap[_builtins.str, _builtins.float]:
+        """The nominal value of each real and integer parameter."""
+
+    def __init__(
+        self,
+        *,
+        original: Global___Execution | None = ...,
+        shrunk: Global___Execution | None = ...,
+        executions: _builtins.int = ...,
+        original_distance: _builtins.float = ...,
+        shrunk_distance: _builtins.float = ...,
+        moved: _abc.Iterable[_builtins.str] | None = ...,
+        nominal: _abc.Mapping[_builtins.str, _builtins.float] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["original", b"original", "shrunk", b"shrunk"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["executions", b"executions", "moved", b"moved", "nominal", b"nominal", "original", b"original", "original_distance", b"original_distance", "shrunk", b"shrunk", "shrunk_distance", b"shrunk_distance"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ShrinkExecutionResponse: _TypeAlias = ShrinkExecutionResponse  # noqa: Y015

@@ -95,6 +95,11 @@ class GeneratorServiceStub:
                 request_serializer=gauntlet_dot_v1_dot_generator__pb2.ReplayExecutionRequest.SerializeToString,
                 response_deserializer=gauntlet_dot_v1_dot_generator__pb2.ReplayExecutionResponse.FromString,
                 _registered_method=True)
+        self.ShrinkExecution = channel.unary_unary(
+                '/gauntlet.v1.GeneratorService/ShrinkExecution',
+                request_serializer=gauntlet_dot_v1_dot_generator__pb2.ShrinkExecutionRequest.SerializeToString,
+                response_deserializer=gauntlet_dot_v1_dot_generator__pb2.ShrinkExecutionResponse.FromString,
+                _registered_method=True)
 
 
 class GeneratorServiceServicer:
@@ -192,6 +197,19 @@ class GeneratorServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ShrinkExecution(self, request, context):
+        """Shrinks one stored failure to a minimal failing input: as close to the nominal point of the space (the centre
+        of every real and integer range) with as few of those parameters moved as it can find within max_executions,
+        every candidate run under the original episode's seeds (TestCase.seed_origin) and judged as the campaign
+        judges. Each accepted step only moves parameters toward the nominal point and its candidate failed, so the
+        shrunk input still fails and is never farther from the nominal point. Categorical, integer-set and sequence
+        parameters and action traces are kept. NOT_FOUND: unknown campaign or id; FAILED_PRECONDITION: the stored
+        execution is no failure.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GeneratorServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -244,6 +262,11 @@ def add_GeneratorServiceServicer_to_server(servicer, server):
                     servicer.ReplayExecution,
                     request_deserializer=gauntlet_dot_v1_dot_generator__pb2.ReplayExecutionRequest.FromString,
                     response_serializer=gauntlet_dot_v1_dot_generator__pb2.ReplayExecutionResponse.SerializeToString,
+            ),
+            'ShrinkExecution': grpc.unary_unary_rpc_method_handler(
+                    servicer.ShrinkExecution,
+                    request_deserializer=gauntlet_dot_v1_dot_generator__pb2.ShrinkExecutionRequest.FromString,
+                    response_serializer=gauntlet_dot_v1_dot_generator__pb2.ShrinkExecutionResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -527,6 +550,33 @@ class GeneratorService:
             '/gauntlet.v1.GeneratorService/ReplayExecution',
             gauntlet_dot_v1_dot_generator__pb2.ReplayExecutionRequest.SerializeToString,
             gauntlet_dot_v1_dot_generator__pb2.ReplayExecutionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ShrinkExecution(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gauntlet.v1.GeneratorService/ShrinkExecution',
+            gauntlet_dot_v1_dot_generator__pb2.ShrinkExecutionRequest.SerializeToString,
+            gauntlet_dot_v1_dot_generator__pb2.ShrinkExecutionResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -79,6 +79,15 @@ class GeneratorServiceStub:
     NOT_FOUND: unknown campaign or test case id (the message names a few stored ids); FAILED_PRECONDITION: the
     stored input was invalid (it never ran).
     """
+    ShrinkExecution: _grpc.UnaryUnaryMultiCallable[_generator_pb2.ShrinkExecutionRequest, _generator_pb2.ShrinkExecutionResponse]
+    """Shrinks one stored failure to a minimal failing input: as close to the nominal point of the space (the centre
+    of every real and integer range) with as few of those parameters moved as it can find within max_executions,
+    every candidate run under the original episode's seeds (TestCase.seed_origin) and judged as the campaign
+    judges. Each accepted step only moves parameters toward the nominal point and its candidate failed, so the
+    shrunk input still fails and is never farther from the nominal point. Categorical, integer-set and sequence
+    parameters and action traces are kept. NOT_FOUND: unknown campaign or id; FAILED_PRECONDITION: the stored
+    execution is no failure.
+    """
 
 @_typing.type_check_only
 class GeneratorServiceAsyncStub(GeneratorServiceStub):
@@ -130,6 +139,15 @@ class GeneratorServiceAsyncStub(GeneratorServiceStub):
     repetition's, else repetition 0's.
     NOT_FOUND: unknown campaign or test case id (the message names a few stored ids); FAILED_PRECONDITION: the
     stored input was invalid (it never ran).
+    """
+    ShrinkExecution: _aio.UnaryUnaryMultiCallable[_generator_pb2.ShrinkExecutionRequest, _generator_pb2.ShrinkExecutionResponse]  # type: ignore[assignment]
+    """Shrinks one stored failure to a minimal failing input: as close to the nominal point of the space (the centre
+    of every real and integer range) with as few of those parameters moved as it can find within max_executions,
+    every candidate run under the original episode's seeds (TestCase.seed_origin) and judged as the campaign
+    judges. Each accepted step only moves parameters toward the nominal point and its candidate failed, so the
+    shrunk input still fails and is never farther from the nominal point. Categorical, integer-set and sequence
+    parameters and action traces are kept. NOT_FOUND: unknown campaign or id; FAILED_PRECONDITION: the stored
+    execution is no failure.
     """
 
 class GeneratorServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -239,6 +257,21 @@ class GeneratorServiceServicer(metaclass=_abc_1.ABCMeta):
         repetition's, else repetition 0's.
         NOT_FOUND: unknown campaign or test case id (the message names a few stored ids); FAILED_PRECONDITION: the
         stored input was invalid (it never ran).
+        """
+
+    @_abc_1.abstractmethod
+    def ShrinkExecution(
+        self,
+        request: _generator_pb2.ShrinkExecutionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_generator_pb2.ShrinkExecutionResponse, _abc.Awaitable[_generator_pb2.ShrinkExecutionResponse]]:
+        """Shrinks one stored failure to a minimal failing input: as close to the nominal point of the space (the centre
+        of every real and integer range) with as few of those parameters moved as it can find within max_executions,
+        every candidate run under the original episode's seeds (TestCase.seed_origin) and judged as the campaign
+        judges. Each accepted step only moves parameters toward the nominal point and its candidate failed, so the
+        shrunk input still fails and is never farther from the nominal point. Categorical, integer-set and sequence
+        parameters and action traces are kept. NOT_FOUND: unknown campaign or id; FAILED_PRECONDITION: the stored
+        execution is no failure.
         """
 
 def add_GeneratorServiceServicer_to_server(servicer: GeneratorServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

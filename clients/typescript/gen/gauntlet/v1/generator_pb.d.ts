@@ -981,6 +981,95 @@ export declare type ReplayExecutionResponse = Message<"gauntlet.v1.ReplayExecuti
 export declare const ReplayExecutionResponseSchema: GenMessage<ReplayExecutionResponse>;
 
 /**
+ * @generated from message gauntlet.v1.ShrinkExecutionRequest
+ */
+export declare type ShrinkExecutionRequest = Message<"gauntlet.v1.ShrinkExecutionRequest"> & {
+  /**
+   * @generated from field: string campaign_id = 1;
+   */
+  campaignId: string;
+
+  /**
+   * A failing stored execution, e.g. "t0000079".
+   *
+   * @generated from field: string test_case_id = 2;
+   */
+  testCaseId: string;
+
+  /**
+   * Executions the search may spend, 1..1000; 0 = 60.
+   *
+   * @generated from field: uint32 max_executions = 3;
+   */
+  maxExecutions: number;
+};
+
+/**
+ * Describes the message gauntlet.v1.ShrinkExecutionRequest.
+ * Use `create(ShrinkExecutionRequestSchema)` to create a new message.
+ */
+export declare const ShrinkExecutionRequestSchema: GenMessage<ShrinkExecutionRequest>;
+
+/**
+ * @generated from message gauntlet.v1.ShrinkExecutionResponse
+ */
+export declare type ShrinkExecutionResponse = Message<"gauntlet.v1.ShrinkExecutionResponse"> & {
+  /**
+   * The failure as stored.
+   *
+   * @generated from field: gauntlet.v1.Execution original = 1;
+   */
+  original?: Execution | undefined;
+
+  /**
+   * The minimal failing input found, as it ran (the original itself when nothing nearer failed); its test case
+   * carries the original episode's seed_origin.
+   *
+   * @generated from field: gauntlet.v1.Execution shrunk = 2;
+   */
+  shrunk?: Execution | undefined;
+
+  /**
+   * Executions the search ran.
+   *
+   * @generated from field: uint32 executions = 3;
+   */
+  executions: number;
+
+  /**
+   * Euclidean distance from the nominal point over the real and integer parameters, each scaled by its range.
+   *
+   * @generated from field: double original_distance = 4;
+   */
+  originalDistance: number;
+
+  /**
+   * @generated from field: double shrunk_distance = 5;
+   */
+  shrunkDistance: number;
+
+  /**
+   * The real and integer parameters of the shrunk input that are not at their nominal value.
+   *
+   * @generated from field: repeated string moved = 6;
+   */
+  moved: string[];
+
+  /**
+   * The nominal value of each real and integer parameter.
+   *
+   * @generated from field: map<string, double> nominal = 7;
+   */
+  nominal: { [key: string]: number };
+};
+
+/**
+ * Describes the message gauntlet.v1.ShrinkExecutionResponse.
+ * Use `create(ShrinkExecutionResponseSchema)` to create a new message.
+ */
+export declare const ShrinkExecutionResponseSchema: GenMessage<ShrinkExecutionResponse>;
+
+/**
  * @generated from enum gauntlet.v1.CampaignState
  */
 export enum CampaignState {
@@ -1148,6 +1237,22 @@ export declare const GeneratorService: GenService<{
     methodKind: "server_streaming";
     input: typeof ReplayExecutionRequestSchema;
     output: typeof ReplayExecutionResponseSchema;
+  },
+  /**
+   * Shrinks one stored failure to a minimal failing input: as close to the nominal point of the space (the centre
+   * of every real and integer range) with as few of those parameters moved as it can find within max_executions,
+   * every candidate run under the original episode's seeds (TestCase.seed_origin) and judged as the campaign
+   * judges. Each accepted step only moves parameters toward the nominal point and its candidate failed, so the
+   * shrunk input still fails and is never farther from the nominal point. Categorical, integer-set and sequence
+   * parameters and action traces are kept. NOT_FOUND: unknown campaign or id; FAILED_PRECONDITION: the stored
+   * execution is no failure.
+   *
+   * @generated from rpc gauntlet.v1.GeneratorService.ShrinkExecution
+   */
+  shrinkExecution: {
+    methodKind: "unary";
+    input: typeof ShrinkExecutionRequestSchema;
+    output: typeof ShrinkExecutionResponseSchema;
   },
 }>;
 
