@@ -360,7 +360,18 @@ def _listing(sub: Subparsers, name: str, role: str, flag: str, what: str) -> arg
 
 
 def add_environments(sub: Subparsers) -> None:
-    _listing(sub, "environments", "simulator", "--simulator", "subjects (environment, parameter space, oracle)")
+    p = _listing(sub, "environments", "simulator", "--simulator", "subjects (environment, parameter space, oracle)")
+    p.add_argument(
+        "name",
+        nargs="?",
+        help="one subject to show in full: parameters with units and meaning, validity rules, oracle (margin, "
+        "descriptors, signals it reads), recorded signals",
+    )
+    p.add_argument(
+        "--oracle",
+        type=endpoint_type("--oracle"),
+        help="host:port of a running oracle service, for NAME's oracle descriptors (default: one started locally)",
+    )
 
 
 def add_models(sub: Subparsers) -> None:

@@ -29,7 +29,7 @@ from rich.table import Table
 from cli.certificates import SuiteCredentials, create_suite_credentials, write_credentials
 from cli.endpoints import check_endpoint, reach
 from cli.errors import CampaignNotCompleted, UserError
-from cli.follow import LostCampaign, campaign_events, outcome, retrying
+from cli.follow import LostCampaign, Pace, campaign_events, outcome, retrying
 from cli.launcher import LaunchError, LocalSuite, available_environments, environments_for
 from cli.regression import REPLAY_STRATEGY, check_regression, list_executions
 from cli.shrinking import failing_ids, shrink_and_print
@@ -215,18 +215,29 @@ def _watch(
 ) -> generator_pb2.CampaignStatus:
     status = None
     shown = 0
-    with Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
+    pace = Pace(time.monotonic())
+    with Progress(  # valid executions of the budget; invalid inputs beside them (they are not executions)
+        BarColumn(bar_width=16),
         MofNCompleteColumn(),
-        TextColumn("failures [red]{task.fields[failures]}"),
+        TextColumn("[red]{task.fields[failures]} failures"),
+        TextColumn("[yellow]{task.fields[invalid]} invalid"),
+        TextColumn("{task.fields[rate]}"),
         TimeElapsedColumn(),
+        TextColumn("{task.fields[eta]}"),
         console=console,
     ) as bar:
-        task = bar.add_task(campaign_id, total=total or None, failures=0)
+        task = bar.add_task(campaign_id, total=total or None, failures=0, invalid=0, rate="-/s", eta="")
         for event in _followed(generator, campaign_id, lambda line: bar.console.print(f"  [dim]{escape(line)}[/]")):
             status = event.status
-            bar.update(task, completed=status.executions, failures=status.failures)
+            pace_now = pace.fields(status.executions, total, time.monotonic())
+            bar.update(
+                task,
+                completed=status.executions,
+                failures=status.failures,
+                invalid=status.invalid_inputs,
+                rate=pace_now["rate"],
+                eta=pace_now["eta"],
+            )
             if event.kind == "failure":
                 shown += 1
                 if shown <= SHOWN_FAILURES:  # "t0000002: pole angle left its limit at step 22", and how to replay it

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import TypeVar
 
 import grpc
@@ -103,3 +104,31 @@ def outcome(status: generator_pb2.CampaignStatus) -> tuple[int, str]:
         return code, f"campaign {cid} was cancelled; continue it with: gauntlet resume {cid}"
     why = status.error or "no generator runs it any more"
     return code, f"campaign {cid} was interrupted: {why}; resume it with: gauntlet resume {cid}"
+
+
+def _clock(seconds: float) -> str:
+    seconds = int(round(seconds))
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"
+
+
+@dataclass
+class Pace:
+    """Executions per second and the time left, for the progress bar: measured from the first status this command
+    saw (a resumed campaign's earlier executions do not inflate the rate), over valid executions only (invalid
+    inputs are not executions and do not count toward the budget)."""
+
+    started: float
+    first_executions: int | None = None
+
+    def fields(self, executions: int, total: int, now: float) -> dict[str, str]:
+        if self.first_executions is None:
+            self.first_executions = executions
+        done, elapsed = executions - self.first_executions, now - self.started
+        if done <= 0 or elapsed <= 0:
+            return {"rate": "-/s", "eta": "ETA -" if total else ""}
+        rate = done / elapsed
+        shown = f"{rate:.1f}/s" if rate < 100 else f"{rate:.0f}/s"
+        if not total:
+            return {"rate": shown, "eta": ""}
+        return {"rate": shown, "eta": f"ETA {_clock(max(total - executions, 0) / rate)}"}

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import shutil
 import tempfile
 import textwrap
 from collections.abc import Callable, Iterator
@@ -41,7 +42,12 @@ from common.server import client_channel
 from common.space import ParameterSpace
 
 LIST_SECONDS = 30.0  # a listing call's deadline (the services answer from memory)
-WIDTH = 100  # detail lines wrap here; names are never wrapped or cut
+MAX_WIDTH = 100  # detail lines wrap at the terminal's width, at most here; names are never wrapped or cut
+
+
+def width() -> int:
+    """Where detail lines wrap: the terminal's columns (COLUMNS when set), between 40 and MAX_WIDTH."""
+    return max(40, min(MAX_WIDTH, shutil.get_terminal_size((MAX_WIDTH, 24)).columns))
 
 
 @contextlib.contextmanager
@@ -96,7 +102,7 @@ def _detail(label: str, text: str) -> list[str]:
         return []
     head = f"  {label}: " if label else "  "
     return textwrap.wrap(
-        text, WIDTH, initial_indent=head, subsequent_indent=" " * len(head), break_on_hyphens=False
+        text, width(), initial_indent=head, subsequent_indent=" " * len(head), break_on_hyphens=False
     ) or [head]
 
 
@@ -106,6 +112,9 @@ def _print_blocks(blocks: list[list[str]], empty: str) -> None:
 
 # -- environments -----------------------------------------------------------------------------------------------
 def cmd_environments(args: argparse.Namespace) -> None:
+    if getattr(args, "name", None):
+        _describe_environment(args)
+        return
     with service_channel("simulator", args.simulator, args) as (channel, where):
         stub = simulator_pb2_grpc.SimulatorServiceStub(channel)
         listed = _call(
@@ -139,6 +148,75 @@ def _environment_block(
     params = [f"{p.name} {p.domain_text()}" for p in ParameterSpace.from_proto(described.parameter_space).parameters]
     lines += _detail("oracle", f"{described.default_oracle}; at most {described.max_steps} steps")
     lines += _detail(f"parameters ({len(params)})", ", ".join(params))
+    return lines
+
+
+def _describe_environment(args: argparse.Namespace) -> None:
+    """`gauntlet environments NAME`: one subject in full, from DescribeEnvironment (and its oracle's descriptors and
+    signals from the oracle service, ListOracles)."""
+    with service_channel("simulator", args.simulator, args) as (channel, where):
+        stub = simulator_pb2_grpc.SimulatorServiceStub(channel)
+        request = simulator_pb2.DescribeEnvironmentRequest(subject=args.name)
+        described = _call(
+            f"simulator service ({where})", lambda: stub.DescribeEnvironment(request, timeout=LIST_SECONDS)
+        )
+    with service_channel("oracle", getattr(args, "oracle", None), args) as (channel, where):
+        ostub = oracle_pb2_grpc.OracleServiceStub(channel)
+        oracles = _call(
+            f"oracle service ({where})",
+            lambda: ostub.ListOracles(oracle_pb2.ListOraclesRequest(), timeout=LIST_SECONDS),
+        ).oracles
+    oracle = next((o for o in oracles if o.name == described.default_oracle), None)
+    if args.json:
+        _print_json([described, *([oracle] if oracle is not None else [])])
+        return
+    print("\n".join(environment_detail(described, oracle)), flush=True)
+
+
+def _space_text(spec: Any) -> str:
+    if not spec.kind:
+        return ""
+    if spec.kind == "discrete":
+        return f"discrete, {spec.n} actions"
+    return f"{spec.kind} of shape {list(spec.shape)}"
+
+
+def environment_detail(d: simulator_pb2.DescribeEnvironmentResponse, oracle: oracle_pb2.OracleInfo | None) -> list[str]:
+    """Every line `gauntlet environments NAME` prints: the subject, its parameters (domain, unit, meaning, failure
+    hints), validity rules, search operators, the oracle (margin, descriptors, the signals it reads) and the signals
+    the simulator records."""
+    summary = d.summary
+    lines = [f"{summary.subject}  ({summary.backend} {summary.env_id})", *_detail("", summary.description)]
+    facts = [f"at most {d.max_steps} steps", "deterministic" if d.deterministic else "not deterministic"]
+    lines += _detail("episodes", "; ".join(facts))
+    lines += _detail("observation", _space_text(d.observation_space))
+    lines += _detail("action", _space_text(d.action_space))
+    params = ParameterSpace.from_proto(d.parameter_space).parameters
+    lines.append(f"  parameters ({len(params)}): name  domain [unit]  meaning")
+    for p in params:
+        text = f"{p.name}  {p.domain_text()}" + (f" [{p.unit}]" if p.unit else "")
+        if p.description:
+            text += f"  {p.description}"
+        if p.hints:
+            hints = ", ".join(h.kind if h.value is None else f"{h.kind} {h.value:g}" for h in p.hints)
+            text += f"; failure-prone: {hints}"
+        lines += textwrap.wrap(text, width(), initial_indent="    ", subsequent_indent="      ", break_on_hyphens=False)
+    rules = [r.text or r.kind for r in d.validity_rules] or list(d.parameter_space.constraints)
+    lines += _detail("validity rules", "; ".join(rules) or "none")
+    operators = [f"{o.parameter} ({o.kind})" for o in d.search_operators]
+    if operators:
+        lines += _detail("search operators", ", ".join(operators))
+    if d.HasField("search"):
+        lines += _detail("search-based testing", f"actions {list(d.search.actions)}; snapshot {d.search.snapshot}")
+    lines += _detail("oracle", d.default_oracle or "none")
+    if oracle is not None:
+        lines += _detail("  margin", oracle.margin_description)
+        lines += _detail("  descriptors", ", ".join(oracle.descriptor_names) or "none")
+        lines += _detail("  reads signals", ", ".join(oracle.required_signals) or "none")
+    lines.append(f"  signals recorded ({len(d.signals)}): name (per episode or step)  meaning")
+    for sig in d.signals:
+        text = f"{sig.name} ({sig.granularity})" + (f"  {sig.description}" if sig.description else "")
+        lines += textwrap.wrap(text, width(), initial_indent="    ", subsequent_indent="      ", break_on_hyphens=False)
     return lines
 
 
@@ -198,7 +276,7 @@ def _strategy_block(s: generator_pb2.StrategyInfo) -> list[str]:
         text = f"{name} = {json.dumps(prop.get('default'))}: {allowed_text(prop, schema)}"
         if prop.get("description"):
             text += f"; {prop['description']}"
-        lines += textwrap.wrap(text, WIDTH, initial_indent="    ", subsequent_indent="      ", break_on_hyphens=False)
+        lines += textwrap.wrap(text, width(), initial_indent="    ", subsequent_indent="      ", break_on_hyphens=False)
     return lines
 
 
