@@ -613,9 +613,9 @@ def _rq1_section(comparison: Mapping[str, Any]) -> str:
         "<h2>Archives (DESIGNATE's RQ1)</h2>"
         "<p class=meta>Per strategy: images kept per campaign (a DESIGNATE archive, or a campaign's relevant images "
         f"when its strategy keeps no archive), {escape(name)} over the images pooled over its campaigns (lower = "
-        "better testing), the mean pairwise feature and pixel-digest distance inside each campaign's images (mean over "
-        f"campaigns), and Mann–Whitney U p with Â12 = P(strategy &gt; baseline) + ½ P(tie) of the pooled {escape(name)} "
-        "against the baseline's (Â12 below 0.5: the row's images are harder for the DNN).</p>"
+        "better testing), the mean pairwise feature and pixel-digest distance inside each campaign's images (mean "
+        "over campaigns), and Mann–Whitney U p with Â12 = P(strategy &gt; baseline) + ½ P(tie) of the pooled "
+        f"{escape(name)} against the baseline's (Â12 below 0.5: the row's images are harder for the DNN).</p>"
         + rq1_html(comparison["rq1"], comparison["baseline"], name)
     )
 
@@ -638,7 +638,8 @@ def render_comparison_html(comparison: Mapping[str, Any]) -> str:
     side = (
         "two-sided"
         if alt == "two-sided"
-        else f"one-sided: H1 = the strategy's values are {'larger' if alt == 'greater' else 'smaller'} than the baseline's"
+        else "one-sided: H1 = the strategy's values are "
+        f"{'larger' if alt == 'greater' else 'smaller'} than the baseline's"
     )
     lows = grid["descriptor_low"]
     grid_text = (

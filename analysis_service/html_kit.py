@@ -93,7 +93,8 @@ GLOSSARY: dict[str, tuple[str, str]] = {
     ),
     "p_value": (
         "p",
-        "Mann–Whitney U test p-value of the strategy's campaigns against the baseline's; below 0.05 marked significant.",
+        "Mann–Whitney U test p-value of the strategy's campaigns against the baseline's; "
+        "below 0.05 marked significant.",
     ),
     "a12": (
         "Â12",
