@@ -187,6 +187,22 @@ def add_shrink(sub: Subparsers) -> None:
     _handler(p, "cli.failure_commands:cmd_shrink")
 
 
+def add_rerun(sub: Subparsers) -> None:
+    p = sub.add_parser(
+        "rerun",
+        help="run failures again with fresh seeds: failure probability, interval, flaky or not",
+        description="Runs each failure (the given ids, else the first --first distinct ones) again --runs times, "
+        "each episode with a fresh seed, and prints how often it fails with its Wilson 95 %% interval; a failure "
+        "that fails in some reruns but not all is flaky (a stochastic subject or model).",
+    )
+    p.add_argument("campaign_id", type=campaign_id)
+    p.add_argument("test_case_ids", nargs="*", type=test_case_id, help="ids, e.g. t0000079")
+    p.add_argument("--runs", type=int, default=20, help="fresh episodes per failure, 2..100 (default 20)")
+    p.add_argument("--first", type=int, default=5, help="without ids: the first N distinct failures (default 5)")
+    _suite_arguments(p)
+    _handler(p, "cli.failure_commands:cmd_rerun")
+
+
 def add_up(sub: Subparsers) -> None:
     p = sub.add_parser(
         "up",
@@ -401,6 +417,7 @@ COMMANDS = (
     add_replay,
     add_export,
     add_shrink,
+    add_rerun,
     add_up,
     add_certs,
     add_environments,

@@ -148,3 +148,22 @@ def cmd_shrink(args: argparse.Namespace) -> None:
             if not ids:
                 raise UserError(f"campaign {args.campaign_id} has no failure to shrink")
         _rpc(shrink_and_print, console, generator, args.campaign_id, ids, args.max_executions)
+
+
+def cmd_rerun(args: argparse.Namespace) -> None:
+    from cli.regression import list_executions
+    from cli.shrinking import failing_ids
+    from cli.trust import rerun_and_print
+
+    if not 2 <= args.runs <= 100:
+        raise UserError(f"--runs must be in [2, 100] (got {args.runs})")
+    if args.first < 1:
+        raise UserError(f"--first must be >= 1 (got {args.first})")
+    with suite(args) as connection:
+        generator = connection.generator()
+        ids = list(args.test_case_ids)
+        if not ids:
+            ids = failing_ids(_rpc(list_executions, generator, args.campaign_id), args.first)
+            if not ids:
+                raise UserError(f"campaign {args.campaign_id} has no failure to rerun")
+        _rpc(rerun_and_print, console, generator, args.campaign_id, ids, args.runs)

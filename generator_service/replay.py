@@ -180,6 +180,13 @@ class Replayer:
             f"the campaign's oracle {oracle_name!r} is not served; known: {', '.join(o.name for o in listing.oracles)}"
         )
 
+    def judge_episodes(self, oracle_name: str, episodes: list[common_pb2.EpisodeResult]) -> list[oracle_pb2.Verdict]:
+        """The oracle's verdict on each episode, in order."""
+        request = oracle_pb2.EvaluateRequest(oracle=oracle_name, episodes=episodes)
+        answer = self._call("oracle service", lambda: self.oracle.Evaluate(request, timeout=120))
+        assert isinstance(answer, oracle_pb2.EvaluateResponse)
+        return list(answer.verdicts)
+
     def _verdicts(self, oracle_name: str, ran: Ran) -> list[str]:
         if len(ran.violations):
             return ["invalid"]

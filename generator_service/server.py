@@ -67,6 +67,9 @@ from generator_service.store import (
 )
 from generator_service.strategies import make_strategy, strategies
 from generator_service.strategies.params import ARTIFACT_PATH
+from generator_service.trust import DEFAULT_RUNS as DEFAULT_RERUNS
+from generator_service.trust import MAX_RUNS as MAX_RERUNS
+from generator_service.trust import rerun, wilson
 
 log = logging.getLogger("generator")
 DEFAULT_ARTIFACT_ROOT = Path("runs")  # surrogates and training logs a campaign names live under it
@@ -636,6 +639,46 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
             shrunk_distance=shrunk.shrunk_distance,
             moved=shrunk.moved,
             nominal=nominal(space),
+        )
+
+    @grpc_method
+    @store_errors
+    def RerunExecution(
+        self, request: generator_pb2.RerunExecutionRequest, context: grpc.ServicerContext
+    ) -> generator_pb2.RerunExecutionResponse:
+        row = self._row(request.campaign_id)
+        check_id("test_case_id", request.test_case_id)
+        runs = request.runs or DEFAULT_RERUNS
+        if not 2 <= runs <= MAX_RERUNS:
+            raise InvalidArgument(f"runs={request.runs} is out of range [2, {MAX_RERUNS}] (0 = {DEFAULT_RERUNS})")
+        try:
+            config = stored_config(row)
+        except InvalidArgument as exc:
+            raise FailedPrecondition(str(exc)) from None
+        stored = find_execution(self.store, row.id, request.test_case_id)
+        if stored.verdict == "invalid":
+            raise FailedPrecondition(f"execution {stored.test_case_id!r} is an invalid input that never ran")
+        replayer = Replayer(self.simulators, self.oracle)
+        done = rerun(replayer, row.id, config, stored, runs)
+        low, high = wilson(done.failures, done.judged)
+        described = self.simulators.call(
+            lambda sim: sim.DescribeEnvironment(
+                simulator_pb2.DescribeEnvironmentRequest(subject=config.subject), timeout=60
+            )
+        )
+        return generator_pb2.RerunExecutionResponse(
+            stored=_execution(stored),
+            runs=runs,
+            failures=done.failures,
+            judged=done.judged,
+            failure_probability=done.failures / done.judged if done.judged else 0.0,
+            failure_probability_low=low,
+            failure_probability_high=high,
+            flaky=done.flaky,
+            verdicts=done.verdicts,
+            reasons=done.reasons,
+            seeds=done.seeds,
+            subject_deterministic=described.deterministic,
         )
 
 

@@ -1069,3 +1069,95 @@ class ShrinkExecutionResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ShrinkExecutionResponse: _TypeAlias = ShrinkExecutionResponse  # noqa: Y015
+
+@_typing.final
+class RerunExecutionRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CAMPAIGN_ID_FIELD_NUMBER: _builtins.int
+    TEST_CASE_ID_FIELD_NUMBER: _builtins.int
+    RUNS_FIELD_NUMBER: _builtins.int
+    campaign_id: _builtins.str
+    test_case_id: _builtins.str
+    runs: _builtins.int
+    """Fresh episodes to run, 2..100; 0 = 20."""
+    def __init__(
+        self,
+        *,
+        campaign_id: _builtins.str = ...,
+        test_case_id: _builtins.str = ...,
+        runs: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["campaign_id", b"campaign_id", "runs", b"runs", "test_case_id", b"test_case_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RerunExecutionRequest: _TypeAlias = RerunExecutionRequest  # noqa: Y015
+
+@_typing.final
+class RerunExecutionResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    STORED_FIELD_NUMBER: _builtins.int
+    RUNS_FIELD_NUMBER: _builtins.int
+    FAILURES_FIELD_NUMBER: _builtins.int
+    JUDGED_FIELD_NUMBER: _builtins.int
+    FAILURE_PROBABILITY_FIELD_NUMBER: _builtins.int
+    FAILURE_PROBABILITY_LOW_FIELD_NUMBER: _builtins.int
+    FAILURE_PROBABILITY_HIGH_FIELD_NUMBER: _builtins.int
+    FLAKY_FIELD_NUMBER: _builtins.int
+    VERDICTS_FIELD_NUMBER: _builtins.int
+    REASONS_FIELD_NUMBER: _builtins.int
+    SEEDS_FIELD_NUMBER: _builtins.int
+    SUBJECT_DETERMINISTIC_FIELD_NUMBER: _builtins.int
+    runs: _builtins.int
+    failures: _builtins.int
+    judged: _builtins.int
+    """Reruns the oracle could judge (runs minus invalid ones)."""
+    failure_probability: _builtins.float
+    """failures / judged, and its Wilson 95 % interval."""
+    failure_probability_low: _builtins.float
+    failure_probability_high: _builtins.float
+    flaky: _builtins.bool
+    """0 < failures < judged."""
+    subject_deterministic: _builtins.bool
+    """The subject's own claim (DescribeEnvironment.deterministic): an input of a deterministic subject and model
+    gives the same verdict on every seed only when the seed does not matter to its reset.
+    """
+    @_builtins.property
+    def stored(self) -> Global___Execution:
+        """The execution as stored."""
+
+    @_builtins.property
+    def verdicts(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Each rerun's verdict ("pass", "fail", "invalid"), reason and reset seed, in run order."""
+
+    @_builtins.property
+    def reasons(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def seeds(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def __init__(
+        self,
+        *,
+        stored: Global___Execution | None = ...,
+        runs: _builtins.int = ...,
+        failures: _builtins.int = ...,
+        judged: _builtins.int = ...,
+        failure_probability: _builtins.float = ...,
+        failure_probability_low: _builtins.float = ...,
+        failure_probability_high: _builtins.float = ...,
+        flaky: _builtins.bool = ...,
+        verdicts: _abc.Iterable[_builtins.str] | None = ...,
+        reasons: _abc.Iterable[_builtins.str] | None = ...,
+        seeds: _abc.Iterable[_builtins.int] | None = ...,
+        subject_deterministic: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["stored", b"stored"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["failure_probability", b"failure_probability", "failure_probability_high", b"failure_probability_high", "failure_probability_low", b"failure_probability_low", "failures", b"failures", "flaky", b"flaky", "judged", b"judged", "reasons", b"reasons", "runs", b"runs", "seeds", b"seeds", "stored", b"stored", "subject_deterministic", b"subject_deterministic", "verdicts", b"verdicts"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RerunExecutionResponse: _TypeAlias = RerunExecutionResponse  # noqa: Y015

@@ -100,6 +100,11 @@ class GeneratorServiceStub:
                 request_serializer=gauntlet_dot_v1_dot_generator__pb2.ShrinkExecutionRequest.SerializeToString,
                 response_deserializer=gauntlet_dot_v1_dot_generator__pb2.ShrinkExecutionResponse.FromString,
                 _registered_method=True)
+        self.RerunExecution = channel.unary_unary(
+                '/gauntlet.v1.GeneratorService/RerunExecution',
+                request_serializer=gauntlet_dot_v1_dot_generator__pb2.RerunExecutionRequest.SerializeToString,
+                response_deserializer=gauntlet_dot_v1_dot_generator__pb2.RerunExecutionResponse.FromString,
+                _registered_method=True)
 
 
 class GeneratorServiceServicer:
@@ -210,6 +215,16 @@ class GeneratorServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RerunExecution(self, request, context):
+        """Runs one stored execution's input again `runs` times, each episode with a fresh seed (derived from the campaign
+        seed, "rerun", the test case id and the run: never one of the campaign's own episode seeds), one oracle verdict
+        each: how often the input fails on a stochastic subject or model, with the Wilson 95 % interval, and whether it
+        is flaky (it failed in some of the judged reruns, not all). NOT_FOUND: unknown campaign or id.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GeneratorServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -267,6 +282,11 @@ def add_GeneratorServiceServicer_to_server(servicer, server):
                     servicer.ShrinkExecution,
                     request_deserializer=gauntlet_dot_v1_dot_generator__pb2.ShrinkExecutionRequest.FromString,
                     response_serializer=gauntlet_dot_v1_dot_generator__pb2.ShrinkExecutionResponse.SerializeToString,
+            ),
+            'RerunExecution': grpc.unary_unary_rpc_method_handler(
+                    servicer.RerunExecution,
+                    request_deserializer=gauntlet_dot_v1_dot_generator__pb2.RerunExecutionRequest.FromString,
+                    response_serializer=gauntlet_dot_v1_dot_generator__pb2.RerunExecutionResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -577,6 +597,33 @@ class GeneratorService:
             '/gauntlet.v1.GeneratorService/ShrinkExecution',
             gauntlet_dot_v1_dot_generator__pb2.ShrinkExecutionRequest.SerializeToString,
             gauntlet_dot_v1_dot_generator__pb2.ShrinkExecutionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RerunExecution(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gauntlet.v1.GeneratorService/RerunExecution',
+            gauntlet_dot_v1_dot_generator__pb2.RerunExecutionRequest.SerializeToString,
+            gauntlet_dot_v1_dot_generator__pb2.RerunExecutionResponse.FromString,
             options,
             channel_credentials,
             insecure,

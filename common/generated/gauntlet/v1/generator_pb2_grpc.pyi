@@ -88,6 +88,12 @@ class GeneratorServiceStub:
     parameters and action traces are kept. NOT_FOUND: unknown campaign or id; FAILED_PRECONDITION: the stored
     execution is no failure.
     """
+    RerunExecution: _grpc.UnaryUnaryMultiCallable[_generator_pb2.RerunExecutionRequest, _generator_pb2.RerunExecutionResponse]
+    """Runs one stored execution's input again `runs` times, each episode with a fresh seed (derived from the campaign
+    seed, "rerun", the test case id and the run: never one of the campaign's own episode seeds), one oracle verdict
+    each: how often the input fails on a stochastic subject or model, with the Wilson 95 % interval, and whether it
+    is flaky (it failed in some of the judged reruns, not all). NOT_FOUND: unknown campaign or id.
+    """
 
 @_typing.type_check_only
 class GeneratorServiceAsyncStub(GeneratorServiceStub):
@@ -148,6 +154,12 @@ class GeneratorServiceAsyncStub(GeneratorServiceStub):
     shrunk input still fails and is never farther from the nominal point. Categorical, integer-set and sequence
     parameters and action traces are kept. NOT_FOUND: unknown campaign or id; FAILED_PRECONDITION: the stored
     execution is no failure.
+    """
+    RerunExecution: _aio.UnaryUnaryMultiCallable[_generator_pb2.RerunExecutionRequest, _generator_pb2.RerunExecutionResponse]  # type: ignore[assignment]
+    """Runs one stored execution's input again `runs` times, each episode with a fresh seed (derived from the campaign
+    seed, "rerun", the test case id and the run: never one of the campaign's own episode seeds), one oracle verdict
+    each: how often the input fails on a stochastic subject or model, with the Wilson 95 % interval, and whether it
+    is flaky (it failed in some of the judged reruns, not all). NOT_FOUND: unknown campaign or id.
     """
 
 class GeneratorServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -272,6 +284,18 @@ class GeneratorServiceServicer(metaclass=_abc_1.ABCMeta):
         shrunk input still fails and is never farther from the nominal point. Categorical, integer-set and sequence
         parameters and action traces are kept. NOT_FOUND: unknown campaign or id; FAILED_PRECONDITION: the stored
         execution is no failure.
+        """
+
+    @_abc_1.abstractmethod
+    def RerunExecution(
+        self,
+        request: _generator_pb2.RerunExecutionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_generator_pb2.RerunExecutionResponse, _abc.Awaitable[_generator_pb2.RerunExecutionResponse]]:
+        """Runs one stored execution's input again `runs` times, each episode with a fresh seed (derived from the campaign
+        seed, "rerun", the test case id and the run: never one of the campaign's own episode seeds), one oracle verdict
+        each: how often the input fails on a stochastic subject or model, with the Wilson 95 % interval, and whether it
+        is flaky (it failed in some of the judged reruns, not all). NOT_FOUND: unknown campaign or id.
         """
 
 def add_GeneratorServiceServicer_to_server(servicer: GeneratorServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -1070,6 +1070,118 @@ export declare type ShrinkExecutionResponse = Message<"gauntlet.v1.ShrinkExecuti
 export declare const ShrinkExecutionResponseSchema: GenMessage<ShrinkExecutionResponse>;
 
 /**
+ * @generated from message gauntlet.v1.RerunExecutionRequest
+ */
+export declare type RerunExecutionRequest = Message<"gauntlet.v1.RerunExecutionRequest"> & {
+  /**
+   * @generated from field: string campaign_id = 1;
+   */
+  campaignId: string;
+
+  /**
+   * @generated from field: string test_case_id = 2;
+   */
+  testCaseId: string;
+
+  /**
+   * Fresh episodes to run, 2..100; 0 = 20.
+   *
+   * @generated from field: uint32 runs = 3;
+   */
+  runs: number;
+};
+
+/**
+ * Describes the message gauntlet.v1.RerunExecutionRequest.
+ * Use `create(RerunExecutionRequestSchema)` to create a new message.
+ */
+export declare const RerunExecutionRequestSchema: GenMessage<RerunExecutionRequest>;
+
+/**
+ * @generated from message gauntlet.v1.RerunExecutionResponse
+ */
+export declare type RerunExecutionResponse = Message<"gauntlet.v1.RerunExecutionResponse"> & {
+  /**
+   * The execution as stored.
+   *
+   * @generated from field: gauntlet.v1.Execution stored = 1;
+   */
+  stored?: Execution | undefined;
+
+  /**
+   * @generated from field: uint32 runs = 2;
+   */
+  runs: number;
+
+  /**
+   * @generated from field: uint32 failures = 3;
+   */
+  failures: number;
+
+  /**
+   * Reruns the oracle could judge (runs minus invalid ones).
+   *
+   * @generated from field: uint32 judged = 4;
+   */
+  judged: number;
+
+  /**
+   * failures / judged, and its Wilson 95 % interval.
+   *
+   * @generated from field: double failure_probability = 5;
+   */
+  failureProbability: number;
+
+  /**
+   * @generated from field: double failure_probability_low = 6;
+   */
+  failureProbabilityLow: number;
+
+  /**
+   * @generated from field: double failure_probability_high = 7;
+   */
+  failureProbabilityHigh: number;
+
+  /**
+   * 0 < failures < judged.
+   *
+   * @generated from field: bool flaky = 8;
+   */
+  flaky: boolean;
+
+  /**
+   * Each rerun's verdict ("pass", "fail", "invalid"), reason and reset seed, in run order.
+   *
+   * @generated from field: repeated string verdicts = 9;
+   */
+  verdicts: string[];
+
+  /**
+   * @generated from field: repeated string reasons = 10;
+   */
+  reasons: string[];
+
+  /**
+   * @generated from field: repeated uint64 seeds = 11;
+   */
+  seeds: bigint[];
+
+  /**
+   * The subject's own claim (DescribeEnvironment.deterministic): an input of a deterministic subject and model
+   * gives the same verdict on every seed only when the seed does not matter to its reset.
+   *
+   * @generated from field: bool subject_deterministic = 12;
+   */
+  subjectDeterministic: boolean;
+};
+
+/**
+ * Describes the message gauntlet.v1.RerunExecutionResponse.
+ * Use `create(RerunExecutionResponseSchema)` to create a new message.
+ */
+export declare const RerunExecutionResponseSchema: GenMessage<RerunExecutionResponse>;
+
+/**
  * @generated from enum gauntlet.v1.CampaignState
  */
 export enum CampaignState {
@@ -1253,6 +1365,19 @@ export declare const GeneratorService: GenService<{
     methodKind: "unary";
     input: typeof ShrinkExecutionRequestSchema;
     output: typeof ShrinkExecutionResponseSchema;
+  },
+  /**
+   * Runs one stored execution's input again `runs` times, each episode with a fresh seed (derived from the campaign
+   * seed, "rerun", the test case id and the run: never one of the campaign's own episode seeds), one oracle verdict
+   * each: how often the input fails on a stochastic subject or model, with the Wilson 95 % interval, and whether it
+   * is flaky (it failed in some of the judged reruns, not all). NOT_FOUND: unknown campaign or id.
+   *
+   * @generated from rpc gauntlet.v1.GeneratorService.RerunExecution
+   */
+  rerunExecution: {
+    methodKind: "unary";
+    input: typeof RerunExecutionRequestSchema;
+    output: typeof RerunExecutionResponseSchema;
   },
 }>;
 
