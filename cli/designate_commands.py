@@ -1,5 +1,5 @@
 """`gauntlet designate calibrate|archive|retrain`: DESIGNATE's thresholds from a stored random campaign
-(cli/designate_archive.py), a stored DESIGNATE campaign's archive (the generator's ListArchive RPC)."""
+(cli/designate_calibration.py), a stored DESIGNATE campaign's archive (the generator's ListArchive RPC)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def run_designate(args: argparse.Namespace) -> None:
     if args.designate_command == "archive":
         _print_archive(gen, args)
         return
-    from cli.designate_archive import calibrate_rows
+    from cli.designate_calibration import calibrate_rows
     from generator_service.config import CampaignConfig
 
     try:

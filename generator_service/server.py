@@ -44,7 +44,7 @@ from common.server import client_channel
 from common.space import ParameterSpace
 from common.test_case import TestCase
 from common.validation import check_id, resolve_under
-from generator_service.archive import judged_views, render, replay
+from generator_service.archive_listing import judged_views, render, replay
 from generator_service.campaign import VERDICT_NAMES, CampaignRunner
 from generator_service.config import CampaignConfig, explain
 from generator_service.ownership import DEFAULT_LEASE_SECONDS, LeaseKeeper, gone, owner_id

@@ -5,7 +5,7 @@ IV, VIII, XII for Mars). Steps, all campaigns on a local suite (cli.launcher.Loc
 
 1. calibration: a random campaign judged by the subject's oracle (features) and one by its *_pix oracle (pixel
    digests) give T_relevance (the ``--relevance-percentile`` of delta_IoU) and T_diversity (median pairwise
-   distance), as cli/designate_archive.py's calibrate_rows;
+   distance), as cli/designate_calibration.py's calibrate_rows;
 2. per run seed: the designate strategy (r = 5 x N = 12 seeding, ``--generations`` generations: 1,260 evaluations
    at the paper's 100) in variants designate, single, pix (with the *_pix oracle) and designate with
    ``observation_translator: none`` (NoGAN); random with ``--random-budget`` executed images (the paper's 1,200).
@@ -44,7 +44,7 @@ import yaml
 
 from analysis_service.api import compare
 from bench.harness import campaign_executions, run_campaign
-from cli.designate_archive import calibrate_rows
+from cli.designate_calibration import calibrate_rows
 from cli.launcher import LocalSuite
 from common.generated.gauntlet.v1 import (
     generator_pb2,

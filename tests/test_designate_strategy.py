@@ -168,9 +168,9 @@ def test_seeding_calibrates_t_diversity_as_the_median_pairwise_distance() -> Non
     assert lower.archive.threshold < strategy.archive.threshold
 
 
-# -- calibration from a stored random campaign (cli/designate_archive.py) -------------------------------------
+# -- calibration from a stored random campaign (cli/designate_calibration.py) -------------------------------------
 def test_calibration_takes_a_percentile_of_delta_and_the_median_pairwise_distance() -> None:
-    from cli.designate_archive import calibrate_rows
+    from cli.designate_calibration import calibrate_rows
     from common.generated.gauntlet.v1 import generator_pb2, oracle_pb2
 
     def row(delta: float, vector: list[float], verdict: int = oracle_pb2.VERDICT_KIND_PASS) -> generator_pb2.Execution:

@@ -3,7 +3,7 @@
 ``rebuild_strategy`` is the one way to get a campaign's strategy back from the store: a fresh strategy (seeded
 by ``strategy_seed``, so it asks the same test cases again) that re-asks every stored batch, checks it asks what
 was stored, and hears the stored results in asking order. Resuming a campaign uses it (running what a stopped
-session left unrun before telling), and so does ListArchive (generator_service/archive.py).
+session left unrun before telling), and so does ListArchive (generator_service/archive_listing.py).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """DESIGNATE's thresholds calibrated from a stored random campaign (`gauntlet designate calibrate`).
 
-(A designate campaign's archive comes from the generator's ListArchive RPC, generator_service/archive.py.)
+(A designate campaign's archive comes from the generator's ListArchive RPC, generator_service/archive_listing.py.)
 
 Calibration ("Search-based DNN Testing and Retraining with GAN-enhanced Simulations", Section III): over the
 executed random inputs of a campaign, T_relevance is a chosen percentile of delta_IoU and T_diversity the median
