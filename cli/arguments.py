@@ -399,6 +399,24 @@ def add_strategies(sub: Subparsers) -> None:
     _listing(sub, "strategies", "generator", "--generator", "test-generation strategies and their parameters")
 
 
+def add_dashboard(sub: Subparsers) -> None:
+    p = sub.add_parser(
+        "dashboard",
+        help="a local web page showing campaigns live (executions, failures, replay commands)",
+        description="Serves a web page on loopback that lists the campaigns of a store, running and finished, "
+        "refreshed every second, with a campaign's cumulative failures and its failing inputs with their "
+        "`gauntlet replay` commands. It reads them through the generator at --generator, or through a generator "
+        "started locally over --store-url that takes over no campaign.",
+    )
+    p.add_argument("--store-url", help="campaign store (default sqlite:///runs/store/gauntlet.db)")
+    p.add_argument("--generator", type=endpoint_type("--generator"), help="host:port of a running generator service")
+    p.add_argument("--host", default="127.0.0.1", help="address to serve the page on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8765, help="port to serve the page on (default 8765; 0: any free)")
+    add_client_arguments(p, "credentials for --generator (TLS, mTLS, token)")
+    add_token_arguments(p, "--generator requires")
+    _handler(p, "cli.dashboard:cmd_dashboard")
+
+
 def add_oracles(sub: Subparsers) -> None:
     _listing(sub, "oracles", "oracle", "--oracle", "oracles and the signals they need")
 
@@ -418,6 +436,7 @@ COMMANDS = (
     add_export,
     add_shrink,
     add_rerun,
+    add_dashboard,
     add_up,
     add_certs,
     add_environments,
