@@ -536,8 +536,27 @@ def _failures_table(entry: Mapping[str, Any]) -> str:
     return note + scroll(f"<table><thead>{head}</thead><tbody>{rows}</tbody></table>")
 
 
+def _filmstrips(entry: Mapping[str, Any], pngs: Mapping[str, str]) -> str:
+    """The campaign's first distinct failures, replayed, each as a row of frames (analysis_service/filmstrips.py)."""
+    strips = entry.get("filmstrips") or []
+    if not strips:
+        return ""
+    parts = ["<h3>First failures, replayed</h3>"]
+    for s in strips:
+        tid = str(s["test_case_id"])
+        parts.append(f"<p class=meta><code>{escape(tid)}</code>: {escape(s.get('reason') or '')}</p>")
+        if tid in pngs:
+            parts.append(img_tag(pngs[tid], f"frames of {tid}, from the reset to the end of the episode"))
+        if s.get("note"):
+            parts.append(f'<p class="warn">{escape(s["note"])}</p>')
+    return "".join(parts)
+
+
 def _campaign_section(
-    entry: Mapping[str, Any], records: Sequence[ExecutionRecord], archive: ArchiveView | None = None
+    entry: Mapping[str, Any],
+    records: Sequence[ExecutionRecord],
+    archive: ArchiveView | None = None,
+    strips: Mapping[str, str] | None = None,
 ) -> str:
     title = _campaign_title(entry["info"])
     parts = [f'<section id="{_anchor(entry["info"])}"><h2>{escape(title)}</h2>']
@@ -559,6 +578,7 @@ def _campaign_section(
     parts.append(performance_section(title, records))
     parts.append("<h3>Failing inputs</h3>")
     parts.append(_failures_table(entry))
+    parts.append(_filmstrips(entry, strips or {}))
     if archive is not None and "archive" in entry:
         parts.append(archive_section(entry["archive"], archive, title))
     parts.append("</section>")
@@ -570,8 +590,11 @@ def render_html(
     records_by_campaign: CampaignRecords,
     archives: CampaignArchives | None = None,
     links: Sequence[tuple[str, str]] = (),
+    filmstrips: Mapping[str, Mapping[str, str]] | None = None,
 ) -> str:
     """Self-contained HTML page for a report from `build_report`.
+
+    filmstrips: campaign_id -> test case id -> base64 PNG of the frames its entry's "filmstrips" list names.
 
     records_by_campaign maps campaign_id -> its execution records (the plots
     need every execution, the report only lists failures); archives, the archive
@@ -588,6 +611,7 @@ def render_html(
             e,
             records_by_campaign.get(str(e["info"].get("campaign_id")), ()),
             archives.get(str(e["info"].get("campaign_id"))),
+            (filmstrips or {}).get(str(e["info"].get("campaign_id"))),
         )
         for e in report["campaigns"]
     )

@@ -25,6 +25,7 @@ from analysis_service.designate_archive_report import (
     relevant_images,
     with_shared_relevance,
 )
+from analysis_service.filmstrips import MAX_FILMSTRIPS, filmstrips
 from analysis_service.metrics import ExecutionRecord, compute_metrics
 from analysis_service.report import build_report, render_html, report_stem, write_report
 from analysis_service.report_files import folder_parts
@@ -148,8 +149,20 @@ class AnalysisServicer(analysis_pb2_grpc.AnalysisServiceServicer):
         out_dir = self._output_dir(request.output_dir)
         fetched = [self._fetch(cid) for cid in ids]
         archives = {info["campaign_id"]: a for info, records in fetched if (a := self._archive(info, records))}
+        if request.failure_filmstrips > MAX_FILMSTRIPS:
+            raise InvalidArgument(
+                f"failure_filmstrips={request.failure_filmstrips} is out of range [0, {MAX_FILMSTRIPS}]"
+            )
         report = build_report([(info, records) for info, records in fetched], archives)
-        html = render_html(report, {info["campaign_id"]: records for info, records in fetched}, archives)
+        strips: dict[str, dict[str, str]] = {}
+        for entry in report["campaigns"] if request.failure_filmstrips else ():
+            cid = str(entry["info"]["campaign_id"])
+            entry["filmstrips"], strips[cid] = filmstrips(
+                self.generator, cid, entry["failures"], request.failure_filmstrips
+            )
+        html = render_html(
+            report, {info["campaign_id"]: records for info, records in fetched}, archives, filmstrips=strips
+        )
         json_path, html_path = self._write(report, html, out_dir, report_stem(ids))
         return analysis_pb2.RenderReportResponse(
             json_path=str(json_path.resolve()), html_path=str(html_path.resolve()), json=json.dumps(report)

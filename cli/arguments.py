@@ -74,6 +74,14 @@ def add_run(sub: Subparsers) -> None:
     p.add_argument("campaign", type=Path, help="campaign YAML (see examples/)")
     p.add_argument("--id", type=campaign_id, help="campaign id (idempotency key; default: generated)")
     p.add_argument(
+        "--filmstrips",
+        type=int,
+        default=0,
+        metavar="N",
+        help="show the first N distinct failures of each campaign as filmstrips in the report, each replayed "
+        "through the suite (0..10, default 0)",
+    )
+    p.add_argument(
         "--shrink",
         type=int,
         metavar="N",
@@ -107,6 +115,14 @@ def add_report(sub: Subparsers) -> None:
         "--match", metavar="GLOB", help="also every stored campaign whose name matches GLOB, e.g. 'table3-cartpole-*'"
     )
     p.add_argument("--compare", action="store_true", help="statistics over repeated campaigns, grouped by strategy")
+    p.add_argument(
+        "--filmstrips",
+        type=int,
+        default=0,
+        metavar="N",
+        help="show the first N distinct failures of each campaign as filmstrips in the report, each replayed "
+        "through the suite (0..10, default 0)",
+    )
     p.add_argument(
         "--baseline", help="with --compare: the strategy the others are tested against (default random, else the first)"
     )

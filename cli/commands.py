@@ -272,11 +272,14 @@ def _finish(status: generator_pb2.CampaignStatus, report: analysis_pb2.RenderRep
 
 
 def _report(
-    analysis: analysis_pb2_grpc.AnalysisServiceStub, ids: list[str], out: Path | None
+    analysis: analysis_pb2_grpc.AnalysisServiceStub, ids: list[str], out: Path | None, filmstrips: int = 0
 ) -> analysis_pb2.RenderReportResponse:
-    """Renders on the analysis host, into `out` relative to its --report-root (None: the root itself)."""
+    """Renders on the analysis host, into `out` relative to its --report-root (None: the root itself); with
+    `filmstrips`, the first N distinct failures of each campaign replayed as filmstrips."""
     with console.status("rendering the report..."):
-        request = analysis_pb2.RenderReportRequest(campaign_ids=ids, output_dir=str(out) if out else "")
+        request = analysis_pb2.RenderReportRequest(
+            campaign_ids=ids, output_dir=str(out) if out else "", failure_filmstrips=filmstrips
+        )
         return _rpc(retrying, lambda: analysis.RenderReport(request, timeout=300))  # rendering again is harmless
 
 
@@ -365,6 +368,7 @@ def _summary(report: analysis_pb2.RenderReportResponse) -> None:
 def cmd_run(args: argparse.Namespace) -> None:
     if args.shrink is not None and args.shrink < 1:
         raise UserError(f"--shrink must be >= 1 (got {args.shrink})")
+    check_filmstrips(args.filmstrips)
     config, data = load_campaign_file(args.campaign)
     endpoints = data.get("endpoints") or {}
     origin = ""
@@ -383,7 +387,7 @@ def cmd_run(args: argparse.Namespace) -> None:
             f"with {config.model}, seed {config.seed}"
         )
         status = _watch(generator, started.campaign_id, config.budget.max_executions)
-        _finish(status, _report(connection.analysis(), [started.campaign_id], args.report_dir))
+        _finish(status, _report(connection.analysis(), [started.campaign_id], args.report_dir, args.filmstrips))
         if args.shrink:  # the first N distinct failures, each beside its minimal failing input
             ids = failing_ids(_rpc(list_executions, generator, started.campaign_id), args.shrink)
             _rpc(shrink_and_print, console, generator, started.campaign_id, ids, 60)
@@ -401,7 +405,15 @@ def cmd_resume(args: argparse.Namespace) -> None:
         _finish(status, _report(connection.analysis(), [args.campaign_id], args.report_dir))
 
 
+def check_filmstrips(n: int) -> None:
+    if not 0 <= n <= 10:
+        raise UserError(f"--filmstrips must be in [0, 10] (got {n})")
+
+
 def cmd_report(args: argparse.Namespace) -> None:
+    check_filmstrips(args.filmstrips)
+    if args.filmstrips and (args.compare or args.match):
+        raise UserError("--filmstrips applies to the report of named campaigns, not to --compare or --match")
     if not args.campaign_ids and not args.match:
         raise UserError("name at least one campaign id, or select stored campaigns with --match GLOB")
     if not args.compare and (args.baseline or args.alternative != "two-sided"):
@@ -423,8 +435,10 @@ def cmd_report(args: argparse.Namespace) -> None:
         if args.compare:
             _comparison_summary(_compare(analysis, ids, args))
         else:
-            render = _report_readable if args.match else _report
-            _summary(render(analysis, ids, args.report_dir))
+            if args.match:
+                _summary(_report_readable(analysis, ids, args.report_dir))
+            else:
+                _summary(_report(analysis, ids, args.report_dir, args.filmstrips))
 
 
 REPORT_ROLES = frozenset({"simulator", "generator", "analysis"})

@@ -231,3 +231,23 @@ def test_shrunk_failures_still_fail_under_their_seed_and_are_no_farther_from_nom
     assert out.returncode == 0, out.stdout + out.stderr
     assert f"{failures[0]['test_case_id']}: {failures[0]['reason']}" in out.stdout
     assert "shrunk    distance" in out.stdout and "still fails:" in out.stdout
+
+
+def test_the_report_shows_the_first_failures_as_filmstrips(
+    suite: LocalSuite, failed_campaign: tuple[str, str, dict]
+) -> None:
+    campaign_id, _, report = failed_campaign
+    out = gauntlet(suite, "report", campaign_id, "--filmstrips", "2")
+    assert out.returncode == 0, out.stdout + out.stderr
+    data = json.loads(Path(re.search(r"^\s+(\S+\.json)$", out.stdout, re.M).group(1)).read_text())  # type: ignore[union-attr]
+    strips = data["campaigns"][0]["filmstrips"]
+    first = report["campaigns"][0]["failures"][0]
+    assert strips[0]["test_case_id"] == first["test_case_id"] and strips[0]["reason"] == first["reason"]
+    assert strips[0]["frames"] > 1 and strips[0]["note"] == ""
+    html = Path(report_html(out.stdout)).read_text()
+    assert "First failures, replayed" in html
+    assert (
+        f'alt="frames of {first["test_case_id"]}, from the reset to the end of the episode" src="data:image/png' in html
+    )
+    out = gauntlet(suite, "report", campaign_id, "--filmstrips", "11")
+    assert out.returncode == 2 and "--filmstrips must be in [0, 10]" in out.stderr

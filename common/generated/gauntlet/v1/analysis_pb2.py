@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1agauntlet/v1/analysis.proto\x12\x0bgauntlet.v1\"-\n\x15\x43omputeMetricsRequest\x12\x14\n\x0c\x63\x61mpaign_ids\x18\x01 \x03(\t\"\xaa\x02\n\x0f\x43\x61mpaignMetrics\x12\x13\n\x0b\x63\x61mpaign_id\x18\x01 \x01(\t\x12\x12\n\nexecutions\x18\x02 \x01(\x04\x12\x10\n\x08\x66\x61ilures\x18\x03 \x01(\x04\x12\x19\n\x11\x64istinct_failures\x18\x04 \x01(\x04\x12\x1e\n\x16tests_to_first_failure\x18\x05 \x01(\x04\x12 \n\x18seconds_to_first_failure\x18\x06 \x01(\x01\x12\x14\n\x0c\x66\x61ilure_rate\x18\x07 \x01(\x01\x12\x18\n\x10\x66\x61ilure_rate_low\x18\x08 \x01(\x01\x12\x19\n\x11\x66\x61ilure_rate_high\x18\t \x01(\x01\x12\x0f\n\x07invalid\x18\n \x01(\x04\x12\r\n\x05steps\x18\x0b \x01(\x04\x12\x14\n\x0cwall_seconds\x18\x0c \x01(\x01\"G\n\x16\x43omputeMetricsResponse\x12-\n\x07metrics\x18\x01 \x03(\x0b\x32\x1c.gauntlet.v1.CampaignMetrics\"?\n\x13RenderReportRequest\x12\x14\n\x0c\x63\x61mpaign_ids\x18\x01 \x03(\t\x12\x12\n\noutput_dir\x18\x02 \x01(\t\"J\n\x14RenderReportResponse\x12\x11\n\tjson_path\x18\x01 \x01(\t\x12\x11\n\thtml_path\x18\x02 \x01(\t\x12\x0c\n\x04json\x18\x03 \x01(\t\"a\n\x0e\x43ompareRequest\x12\x14\n\x0c\x63\x61mpaign_ids\x18\x01 \x03(\t\x12\x12\n\noutput_dir\x18\x02 \x01(\t\x12\x10\n\x08\x62\x61seline\x18\x03 \x01(\t\x12\x13\n\x0b\x61lternative\x18\x04 \x01(\t\"E\n\x0f\x43ompareResponse\x12\x11\n\tjson_path\x18\x01 \x01(\t\x12\x11\n\thtml_path\x18\x02 \x01(\t\x12\x0c\n\x04json\x18\x03 \x01(\t2\x87\x02\n\x0f\x41nalysisService\x12Y\n\x0e\x43omputeMetrics\x12\".gauntlet.v1.ComputeMetricsRequest\x1a#.gauntlet.v1.ComputeMetricsResponse\x12S\n\x0cRenderReport\x12 .gauntlet.v1.RenderReportRequest\x1a!.gauntlet.v1.RenderReportResponse\x12\x44\n\x07\x43ompare\x12\x1b.gauntlet.v1.CompareRequest\x1a\x1c.gauntlet.v1.CompareResponseBI\n\x0f\x64\x65v.gauntlet.v1P\x01Z&gauntlet/gen/go/gauntlet/v1;gauntletv1\xaa\x02\x0bGauntlet.V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1agauntlet/v1/analysis.proto\x12\x0bgauntlet.v1\"-\n\x15\x43omputeMetricsRequest\x12\x14\n\x0c\x63\x61mpaign_ids\x18\x01 \x03(\t\"\xaa\x02\n\x0f\x43\x61mpaignMetrics\x12\x13\n\x0b\x63\x61mpaign_id\x18\x01 \x01(\t\x12\x12\n\nexecutions\x18\x02 \x01(\x04\x12\x10\n\x08\x66\x61ilures\x18\x03 \x01(\x04\x12\x19\n\x11\x64istinct_failures\x18\x04 \x01(\x04\x12\x1e\n\x16tests_to_first_failure\x18\x05 \x01(\x04\x12 \n\x18seconds_to_first_failure\x18\x06 \x01(\x01\x12\x14\n\x0c\x66\x61ilure_rate\x18\x07 \x01(\x01\x12\x18\n\x10\x66\x61ilure_rate_low\x18\x08 \x01(\x01\x12\x19\n\x11\x66\x61ilure_rate_high\x18\t \x01(\x01\x12\x0f\n\x07invalid\x18\n \x01(\x04\x12\r\n\x05steps\x18\x0b \x01(\x04\x12\x14\n\x0cwall_seconds\x18\x0c \x01(\x01\"G\n\x16\x43omputeMetricsResponse\x12-\n\x07metrics\x18\x01 \x03(\x0b\x32\x1c.gauntlet.v1.CampaignMetrics\"[\n\x13RenderReportRequest\x12\x14\n\x0c\x63\x61mpaign_ids\x18\x01 \x03(\t\x12\x12\n\noutput_dir\x18\x02 \x01(\t\x12\x1a\n\x12\x66\x61ilure_filmstrips\x18\x03 \x01(\r\"J\n\x14RenderReportResponse\x12\x11\n\tjson_path\x18\x01 \x01(\t\x12\x11\n\thtml_path\x18\x02 \x01(\t\x12\x0c\n\x04json\x18\x03 \x01(\t\"a\n\x0e\x43ompareRequest\x12\x14\n\x0c\x63\x61mpaign_ids\x18\x01 \x03(\t\x12\x12\n\noutput_dir\x18\x02 \x01(\t\x12\x10\n\x08\x62\x61seline\x18\x03 \x01(\t\x12\x13\n\x0b\x61lternative\x18\x04 \x01(\t\"E\n\x0f\x43ompareResponse\x12\x11\n\tjson_path\x18\x01 \x01(\t\x12\x11\n\thtml_path\x18\x02 \x01(\t\x12\x0c\n\x04json\x18\x03 \x01(\t2\x87\x02\n\x0f\x41nalysisService\x12Y\n\x0e\x43omputeMetrics\x12\".gauntlet.v1.ComputeMetricsRequest\x1a#.gauntlet.v1.ComputeMetricsResponse\x12S\n\x0cRenderReport\x12 .gauntlet.v1.RenderReportRequest\x1a!.gauntlet.v1.RenderReportResponse\x12\x44\n\x07\x43ompare\x12\x1b.gauntlet.v1.CompareRequest\x1a\x1c.gauntlet.v1.CompareResponseBI\n\x0f\x64\x65v.gauntlet.v1P\x01Z&gauntlet/gen/go/gauntlet/v1;gauntletv1\xaa\x02\x0bGauntlet.V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -39,13 +39,13 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_COMPUTEMETRICSRESPONSE']._serialized_start=391
   _globals['_COMPUTEMETRICSRESPONSE']._serialized_end=462
   _globals['_RENDERREPORTREQUEST']._serialized_start=464
-  _globals['_RENDERREPORTREQUEST']._serialized_end=527
-  _globals['_RENDERREPORTRESPONSE']._serialized_start=529
-  _globals['_RENDERREPORTRESPONSE']._serialized_end=603
-  _globals['_COMPAREREQUEST']._serialized_start=605
-  _globals['_COMPAREREQUEST']._serialized_end=702
-  _globals['_COMPARERESPONSE']._serialized_start=704
-  _globals['_COMPARERESPONSE']._serialized_end=773
-  _globals['_ANALYSISSERVICE']._serialized_start=776
-  _globals['_ANALYSISSERVICE']._serialized_end=1039
+  _globals['_RENDERREPORTREQUEST']._serialized_end=555
+  _globals['_RENDERREPORTRESPONSE']._serialized_start=557
+  _globals['_RENDERREPORTRESPONSE']._serialized_end=631
+  _globals['_COMPAREREQUEST']._serialized_start=633
+  _globals['_COMPAREREQUEST']._serialized_end=730
+  _globals['_COMPARERESPONSE']._serialized_start=732
+  _globals['_COMPARERESPONSE']._serialized_end=801
+  _globals['_ANALYSISSERVICE']._serialized_start=804
+  _globals['_ANALYSISSERVICE']._serialized_end=1067
 # @@protoc_insertion_point(module_scope)

@@ -121,9 +121,15 @@ class RenderReportRequest(_message.Message):
 
     CAMPAIGN_IDS_FIELD_NUMBER: _builtins.int
     OUTPUT_DIR_FIELD_NUMBER: _builtins.int
+    FAILURE_FILMSTRIPS_FIELD_NUMBER: _builtins.int
     output_dir: _builtins.str
     """Folder to write into, relative to the service's report root (never
     absolute, no '..'); empty = the report root itself.
+    """
+    failure_filmstrips: _builtins.int
+    """Show the first N distinct failures of each campaign as filmstrips: each replayed through the generator
+    (ReplayExecution with render, so the suite's simulator, agent and oracle must be reachable) and its frames laid
+    side by side. 0 = none, at most 10. Best effort: a failure that cannot be replayed gets a note instead.
     """
     @_builtins.property
     def campaign_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
@@ -132,10 +138,11 @@ class RenderReportRequest(_message.Message):
         *,
         campaign_ids: _abc.Iterable[_builtins.str] | None = ...,
         output_dir: _builtins.str = ...,
+        failure_filmstrips: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["campaign_ids", b"campaign_ids", "output_dir", b"output_dir"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["campaign_ids", b"campaign_ids", "failure_filmstrips", b"failure_filmstrips", "output_dir", b"output_dir"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -139,6 +139,15 @@ export declare type RenderReportRequest = Message<"gauntlet.v1.RenderReportReque
    * @generated from field: string output_dir = 2;
    */
   outputDir: string;
+
+  /**
+   * Show the first N distinct failures of each campaign as filmstrips: each replayed through the generator
+   * (ReplayExecution with render, so the suite's simulator, agent and oracle must be reachable) and its frames laid
+   * side by side. 0 = none, at most 10. Best effort: a failure that cannot be replayed gets a note instead.
+   *
+   * @generated from field: uint32 failure_filmstrips = 3;
+   */
+  failureFilmstrips: number;
 };
 
 /**
