@@ -98,7 +98,9 @@ class RandomNetworkDistillation:
 
     def error(self, x: np.ndarray) -> float:
         """Squared prediction error (mean over the target's features) of one state."""
-        pred = np.asarray(self.predictor.predict(np.atleast_2d(x))).reshape(1, -1)
+        # the forward pass without predict()'s per-call input validation (the states are float arrays already)
+        pred = np.asarray(self.predictor._forward_pass_fast(np.atleast_2d(x).astype(float), check_input=False))
+        pred = pred.reshape(1, -1)
         return float(np.mean((pred - self.target(x)) ** 2))
 
     def learn(self, states: np.ndarray) -> None:
