@@ -81,18 +81,20 @@ def chromium() -> str | None:
     return found
 
 
-def _run(binary: str, profile: Path, args: list[str], timeout: float = 120.0) -> str:
-    cmd = [binary, *FLAGS, f"--user-data-dir={profile}", f"--window-size={VIEWPORT[0]},{VIEWPORT[1]}", *args]
+def _run(binary: str, profile: Path, args: list[str], timeout: float = 120.0, width: int = VIEWPORT[0]) -> str:
+    cmd = [binary, *FLAGS, f"--user-data-dir={profile}", f"--window-size={width},{VIEWPORT[1]}", *args]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
     if done.returncode != 0:
         raise AssertionError(f"chromium exited {done.returncode}: {done.stderr[-2000:]}")
     return done.stdout
 
 
-def inspect(page: Path, screenshots: Path, tmp: Path, served: tuple[str, Path] | None = None) -> dict[str, Any]:
-    """Open `page` at a 1,280 px viewport; return the findings (module docstring) and save `<stem>.png` under
-    `screenshots`. served: (base URL, folder it serves) to open the page over HTTP instead of as a file (a site whose
-    scripts a file:// URL would stop)."""
+def inspect(
+    page: Path, screenshots: Path, tmp: Path, served: tuple[str, Path] | None = None, width: int = VIEWPORT[0]
+) -> dict[str, Any]:
+    """Open `page` at a `width` px viewport (1,280; 500 for a narrow screen, headless Chromium's narrowest); return
+    the findings (module docstring) and save `<stem>[-<width>].png` under `screenshots`. served: (base URL, folder it
+    serves) to open the page over HTTP instead of as a file (a site whose scripts a file:// URL would stop)."""
 
     def url(path: Path) -> str:
         if served is None:
@@ -108,7 +110,7 @@ def inspect(page: Path, screenshots: Path, tmp: Path, served: tuple[str, Path] |
     probed.write_text(text[: head.end()] + PROBE + text[head.end() :], encoding="utf-8")
     profile = tmp / "chromium-profile"
     try:
-        dom = _run(binary, profile, ["--virtual-time-budget=10000", "--dump-dom", url(probed)])
+        dom = _run(binary, profile, ["--virtual-time-budget=10000", "--dump-dom", url(probed)], width=width)
     finally:
         probed.unlink()
     found = re.search(rf'<pre id="{MARKER}"[^>]*>(.*?)</pre>', dom, flags=re.DOTALL)
@@ -118,17 +120,17 @@ def inspect(page: Path, screenshots: Path, tmp: Path, served: tuple[str, Path] |
     result: dict[str, Any] = json.loads(html.unescape(found.group(1)))
     screenshots.mkdir(parents=True, exist_ok=True)
     stem = page.relative_to(served[1]).with_suffix("").as_posix().replace("/", "-") if served else page.stem
-    shot = screenshots / f"{stem}.png"
-    _run(binary, profile, ["--virtual-time-budget=5000", f"--screenshot={shot}", url(page)])
+    shot = screenshots / (f"{stem}.png" if width == VIEWPORT[0] else f"{stem}-{width}.png")
+    _run(binary, profile, ["--virtual-time-budget=5000", f"--screenshot={shot}", url(page)], width=width)
     result["screenshot"] = str(shot)
     return result
 
 
-def assert_readable(result: dict[str, Any], page: str) -> None:
+def assert_readable(result: dict[str, Any], page: str, width: int = VIEWPORT[0]) -> None:
     """The page passes the browser check: no error, nothing wider than the viewport, every image loaded, every
     metric it marks explained in its glossary."""
-    assert result["viewport"] == VIEWPORT[0], result
+    assert result["viewport"] == width, result
     assert not result["errors"], f"{page}: {result['errors']}"
-    assert not result["wide"], f"{page}: wider than {VIEWPORT[0]} px: {result['wide']}"
+    assert not result["wide"], f"{page}: wider than {width} px: {result['wide']}"
     assert not result["broken_images"], f"{page}: images that did not load: {result['broken_images']}"
     assert not result["undefined_terms"], f"{page}: metrics the glossary does not explain: {result['undefined_terms']}"

@@ -167,6 +167,10 @@ def pages(folder: Path) -> list[Path]:
     return out
 
 
+PHONE = 500  # a narrow (phone-like) viewport: headless Chromium lays out no narrower than 500 px
+PHONE_PAGES = ("report-two", "compare-n2")
+
+
 def test_reports_pass_the_browser_check(tmp_path: Path) -> None:
     chromium()  # skips (or fails under GAUNTLET_REQUIRE_CHROMIUM=1) before any rendering
     failures = []
@@ -178,6 +182,12 @@ def test_reports_pass_the_browser_check(tmp_path: Path) -> None:
         except AssertionError as err:
             failures.append(str(err))
         assert Path(result["screenshot"]).stat().st_size > 1000
+        if page.stem in PHONE_PAGES:  # and on a phone: tables scroll inside the page, plots shrink
+            phone = inspect(page, tmp_path / "screenshots", tmp_path, width=PHONE)
+            try:
+                assert_readable(phone, f"{page.name} at {PHONE} px", width=PHONE)
+            except AssertionError as err:
+                failures.append(str(err))
     assert not failures, "\n".join(failures)
 
 
