@@ -232,6 +232,18 @@ def notes(results: dict[str, list[dict[str, Any]]], args: argparse.Namespace) ->
                 f"random testing's{same}; `--me-init` shortens the initialisation."
             )
     fuzzers = [n for n in ("fuzzer", "mdpfuzz") if n in tests]
+    collecting = [n for n in ("fuzzer", "mdpfuzz", "curefuzz") if n in tests]
+    if len(collecting) >= 2 and len({len(tests[n]) for n in collecting}) == 1:
+        same = sum(
+            len({tests[n][i] for n in collecting}) == 1 and tests[collecting[0]][i] <= 2 * args.fuzz_init
+            for i in range(len(tests[collecting[0]]))
+        )
+        if same and same < len(tests[collecting[0]]):
+            out.append(
+                f"{', '.join(collecting)} collect their {args.fuzz_init}-seed corpus alike (same seed, same inputs): "
+                f"in {same} of {len(tests[collecting[0]])} runs the first failure came while collecting and is the "
+                "same test for all of them; the other runs show their guidance."
+            )
     for name in fuzzers:
         if max(tests[name]) <= 2 * args.fuzz_init and any(r["found"] for r in results[name]):
             out.append(
