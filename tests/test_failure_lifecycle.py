@@ -251,3 +251,29 @@ def test_the_report_shows_the_first_failures_as_filmstrips(
     )
     out = gauntlet(suite, "report", campaign_id, "--filmstrips", "11")
     assert out.returncode == 2 and "--filmstrips must be in [0, 10]" in out.stderr
+
+
+PARKING = """campaign:
+  name: lifecycle-parking
+  subject: parking
+  model: parking-her-sac
+  strategy: random
+  seed: 3
+  budget: {max_executions: 12}
+  batch_size: 12
+  parallelism: 12
+"""
+
+
+def test_replay_of_a_highway_env_parking_failure_writes_its_animation(suite: LocalSuite, tmp_path: Path) -> None:
+    (tmp_path / "p.yaml").write_text(PARKING)
+    out = gauntlet(suite, "run", str(tmp_path / "p.yaml"), "--id", "lifecycle-parking-1")
+    assert out.returncode == 0, out.stdout + out.stderr
+    found = re.search(r"failure (t\d{7}): (not parked[^\n]*)", out.stdout)
+    assert found, out.stdout
+    gif = tmp_path / "parking.gif"
+    out = gauntlet(suite, "replay", "lifecycle-parking-1", found.group(1), "--render", str(gif))
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "same verdict" in out.stdout and f"replayed fail: {found.group(2)}" in out.stdout
+    with Image.open(gif) as image:
+        assert image.n_frames > 10
