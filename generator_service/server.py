@@ -661,11 +661,14 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
         replayer = Replayer(self.simulators, self.oracle)
         done = rerun(replayer, row.id, config, stored, runs)
         low, high = wilson(done.failures, done.judged)
-        described = self.simulators.call(
-            lambda sim: sim.DescribeEnvironment(
-                simulator_pb2.DescribeEnvironmentRequest(subject=config.subject), timeout=60
+        try:
+            described = self.simulators.call(
+                lambda sim: sim.DescribeEnvironment(
+                    simulator_pb2.DescribeEnvironmentRequest(subject=config.subject), timeout=60
+                )
             )
-        )
+        except grpc.RpcError as exc:
+            raise local_error(exc, "simulator service") from None
         return generator_pb2.RerunExecutionResponse(
             stored=_execution(stored),
             runs=runs,
