@@ -170,7 +170,13 @@ def suite(
         return
     url = resolve_store_url(args, file_store_url)
     security = secure_credentials(getattr(args, "secure", False))
-    with console.status("starting the Gauntlet services on loopback..."):
+    ready: list[str] = []
+
+    def announce(role: str) -> None:  # the spinner says which services are up, one by one
+        ready.append(role)
+        spinner.update(f"starting the Gauntlet services on loopback: {', '.join(ready)} ready...")
+
+    with console.status("starting the Gauntlet services on loopback...") as spinner:
         try:
             local = LocalSuite(
                 store_url=url,
@@ -182,6 +188,7 @@ def suite(
                 resume_on_start=False,  # this command's campaign only: older interrupted ones wait for `resume`
                 environments=environments_for(list(subjects)),
                 roles=roles,
+                on_ready=announce,
             ).start()
         except LaunchError as exc:
             raise UserError(str(exc)) from None

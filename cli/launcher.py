@@ -11,7 +11,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -123,6 +123,8 @@ class LocalSuite:
     supervisor: Supervisor | None = field(default=None, init=False)
     # the roles to start (names in ROLES); None: all of them
     roles: frozenset[str] | None = None
+    # called with each role's name once it answers (a command's spinner says which are up)
+    on_ready: Callable[[str], None] | None = None
     # role -> the port it serves on, chosen before anything starts (port 0 where it picks its own)
     _ports: dict[str, int] = field(default_factory=dict, init=False)
 
@@ -198,6 +200,8 @@ class LocalSuite:
         for role in ROLES:
             if role in wanted and not self._running(role):
                 getattr(self, f"_start_{role}")()
+                if self.on_ready is not None:
+                    self.on_ready(role)
 
     def _running(self, role: str) -> bool:
         return role in self.services or (role == "simulator" and simulator_name(0) in self.services)

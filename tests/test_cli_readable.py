@@ -61,3 +61,21 @@ def test_pace_counts_valid_executions_from_the_first_status_seen() -> None:
     assert pace.fields(190, 200, 130.0) == {"rate": "5.0/s", "eta": "ETA 0:02"}  # 150 in 30 s; 10 left
     assert Pace(0.0, 0).fields(36_000, 0, 10.0) == {"rate": "3600/s", "eta": ""}  # no execution budget
     assert Pace(0.0, 0).fields(10, 100_000, 10.0)["eta"] == "ETA 27:46:30"
+
+
+def test_the_local_suite_says_which_services_are_up(tmp_path: Path) -> None:
+    """`gauntlet run`'s spinner names each service once it answers (LocalSuite.on_ready), in start order."""
+    from cli.launcher import LocalSuite
+
+    ready: list[str] = []
+    local = LocalSuite(
+        store_url=f"sqlite:///{tmp_path / 'store.db'}",
+        log_dir=tmp_path / "logs",
+        agent_preload=False,
+        roles=frozenset({"oracle", "agent"}),
+        on_ready=ready.append,
+    ).start()
+    try:
+        assert ready == ["oracle", "agent"]
+    finally:
+        local.stop()
