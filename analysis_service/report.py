@@ -519,6 +519,7 @@ def _failures_table(entry: Mapping[str, Any]) -> str:
         f"<td class=num>{f['steps']}</td>"
         f"<td class=num>{fmt_float(f['elapsed_seconds'], 1)}</td>"
         f"<td><code>{escape(fmt_value(f['values']))}</code></td>"
+        f"<td><code>{escape(_descriptors_text(f.get('descriptors') or []))}</code></td>"
         f"<td class=num>{'' if f.get('episode_seed') is None else f['episode_seed']}</td>"
         f"<td><code>{escape(f.get('replay') or '')}</code></td>"
         "</tr>"
@@ -531,9 +532,19 @@ def _failures_table(entry: Mapping[str, Any]) -> str:
     head = (
         f"<tr><th>test case</th><th>reason</th><th>{term('margin')}</th><th>total reward</th><th>steps</th>"
         "<th>elapsed s</th>"
-        "<th>input</th><th>episode seed</th><th>replay</th></tr>"
+        f"<th>input</th><th>{term('descriptors', 'descriptors')}</th><th>episode seed</th><th>replay</th></tr>"
     )
     return note + scroll(f"<table><thead>{head}</thead><tbody>{rows}</tbody></table>")
+
+
+SHOWN_DESCRIPTORS = 4  # an image oracle records hundreds (features): the table shows the first few
+
+
+def _descriptors_text(values: Sequence[float]) -> str:
+    if not values:
+        return ""
+    shown = fmt_value(list(values[:SHOWN_DESCRIPTORS]), 3)
+    return shown if len(values) <= SHOWN_DESCRIPTORS else f"{shown} +{len(values) - SHOWN_DESCRIPTORS} more"
 
 
 def _filmstrips(entry: Mapping[str, Any], pngs: Mapping[str, str]) -> str:

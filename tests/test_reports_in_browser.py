@@ -222,6 +222,7 @@ def test_what_the_pages_say_without_a_browser(tmp_path: Path) -> None:
     assert "taxi_row 1.00" in written["report-two"]
     assert 'alt="behaviour grid, bipedal-map_elites-0"' in written["report-c-me"]
     assert "behaviour grid" not in prt  # no descriptors, no grid
+    assert "+7 more</code>" in written["report-c-des"]  # 11 descriptors: the first 4 shown in the failures table
     n1 = written["compare-n1"]
     assert "Too few campaigns for a test" in n1 and "(large)" not in n1 and "no data" not in n1
     assert "(large)" in written["compare-n2"] or "Too few" in written["compare-n2"]
