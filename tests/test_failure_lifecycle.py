@@ -15,7 +15,7 @@ import grpc
 import pytest
 import sqlalchemy as sa
 import yaml
-from PIL import Image
+from PIL import Image, ImageSequence
 
 from cli.launcher import LocalSuite
 from common.generated.gauntlet.v1 import (
@@ -86,6 +86,11 @@ def test_every_failure_names_its_id_reason_and_replay_command(failed_campaign: t
     assert "first failure" in printed and failures[0]["test_case_id"] in printed
 
 
+def frames_in(path: Path) -> int:
+    with Image.open(path) as image:
+        return sum(1 for _ in ImageSequence.Iterator(image))
+
+
 def report_html(printed: str) -> str:
     found = re.search(r"^report: (\S+\.html)$", printed, re.M)
     assert found, printed
@@ -103,14 +108,13 @@ def test_replay_reproduces_the_verdict_and_writes_an_animation(
     assert "same verdict" in out.stdout
     assert f"episode seed {failure['episode_seed']}" in out.stdout
     assert f"replayed fail: {failure['reason']}" in out.stdout
+    assert frames_in(gif) > 10
     with Image.open(gif) as image:
-        assert image.n_frames > 10
         assert image.size[0] >= 100
     webp = tmp_path / "failure.webp"
     out = gauntlet(suite, "replay", campaign_id, failure["test_case_id"], "--render", str(webp), "--max-frames", "12")
     assert out.returncode == 0, out.stdout + out.stderr
-    with Image.open(webp) as image:
-        assert 6 <= image.n_frames <= 12  # the frame limit thins the episode, it does not cut its end
+    assert 6 <= frames_in(webp) <= 12  # the frame limit thins the episode, it does not cut its end
 
 
 def test_replay_says_when_the_verdict_differs(suite: LocalSuite, failed_campaign: tuple[str, str, dict]) -> None:
@@ -275,5 +279,4 @@ def test_replay_of_a_highway_env_parking_failure_writes_its_animation(suite: Loc
     out = gauntlet(suite, "replay", "lifecycle-parking-1", found.group(1), "--render", str(gif))
     assert out.returncode == 0, out.stdout + out.stderr
     assert "same verdict" in out.stdout and f"replayed fail: {found.group(2)}" in out.stdout
-    with Image.open(gif) as image:
-        assert image.n_frames > 10
+    assert frames_in(gif) > 10
