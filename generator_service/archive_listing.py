@@ -7,7 +7,7 @@ rebuilds the very archive the campaign ended with, for a finished, cancelled or 
 
 Images are not stored either (a row per execution would grow by ~50 KB): a member's images are rendered again by
 running its stored test case through the simulator with the campaign's subject, model, translator and seed. Image
-subjects are deterministic (tests/test_designate_e2e.py: the same pose gives the same images and verdict), so
+subjects are deterministic (tests/system/test_designate_e2e.py: the same pose gives the same images and verdict), so
 these are the images the campaign judged.
 """
 

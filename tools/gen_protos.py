@@ -63,7 +63,7 @@ def generate(out_root: Path) -> None:
 
 def generate_typescript() -> None:
     """The TypeScript/JavaScript client (clients/typescript/gen, buf.gen.yaml), when buf and protoc-gen-es are
-    installed; tests/test_contracts.py checks it is fresh."""
+    installed; tests/project/test_contracts.py checks it is fresh."""
     buf = ROOT / ".tools" / "node_modules" / ".bin" / "buf"
     plugin = ROOT / "clients" / "typescript" / "node_modules" / ".bin" / "protoc-gen-es"
     if not (buf.exists() and plugin.exists()):

@@ -17,7 +17,7 @@ holds the state replayed to (a checkpoint), since a search comes back to a state
 its descendants: those restores replay only the actions after the checkpoint. Going back to a state that does not
 extend the checkpoint power-cycles the emulator and skips the start screen again, which gives the level start bit for
 bit, then replays the whole history. The emulator is deterministic, so a restored state is bit for bit the same
-(tests/test_mario.py checks it through the simulator's sessions).
+(tests/subjects/test_mario.py checks it through the simulator's sessions).
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ walls) with three differences, all through subclassing, none by patching the pac
   between each other and lane look-ups) and the ego at (x, y) with its heading, at rest. Without a
   scene the env behaves as ParkingEnv does (random goal, ego at the origin).
 * **Observation.** `NumpyKinematicsGoalObservation` returns exactly what highway-env's
-  KinematicsGoalObservation returns (checked value for value in tests/test_parking.py), without
+  KinematicsGoalObservation returns (checked value for value in tests/subjects/test_parking.py), without
   building two pandas DataFrames per call; ParkingEnv observes 4 times per step (observation,
   reward, termination, info), so this is most of the step's cost. Measured on this project's
   2-core machine (`python -m subjects.parking.env`: random actions, 19 parked cars, env

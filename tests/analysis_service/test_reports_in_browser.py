@@ -1,0 +1,272 @@
+"""The HTML reports as a reader meets them: rendered from hand-made executions (a CartPole-like campaign, an integer
+subject, MAP-Elites with its behaviour grid, DESIGNATE's archive, comparisons with n = 1 and n = 2 and one with
+hundreds of descriptors) and opened in headless Chromium at a 1,280 px viewport (tests/browser.py): no error, nothing
+wider than the viewport, every image loads, every metric shown is in the page's glossary. The screenshots stay in the
+test's tmp folder (pytest's basetemp) for a person to look at."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from analysis_service.comparison import build_comparison, render_comparison_html
+from analysis_service.designate_archive_report import ArchiveView, Rendered
+from analysis_service.metrics import ExecutionRecord
+from analysis_service.report import build_report, render_html
+from tests.browser import assert_readable, chromium, inspect
+
+pytestmark = pytest.mark.timeout(600)
+
+
+def cartpole(seed: int, n: int = 120) -> list[ExecutionRecord]:
+    """Failures only where x < -0.8 (PRT's boundary): the input view must pick x."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(1, n + 1):
+        values: dict[str, object] = {
+            k: float(v) for k, v in zip(("x_dot", "theta", "x", "theta_dot"), rng.uniform(-1, 1, 4))
+        }
+        x = float(values["x"])  # type: ignore[arg-type]
+        fail = x < -0.8
+        verdict = "invalid" if i % 17 == 0 else "fail" if fail else "pass"
+        margin = x + 0.8
+        out.append(
+            ExecutionRecord(
+                i,
+                values,
+                verdict,
+                margin,
+                200,
+                float(200 * (1 + margin)),
+                0.05 * i,
+                test_case_id=f"t{i:07d}",
+                reason="cart left the track at step 42" if fail else "",
+                episode_seed=1000 + i,
+            )
+        )
+    return out
+
+
+def taxi(n: int = 80) -> list[ExecutionRecord]:
+    """An integer subject: failures where the taxi starts in row 4."""
+    rng = np.random.default_rng(3)
+    out = []
+    for i in range(1, n + 1):
+        values: dict[str, object] = {
+            k: int(v) for k, v in zip(("taxi_col", "taxi_row", "passenger", "destination"), rng.integers(0, 5, 4))
+        }
+        fail = values["taxi_row"] == 4
+        out.append(ExecutionRecord(i, values, "fail" if fail else "pass", -1.0 if fail else 1.0, 30, 5.0, 0.1 * i))
+    return out
+
+
+def map_elites(seed: int, n: int = 150, descriptors: int = 2) -> list[ExecutionRecord]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(1, n + 1):
+        values: dict[str, object] = {f"p{j}": float(v) for j, v in enumerate(rng.uniform(-1, 1, 3))}
+        d = tuple(float(v) for v in rng.uniform(0, 1, descriptors))
+        fail = d[0] > 0.7 and d[1] > 0.5
+        out.append(ExecutionRecord(i, values, "fail" if fail else "pass", 0.5 - d[0], 100, 10.0, 0.02 * i, d))
+    return out
+
+
+def image_records(seed: int) -> list[ExecutionRecord]:
+    """Executions as the iou_car oracle stores them: 7 scalars, then a 4-value feature vector."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(1, 31):
+        accuracy = float(rng.uniform(0, 1))
+        scalars = (accuracy, 0.5, 0.5, 0.1, 0.1, 1.0, 1.0)
+        values: dict[str, object] = {"cam_yaw": float(rng.uniform(-30, 30)), "weather": int(rng.integers(0, 4))}
+        verdict = "fail" if accuracy < 0.3 else "pass"
+        features = tuple(float(v) for v in rng.normal(size=4))
+        out.append(ExecutionRecord(i, values, verdict, accuracy, 1, 0.0, 0.1 * i, scalars + features))
+    return out
+
+
+def archive(records: list[ExecutionRecord]) -> ArchiveView:
+    rng = np.random.default_rng(5)
+    members = [r for r in records if r.verdict == "fail"][:4]
+    shown = [
+        Rendered(
+            r.index,
+            r.margin,
+            rng.integers(0, 256, size=(24, 48, 3), dtype=np.uint8),
+            rng.integers(0, 6, size=(24, 48), dtype=np.uint8),
+            rng.integers(0, 6, size=(24, 48), dtype=np.uint8),
+            rng.normal(size=4),
+        )
+        for r in members
+    ]
+    return ArchiveView(
+        "archive",
+        {"variant": "designate", "t_relevance": None, "t_diversity": 5.0, "t_diversity_source": "parameter"},
+        [r.index for r in members],
+        [r.margin for r in members],
+        [np.asarray(r.descriptors[7:]) for r in members],
+        "features",
+        len(members),
+        len(records),
+        shown,
+    )
+
+
+def info(cid: str, strategy: str, subject: str, seed: int = 0) -> dict:
+    return {
+        "campaign_id": cid,
+        "name": f"{subject}-{strategy}-{seed}",
+        "subject": subject,
+        "model": f"{subject}-ppo",
+        "strategy": strategy,
+        "seed": seed,
+        "state": "finished",
+        "stop_reason": "budget",
+        "budget": {"executions": 120},
+    }
+
+
+def write(folder: Path, name: str, page: str) -> Path:
+    path = folder / f"{name}.html"
+    path.write_text(page, encoding="utf-8")
+    return path
+
+
+def pages(folder: Path) -> list[Path]:
+    """Every report kind, written into `folder`."""
+    out = []
+    single = [(info("c-prt", "prt", "cartpole"), cartpole(1))]
+    report = build_report(single)
+    out.append(write(folder, "report-c-prt", render_html(report, {"c-prt": single[0][1]})))
+    both = [single[0], (info("c-taxi", "random", "taxi"), taxi())]
+    report = build_report(both)
+    out.append(write(folder, "report-two", render_html(report, {i["campaign_id"]: r for i, r in both})))
+    me = [(info("c-me", "map_elites", "bipedal"), map_elites(2))]
+    out.append(write(folder, "report-c-me", render_html(build_report(me), {"c-me": me[0][1]})))
+    images = image_records(4)
+    view = archive(images)
+    des = [(info("c-des", "designate", "urban"), images)]
+    out.append(
+        write(
+            folder, "report-c-des", render_html(build_report(des, {"c-des": view}), {"c-des": images}, {"c-des": view})
+        )
+    )
+    runs = [
+        (info(f"c-{s}-{k}", s, "cartpole", k), cartpole(10 * k + len(s))) for s in ("random", "prt") for k in (0, 1)
+    ]
+    out.append(write(folder, "compare-n2", render_comparison_html(build_comparison(runs))))
+    out.append(write(folder, "compare-n1", render_comparison_html(build_comparison(runs[1:3]))))
+    wide = [
+        (info(f"c-u{k}", s, "urban", k), map_elites(k, 40, descriptors=391))
+        for k, s in enumerate(("random", "designate"))
+    ]
+    out.append(write(folder, "compare-urban", render_comparison_html(build_comparison(wide))))
+    return out
+
+
+PHONE = 500  # a narrow (phone-like) viewport: headless Chromium lays out no narrower than 500 px
+PHONE_PAGES = ("report-two", "compare-n2")
+
+
+def test_reports_pass_the_browser_check(tmp_path: Path) -> None:
+    chromium()  # skips (or fails under GAUNTLET_REQUIRE_CHROMIUM=1) before any rendering
+    failures = []
+    for page in pages(tmp_path):
+        result = inspect(page, tmp_path / "screenshots", tmp_path)
+        assert result["terms"], f"{page.name} marks no metric for its glossary"
+        try:
+            assert_readable(result, page.name)
+        except AssertionError as err:
+            failures.append(str(err))
+        assert Path(result["screenshot"]).stat().st_size > 1000
+        if page.stem in PHONE_PAGES:  # and on a phone: tables scroll inside the page, plots shrink
+            phone = inspect(page, tmp_path / "screenshots", tmp_path, width=PHONE)
+            try:
+                assert_readable(phone, f"{page.name} at {PHONE} px", width=PHONE)
+            except AssertionError as err:
+                failures.append(str(err))
+    assert not failures, "\n".join(failures)
+
+
+def test_the_check_sees_a_wide_table_a_broken_image_and_an_undefined_metric(tmp_path: Path) -> None:
+    """The check itself can fail: a page with each defect is caught."""
+    chromium()
+    page = write(
+        tmp_path,
+        "bad",
+        '<!DOCTYPE html><html><head><meta charset="utf-8"><title>bad</title></head><body>'
+        '<table><tr><td style="min-width:2000px">wide</td></tr></table>'
+        '<img alt="missing" src="does-not-exist.png">'
+        '<span data-term="k">k</span><script>console.error("boom")</script></body></html>',
+    )
+    result = inspect(page, tmp_path / "screenshots", tmp_path)
+    assert any("td" in w for w in result["wide"]), result
+    assert result["broken_images"] == ["missing"], result
+    assert result["undefined_terms"] == ["k"], result
+    assert any("boom" in e for e in result["errors"]) and any("does-not-exist" in e for e in result["errors"]), result
+
+
+def test_what_the_pages_say_without_a_browser(tmp_path: Path) -> None:
+    """The content the browser check cannot judge: the input view picks the parameter failures depend on (x for the
+    CartPole-like campaign, taxi_row for the integer one), MAP-Elites gets its behaviour grid, n = 1 gets a warning
+    instead of a test, hundreds of descriptor ranges fold away, the summary has a row per metric, inputs are rounded."""
+    written = {p.stem: p.read_text(encoding="utf-8") for p in pages(tmp_path)}
+    prt = written["report-c-prt"]
+    assert '<meta name="viewport"' in prt and 'id="glossary"' in prt
+    assert 'by <abbr data-term="separation"' in prt and "separation</abbr>: x 1.00" in prt
+    assert '<tr><th><abbr data-term="failures"' in prt  # metrics are rows
+    assert "0.12345678" not in prt and not re.search(r"\d\.\d{6,}", prt.split("<img")[0])
+    assert "taxi_row 1.00" in written["report-two"]
+    assert 'alt="behaviour grid, bipedal-map_elites-0"' in written["report-c-me"]
+    assert "behaviour grid" not in prt  # no descriptors, no grid
+    assert "+7 more</code>" in written["report-c-des"]  # 11 descriptors: the first 4 shown in the failures table
+    n1 = written["compare-n1"]
+    assert "Too few campaigns for a test" in n1 and "(large)" not in n1 and "no data" not in n1
+    assert "(large)" in written["compare-n2"] or "Too few" in written["compare-n2"]
+    urban = written["compare-urban"]
+    assert "<summary>391 ranges</summary>" in urban
+    assert 'href="report-c-u0.html"' in urban
+
+
+SITE_PAGES = ("index.html", "guide/campaigns/index.html", "strategies/index.html", "subjects/urban/index.html")
+EXTERNAL_ASSET = re.compile(r"<(?:script|link|img|iframe|source)\b[^>]*\b(?:src|href)=\"(?:https?:)?//", re.IGNORECASE)
+
+
+def test_docs_site_has_no_external_asset_and_passes_the_browser_check(tmp_path: Path) -> None:
+    """The built MkDocs site loads nothing from outside (mkdocs.yml turns off the theme's highlight.js CDN) and a
+    sample of its pages, served over loopback HTTP, passes the same check as the reports."""
+    import functools
+    import http.server
+    import subprocess
+    import sys
+    import threading
+
+    root = Path(__file__).resolve().parents[2]
+    site = tmp_path / "site"
+    built = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(site)],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert built.returncode == 0, built.stderr
+    outside = [str(p.relative_to(site)) for p in site.rglob("*.html") if EXTERNAL_ASSET.search(p.read_text("utf-8"))]
+    assert not outside, f"pages that load an asset from another host: {outside[:10]}"
+    chromium()
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(site))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        base = f"http://127.0.0.1:{server.server_address[1]}"
+        for name in SITE_PAGES:
+            result = inspect(site / name, tmp_path / "screenshots", tmp_path, served=(base, site))
+            result["undefined_terms"] = []  # the site marks no report metrics
+            assert_readable(result, name)
+    finally:
+        server.shutdown()
+        server.server_close()

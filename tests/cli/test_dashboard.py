@@ -1,0 +1,111 @@
+"""`gauntlet dashboard` against a running suite: it starts, a campaign runs, and headless Chromium shows the campaign
+live (executions and failures rising between two looks) and lists its failures with their replay commands."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import grpc
+import pytest
+
+from cli.launcher import LocalSuite
+from common.generated.gauntlet.v1 import generator_pb2, generator_pb2_grpc
+from common.server import client_channel
+from generator_service.config import CampaignConfig
+from tests.browser import FLAGS, VIEWPORT, chromium
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.timeout(600)
+
+
+def dom(binary: str, url: str, profile: Path) -> str:
+    cmd = [binary, *FLAGS, f"--user-data-dir={profile}", f"--window-size={VIEWPORT[0]},{VIEWPORT[1]}"]
+    done = subprocess.run(
+        [*cmd, "--virtual-time-budget=3000", "--dump-dom", url], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+def shown(page: str, campaign_id: str) -> tuple[int, int]:
+    """(executions, failures) in the campaign's row of the dashboard's table."""
+    row = re.search(rf'<tr class="pick[^"]*" data-id="{re.escape(campaign_id)}">(.*?)</tr>', page, re.DOTALL)
+    assert row is not None, page[-3000:]
+    executions = re.search(r'class="num executions">(\d+)', row.group(1))
+    failures = re.search(r'class="num failures">(\d+)', row.group(1))
+    assert executions and failures, row.group(1)
+    return int(executions.group(1)), int(failures.group(1))
+
+
+def test_dashboard_shows_a_running_campaign_live(suite: LocalSuite, tmp_path: Path) -> None:
+    binary = chromium()
+    assert binary is not None
+    server = subprocess.Popen(
+        [sys.executable, "-m", "cli.main", "dashboard", "--generator", suite.endpoint("generator"), "--port", "0"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        line = server.stdout.readline()
+        found = re.search(r"http://127\.0\.0\.1:\d+/", line)
+        assert found, line + (server.stderr.read() if server.poll() is not None and server.stderr else "")
+        url = found.group(0)
+        gen = generator_pb2_grpc.GeneratorServiceStub(client_channel(suite.endpoint("generator")))
+        config = CampaignConfig.model_validate(
+            {
+                "name": "dashboard-live",
+                "subject": "cartpole",
+                "model": "cartpole-ppo-seed1",  # a weak agent: failures come early
+                "strategy": "random",
+                "seed": 3,
+                "budget": {"max_executions": 400},
+                "batch_size": 8,
+                "parallelism": 8,
+            }
+        )
+        started = gen.StartCampaign(generator_pb2.StartCampaignRequest(spec=config.to_proto()), timeout=120)
+        cid = started.status.campaign_id
+        looks = []
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            page = dom(binary, url, tmp_path / "profile")
+            assert '<p id="errors" class="fail"></p>' in page, page[-2000:]
+            looks.append(shown(page, cid))
+            if len(looks) >= 2 and looks[-1][0] > looks[0][0] and looks[-1][1] > looks[0][1]:
+                break
+        assert len(looks) >= 2 and looks[-1][0] > looks[0][0] and looks[-1][1] > looks[0][1], looks
+        # the failures, each with its replay command, and the curve
+        assert f"gauntlet replay {cid} t" in page and 'id="curve"' in page
+        detail = json.loads(urllib.request.urlopen(f"{url}api/campaign?id={cid}", timeout=60).read())
+        assert detail["failures_total"] >= looks[-1][1] and detail["curve"][-1][1] == detail["failures_total"]
+        shot = tmp_path / "screenshots" / "dashboard.png"
+        shot.parent.mkdir()
+        subprocess.run(
+            [
+                binary,
+                *FLAGS,
+                f"--user-data-dir={tmp_path / 'profile'}",
+                f"--window-size={VIEWPORT[0]},{VIEWPORT[1]}",
+                "--virtual-time-budget=3000",
+                f"--screenshot={shot}",
+                url,
+            ],
+            capture_output=True,
+            timeout=120,
+            check=True,
+        )
+        with contextlib.suppress(grpc.RpcError):  # stop it early (one that already completed cannot be cancelled)
+            gen.CancelCampaign(generator_pb2.CancelCampaignRequest(campaign_id=cid), timeout=60)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)

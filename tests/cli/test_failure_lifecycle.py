@@ -1,0 +1,282 @@
+"""From a failure to a fix (issue 32): every failure names its id, reason and replay command in the CLI, the HTML
+and the JSON; `gauntlet replay` runs a stored execution again with its episode seeds, says whether the verdict is the
+same (exit 1 when not) and writes the episode as an animation through the simulator's RenderEpisode."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import grpc
+import pytest
+import sqlalchemy as sa
+import yaml
+from PIL import Image, ImageSequence
+
+from cli.launcher import LocalSuite
+from common.generated.gauntlet.v1 import (
+    common_pb2,
+    generator_pb2,
+    generator_pb2_grpc,
+    oracle_pb2,
+    oracle_pb2_grpc,
+    simulator_pb2,
+    simulator_pb2_grpc,
+)
+from common.seeding import episode_seed
+
+ROOT = Path(__file__).resolve().parents[2]
+CAMPAIGN = """campaign:
+  name: lifecycle-cartpole
+  subject: cartpole
+  model: cartpole-ppo
+  strategy: random
+  seed: 7
+  budget: {max_executions: 20}
+  batch_size: 10
+  parallelism: 10
+"""
+
+
+def gauntlet(suite: LocalSuite, *args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    endpoints = ("--generator", suite.endpoint("generator"), "--analysis", suite.endpoint("analysis"))
+    return subprocess.run(
+        [sys.executable, "-m", "cli.main", *args, *endpoints],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+
+
+@pytest.fixture(scope="module")
+def failed_campaign(suite: LocalSuite, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str, dict]:
+    """A stored CartPole campaign with a failure: (campaign id, `gauntlet run` output, its JSON report)."""
+    folder = tmp_path_factory.mktemp("lifecycle")
+    (folder / "c.yaml").write_text(CAMPAIGN)
+    out = gauntlet(suite, "run", str(folder / "c.yaml"), "--id", "lifecycle-1")
+    assert out.returncode == 0, out.stdout + out.stderr
+    json_path = re.search(r"^\s+(\S+report-lifecycle-1\.json)$", out.stdout, re.M)
+    assert json_path, out.stdout
+    return "lifecycle-1", out.stdout, json.loads(Path(json_path.group(1)).read_text())
+
+
+def test_every_failure_names_its_id_reason_and_replay_command(failed_campaign: tuple[str, str, dict]) -> None:
+    campaign_id, printed, report = failed_campaign
+    failures = report["campaigns"][0]["failures"]
+    assert failures, "the demo campaign's seed gives a failure"
+    for f in failures:
+        assert re.fullmatch(r"t\d{7}", f["test_case_id"])
+        assert f["reason"], "the oracle's reason travels into the JSON"
+        assert f["replay"] == f"gauntlet replay {campaign_id} {f['test_case_id']}"
+        assert f["episode_seed"] == episode_seed(7, f["test_case_id"], 0)
+        # the CLI line: "failure t0000002: pole angle left its limit at step 22", then the replay command
+        assert f"failure {f['test_case_id']}: {f['reason']}" in printed
+        assert f"gauntlet replay {campaign_id} {f['test_case_id']}" in printed
+    html = Path(str(report_html(printed))).read_text()
+    for f in failures:
+        assert f"<code>{f['test_case_id']}</code>" in html
+        assert f["reason"] in html
+        assert f"gauntlet replay {campaign_id} {f['test_case_id']}" in html
+    assert "first failure" in printed and failures[0]["test_case_id"] in printed
+
+
+def frames_in(path: Path) -> int:
+    with Image.open(path) as image:
+        return sum(1 for _ in ImageSequence.Iterator(image))
+
+
+def report_html(printed: str) -> str:
+    found = re.search(r"^report: (\S+\.html)$", printed, re.M)
+    assert found, printed
+    return found.group(1)
+
+
+def test_replay_reproduces_the_verdict_and_writes_an_animation(
+    suite: LocalSuite, failed_campaign: tuple[str, str, dict], tmp_path: Path
+) -> None:
+    campaign_id, _, report = failed_campaign
+    failure = report["campaigns"][0]["failures"][0]
+    gif = tmp_path / "failure.gif"
+    out = gauntlet(suite, "replay", campaign_id, failure["test_case_id"], "--render", str(gif))
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "same verdict" in out.stdout
+    assert f"episode seed {failure['episode_seed']}" in out.stdout
+    assert f"replayed fail: {failure['reason']}" in out.stdout
+    assert frames_in(gif) > 10
+    with Image.open(gif) as image:
+        assert image.size[0] >= 100
+    webp = tmp_path / "failure.webp"
+    out = gauntlet(suite, "replay", campaign_id, failure["test_case_id"], "--render", str(webp), "--max-frames", "12")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert 6 <= frames_in(webp) <= 12  # the frame limit thins the episode, it does not cut its end
+
+
+def test_replay_says_when_the_verdict_differs(suite: LocalSuite, failed_campaign: tuple[str, str, dict]) -> None:
+    campaign_id, _, report = failed_campaign
+    failing = {f["test_case_id"] for f in report["campaigns"][0]["failures"]}
+    passing = next(f"t{i:07d}" for i in range(1, 21) if f"t{i:07d}" not in failing)
+    out = gauntlet(suite, "replay", campaign_id, passing)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "replayed pass" in out.stdout and "same verdict" in out.stdout
+    # the store says it failed: the replay must notice, exit 1 and say so (the row is put back afterwards)
+    set_verdict(suite, campaign_id, passing, "fail")
+    try:
+        out = gauntlet(suite, "replay", campaign_id, passing)
+    finally:
+        set_verdict(suite, campaign_id, passing, "pass")
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "the verdict differs" in out.stdout
+    assert "gave pass, the campaign stored fail" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def set_verdict(suite: LocalSuite, campaign_id: str, test_case_id: str, verdict: str) -> None:
+    engine = sa.create_engine(suite.store_url)
+    with engine.begin() as conn:
+        conn.execute(
+            sa.text("UPDATE executions SET verdict = :v WHERE campaign_id = :c AND test_case_id = :t"),
+            {"v": verdict, "c": campaign_id, "t": test_case_id},
+        )
+    engine.dispose()
+
+
+def test_replay_of_an_unknown_id_names_stored_ones(suite: LocalSuite, failed_campaign: tuple[str, str, dict]) -> None:
+    campaign_id, _, _ = failed_campaign
+    out = gauntlet(suite, "replay", campaign_id, "t9999999")
+    assert out.returncode == 2
+    assert "has no execution 't9999999'" in out.stderr and "t0000001" in out.stderr
+    out = gauntlet(suite, "replay", campaign_id, "t0000001", "--render", "x.mp4")
+    assert out.returncode == 2 and ".gif or .webp" in out.stderr
+
+
+def test_export_keeps_the_failures_as_a_regression_campaign(
+    suite: LocalSuite, failed_campaign: tuple[str, str, dict], tmp_path: Path
+) -> None:
+    campaign_id, _, report = failed_campaign
+    failures = report["campaigns"][0]["failures"]
+    regression = tmp_path / "reg.yaml"
+    out = gauntlet(suite, "export", campaign_id, "--failures", "--out", str(regression))
+    assert out.returncode == 0, out.stdout + out.stderr
+    data = yaml.safe_load(regression.read_text())["campaign"]
+    assert data["strategy"] == "replay" and data["model"] == "cartpole-ppo"
+    cases = data["strategy_params"]["cases"]
+    assert [c["id"] for c in cases] == [f["test_case_id"] for f in failures]
+    assert [c["episode_seed"] for c in cases] == [f["episode_seed"] for f in failures]
+    # against the same model every input fails again, under its own seed: exit 1 naming the original ids
+    out = gauntlet(suite, "run", str(regression), "--id", "lifecycle-regression-1")
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert f"{len(cases)} of {len(cases)} inputs still fail" in out.stderr
+    for f in failures:
+        assert f"{f['test_case_id']} ({f['reason']})" in out.stderr
+    # another CartPole agent of the zoo passes these inputs: exit 0
+    out = gauntlet(
+        suite, "export", campaign_id, "--failures", "--out", str(regression), "--model", "cartpole-ppo-seed1"
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    out = gauntlet(suite, "run", str(regression), "--id", "lifecycle-regression-2")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert f"regression: all {len(cases)} inputs pass" in out.stdout
+    # an edited seed is refused before anything runs, naming the case
+    text = regression.read_text().replace(f"episode_seed: {cases[0]['episode_seed']}", "episode_seed: 1")
+    regression.write_text(text)
+    out = gauntlet(suite, "run", str(regression), "--id", "lifecycle-regression-3")
+    assert out.returncode == 2 and f"case {cases[0]['id']}: episode_seed 1" in out.stderr
+
+
+def test_shrunk_failures_still_fail_under_their_seed_and_are_no_farther_from_nominal(
+    suite: LocalSuite, failed_campaign: tuple[str, str, dict]
+) -> None:
+    campaign_id, _, report = failed_campaign
+    generator = generator_pb2_grpc.GeneratorServiceStub(grpc.insecure_channel(suite.endpoint("generator")))
+    simulator = simulator_pb2_grpc.SimulatorServiceStub(grpc.insecure_channel(suite.endpoint("simulator")))
+    oracle = oracle_pb2_grpc.OracleServiceStub(grpc.insecure_channel(suite.endpoint("oracle")))
+    failures = report["campaigns"][0]["failures"]
+    for f in failures:
+        request = generator_pb2.ShrinkExecutionRequest(campaign_id=campaign_id, test_case_id=f["test_case_id"])
+        s = generator.ShrinkExecution(request, timeout=600)
+        assert s.original.test_case.id == f["test_case_id"]
+        assert s.shrunk.verdict == oracle_pb2.VERDICT_KIND_FAIL
+        assert s.shrunk_distance <= s.original_distance + 1e-12
+        assert 0 < s.executions <= 60
+        assert set(s.moved) <= set(s.nominal)
+        origin = s.shrunk.test_case.seed_origin
+        assert (origin.campaign_seed, origin.test_case_id) == (7, f["test_case_id"])
+        # independently: the shrunk input fails when the simulator runs it (any request seed: its origin decides)
+        signals = next(
+            o.required_signals
+            for o in oracle.ListOracles(oracle_pb2.ListOraclesRequest()).oracles
+            if o.name == "cartpole_balance"
+        )
+        run = simulator_pb2.RunEpisodesRequest(
+            request_id=f"check/{f['test_case_id']}",
+            subject="cartpole",
+            seed=12345,
+            repetitions=1,
+            trace=common_pb2.TraceSpec(signals=list(signals)),
+            test_cases=[s.shrunk.test_case],
+        )
+        run.model.name = "cartpole-ppo"
+        episodes = [r.result for r in simulator.RunEpisodes(run, timeout=120)]
+        assert episodes[0].seed == f["episode_seed"]
+        verdict = oracle.Evaluate(oracle_pb2.EvaluateRequest(oracle="cartpole_balance", episodes=episodes)).verdicts[0]
+        assert verdict.verdict == oracle_pb2.VERDICT_KIND_FAIL and verdict.reason == s.shrunk.reason
+    # a passing execution is no failure to shrink
+    failing = {f["test_case_id"] for f in failures}
+    passing = next(f"t{i:07d}" for i in range(1, 21) if f"t{i:07d}" not in failing)
+    out = gauntlet(suite, "shrink", campaign_id, passing)
+    assert out.returncode == 2 and "only a failure can be shrunk" in out.stderr
+    out = gauntlet(suite, "shrink", campaign_id, "--first", "1")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert f"{failures[0]['test_case_id']}: {failures[0]['reason']}" in out.stdout
+    assert "shrunk    distance" in out.stdout and "still fails:" in out.stdout
+
+
+def test_the_report_shows_the_first_failures_as_filmstrips(
+    suite: LocalSuite, failed_campaign: tuple[str, str, dict]
+) -> None:
+    campaign_id, _, report = failed_campaign
+    out = gauntlet(suite, "report", campaign_id, "--filmstrips", "2")
+    assert out.returncode == 0, out.stdout + out.stderr
+    data = json.loads(Path(re.search(r"^\s+(\S+\.json)$", out.stdout, re.M).group(1)).read_text())  # type: ignore[union-attr]
+    strips = data["campaigns"][0]["filmstrips"]
+    first = report["campaigns"][0]["failures"][0]
+    assert strips[0]["test_case_id"] == first["test_case_id"] and strips[0]["reason"] == first["reason"]
+    assert strips[0]["frames"] > 1 and strips[0]["note"] == ""
+    html = Path(report_html(out.stdout)).read_text()
+    assert "First failures, replayed" in html
+    assert (
+        f'alt="frames of {first["test_case_id"]}, from the reset to the end of the episode" src="data:image/png' in html
+    )
+    out = gauntlet(suite, "report", campaign_id, "--filmstrips", "11")
+    assert out.returncode == 2 and "--filmstrips must be in [0, 10]" in out.stderr
+
+
+PARKING = """campaign:
+  name: lifecycle-parking
+  subject: parking
+  model: parking-her-sac
+  strategy: random
+  seed: 3
+  budget: {max_executions: 12}
+  batch_size: 12
+  parallelism: 12
+"""
+
+
+def test_replay_of_a_highway_env_parking_failure_writes_its_animation(suite: LocalSuite, tmp_path: Path) -> None:
+    (tmp_path / "p.yaml").write_text(PARKING)
+    out = gauntlet(suite, "run", str(tmp_path / "p.yaml"), "--id", "lifecycle-parking-1")
+    assert out.returncode == 0, out.stdout + out.stderr
+    found = re.search(r"failure (t\d{7}): (not parked[^\n]*)", out.stdout)
+    assert found, out.stdout
+    gif = tmp_path / "parking.gif"
+    out = gauntlet(suite, "replay", "lifecycle-parking-1", found.group(1), "--render", str(gif))
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "same verdict" in out.stdout and f"replayed fail: {found.group(2)}" in out.stdout
+    assert frames_in(gif) > 10
