@@ -133,8 +133,8 @@ class ModelRegistry:
 # MountainCar SAC at 2, 3, 79, 97, ...), and a walker turns such bits into another verdict. Every forward
 # pass therefore runs on a block of one of these row counts (the smallest that holds the batch, padded), at
 # which every bundled model gives each row the same bits at every row position and every rung (measured on
-# random inputs, kept by tests/agent_service/test_zoo.py): an input's action no longer depends on which other episodes are
-# alive. A batch over the top rung runs in blocks of it. The smaller rungs spare a lock-step group of 32
+# random inputs, kept by tests/agent_service/test_zoo.py): an input's action no longer depends on which other
+# episodes are alive. A batch over the top rung runs in blocks of it. The smaller rungs spare a lock-step group of 32
 # the compute of 128 rows.
 INFERENCE_BLOCKS = (16, 32, 64, 128)
 INFERENCE_ROWS = INFERENCE_BLOCKS[-1]

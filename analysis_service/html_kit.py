@@ -38,7 +38,8 @@ details summary{cursor:pointer;color:#444} nav.links{margin:.5rem 0}
 VIEWPORT = '<meta name="viewport" content="width=device-width, initial-scale=1">'
 
 # Every metric a page shows, explained once: key -> (name, what it is). A page marks a metric with `term` (a tooltip)
-# and ends with `glossary` over the keys it used; tests/analysis_service/test_reports_in_browser.py checks that none is left out.
+# and ends with `glossary` over the keys it used; tests/analysis_service/test_reports_in_browser.py checks that
+# none is left out.
 GLOSSARY: dict[str, tuple[str, str]] = {
     "executions": ("executions", "Test cases run and judged pass or fail. Invalid inputs are not executions."),
     "failures": ("failures", "Executions the oracle judged a failure (majority over the repetitions)."),
