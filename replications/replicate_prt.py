@@ -283,7 +283,7 @@ def table(
     paper = PAPER.get(source, {})
     paper_label = "paper" if source == args.subject else f"paper ({source})"
     inits = ([f"MAP-Elites init {args.me_init}"] if "map_elites" in results else []) + (
-        [f"fuzzer seeds {args.fuzz_init}"] if {"fuzzer", "mdpfuzz"} & set(results) else []
+        [f"fuzzer seeds {args.fuzz_init}"] if {"fuzzer", "mdpfuzz", "curefuzz"} & set(results) else []
     )
     counts = sorted({len(runs) for runs in results.values()})
     reps = f"{counts[0]} runs per strategy" if len(counts) == 1 else "runs per strategy as in the table"
