@@ -105,7 +105,8 @@ def cartpole_artifact(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 # Strategies whose inputs are action traces from a DFS reference artifact, not points of the parameter space:
-# their properties (suite sizes, well-formed traces, determinism) are tested in tests/generator_service/test_search_based.py and tests/system/test_search_based_e2e.py.
+# their properties (suite sizes, well-formed traces, determinism) are tested in
+# tests/generator_service/test_search_based.py and tests/system/test_search_based_e2e.py.
 TRACE_STRATEGIES = {"search_safety", "trace_fuzzing", "trace_performance"}
 
 
