@@ -36,6 +36,7 @@ from analysis_service.html_kit import (
 from analysis_service.metrics import ExecutionRecord, compute_metrics, cumulative_failures
 from analysis_service.performance_report import performance_section
 from analysis_service.report_files import write_files
+from analysis_service.shrinks import shrinks_section
 
 REPORT_VERSION = "1"
 MAX_FAILURES_LISTED = 50
@@ -171,6 +172,7 @@ def _campaign_entry(
         "diversity": diversity(records),
         "failures": [_failure_entry(r, campaign_id) for r in failing[:MAX_FAILURES_LISTED]],
         "failures_truncated": len(failing) > MAX_FAILURES_LISTED,
+        "shrinks": [],  # filled by the analysis service from the generator's ListShrinks (shrinks.py)
     }
     if archive is not None:  # DESIGNATE's archive, or an image campaign's relevant images
         entry["archive"] = archive_entry(archive, info)
@@ -590,6 +592,7 @@ def _campaign_section(
     parts.append("<h3>Failing inputs</h3>")
     parts.append(_failures_table(entry))
     parts.append(_filmstrips(entry, strips or {}))
+    parts.append(shrinks_section(entry.get("shrinks") or []))
     if archive is not None and "archive" in entry:
         parts.append(archive_section(entry["archive"], archive, title))
     parts.append("</section>")

@@ -29,6 +29,7 @@ from analysis_service.filmstrips import MAX_FILMSTRIPS, filmstrips
 from analysis_service.metrics import ExecutionRecord, compute_metrics
 from analysis_service.report import build_report, render_html, report_stem, write_report
 from analysis_service.report_files import folder_parts
+from analysis_service.shrinks import fetch_shrinks
 from common.credentials import ClientCredentials
 from common.errors import InvalidArgument, grpc_method
 from common.generated.gauntlet.v1 import analysis_pb2, analysis_pb2_grpc, common_pb2, generator_pb2, generator_pb2_grpc
@@ -111,6 +112,14 @@ class AnalysisServicer(analysis_pb2_grpc.AnalysisServiceServicer):
         }
         return info, records
 
+    def _shrinks(self, campaign_id: str) -> list[dict[str, Any]]:
+        """The campaign's stored shrinks, each beside its original failure (the generator's ListShrinks)."""
+        retry = Retry(budget_seconds=GENERATOR_RETRY_SECONDS, idempotent=True)
+        try:
+            return retry.call(lambda: fetch_shrinks(self.generator, campaign_id))
+        except grpc.RpcError as exc:
+            raise local_error(exc, "generator service") from None
+
     def _archive(self, info: dict[str, Any], records: list[ExecutionRecord]) -> ArchiveView | None:
         """The campaign's archive (ListArchive), else its relevant images when it ran on an image subject."""
         if not is_segmentation(records):  # no image subject: skip ListArchive (it would rebuild the strategy)
@@ -154,6 +163,8 @@ class AnalysisServicer(analysis_pb2_grpc.AnalysisServiceServicer):
                 f"failure_filmstrips={request.failure_filmstrips} is out of range [0, {MAX_FILMSTRIPS}]"
             )
         report = build_report([(info, records) for info, records in fetched], archives)
+        for entry in report["campaigns"]:
+            entry["shrinks"] = self._shrinks(str(entry["info"]["campaign_id"]))
         strips: dict[str, dict[str, str]] = {}
         for entry in report["campaigns"] if request.failure_filmstrips else ():
             cid = str(entry["info"]["campaign_id"])
@@ -199,6 +210,7 @@ class AnalysisServicer(analysis_pb2_grpc.AnalysisServiceServicer):
         for (info, records), view in zip(fetched, archives):
             cid = info["campaign_id"]
             one = build_report([(info, records)], {cid: view} if view is not None else None)
+            one["campaigns"][0]["shrinks"] = self._shrinks(cid)
             page = render_html(one, {cid: records}, {cid: view} if view is not None else None, links=back)
             self._write(one, page, out_dir, report_stem([cid]))
         return analysis_pb2.CompareResponse(

@@ -85,7 +85,8 @@ def add_run(sub: Subparsers) -> None:
         "--shrink",
         type=int,
         metavar="N",
-        help="when the campaign completed, shrink its first N distinct failures (see gauntlet shrink)",
+        help="shrink the first N distinct failures at the campaign's end (1..100; sets the file's shrink.first; "
+        "see gauntlet shrink)",
     )
     _suite_arguments(p)
     _handler(p, "cli.commands:cmd_run")

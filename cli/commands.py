@@ -31,8 +31,8 @@ from cli.endpoints import check_endpoint, reach
 from cli.errors import CampaignNotCompleted, UserError
 from cli.follow import LostCampaign, Pace, campaign_events, outcome, retrying
 from cli.launcher import LaunchError, LocalSuite, available_environments, environments_for
-from cli.regression import REPLAY_STRATEGY, check_regression, list_executions
-from cli.shrinking import failing_ids, shrink_and_print
+from cli.regression import REPLAY_STRATEGY, check_regression
+from cli.shrinking import print_stored_shrinks
 from cli.supervisor import RestartPolicy
 from common.credentials import ClientCredentials, CredentialError, client_credentials, store_url
 from common.generated.gauntlet.v1 import (
@@ -45,7 +45,7 @@ from common.generated.gauntlet.v1 import (
 )
 from common.remote import describe
 from common.server import client_channel
-from generator_service.config import CampaignConfig, explain
+from generator_service.config import MAX_SHRINK_FIRST, CampaignConfig, explain
 from generator_service.store import default_store_url
 
 console = Console()
@@ -373,10 +373,12 @@ def _summary(report: analysis_pb2.RenderReportResponse) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> None:
-    if args.shrink is not None and args.shrink < 1:
-        raise UserError(f"--shrink must be >= 1 (got {args.shrink})")
+    if args.shrink is not None and not 1 <= args.shrink <= MAX_SHRINK_FIRST:
+        raise UserError(f"--shrink must be in [1, {MAX_SHRINK_FIRST}] (got {args.shrink})")
     check_filmstrips(args.filmstrips)
     config, data = load_campaign_file(args.campaign)
+    if args.shrink:  # the flag is the campaign file's shrink.first (its max_executions, if any, stays)
+        config = config.model_copy(update={"shrink": config.shrink.model_copy(update={"first": args.shrink})})
     endpoints = data.get("endpoints") or {}
     origin = ""
     if endpoints and not args.generator:
@@ -395,9 +397,8 @@ def cmd_run(args: argparse.Namespace) -> None:
         )
         status = _watch(generator, started.campaign_id, config.budget.max_executions)
         _finish(status, _report(connection.analysis(), [started.campaign_id], args.report_dir, args.filmstrips))
-        if args.shrink:  # the first N distinct failures, each beside its minimal failing input
-            ids = failing_ids(_rpc(list_executions, generator, started.campaign_id), args.shrink)
-            _rpc(shrink_and_print, console, generator, started.campaign_id, ids, 60)
+        if config.shrink.first:  # shrunk by the generator at the campaign's end: each beside its original
+            _rpc(print_stored_shrinks, console, generator, started.campaign_id)
         if config.strategy == REPLAY_STRATEGY:  # a regression campaign: exit 1 naming the inputs that still fail
             total = len(config.strategy_params.get("cases") or [])
             console.print(_rpc(check_regression, generator, started.campaign_id, total))

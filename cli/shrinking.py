@@ -48,6 +48,18 @@ def shrink_and_print(
     return answers
 
 
+def print_stored_shrinks(
+    console: Console, generator: generator_pb2_grpc.GeneratorServiceStub, campaign_id: str
+) -> list[generator_pb2.ShrinkExecutionResponse]:
+    """Prints the campaign's stored shrinks (ListShrinks: those its `shrink` option made at its end)."""
+    answer = generator.ListShrinks(generator_pb2.ListShrinksRequest(campaign_id=campaign_id), timeout=60)
+    if not answer.shrinks:
+        console.print("shrink: no failure to shrink", highlight=False)
+    for s in answer.shrinks:
+        print_shrunk(console, s)
+    return list(answer.shrinks)
+
+
 def _values(e: generator_pb2.Execution) -> str:
     values = {k: value_from_proto(v) for k, v in sorted(e.test_case.values.items())}
     return ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in values.items())

@@ -27,6 +27,8 @@ from generator_service.pipeline.execute import Executor, Ran, ShardCrashed, Shar
 from generator_service.pipeline.judge import VERDICT_NAMES, Judge
 from generator_service.pipeline.plan import Batch, Planner, ReplayMismatch, rebuild_strategy, stored_batches
 from generator_service.pipeline.record import Recorder
+from generator_service.replay import Replayer
+from generator_service.shrink import distinct_failures, shrink_and_store
 from generator_service.simulators import SimulatorPool
 from generator_service.store import CampaignStore, Totals
 
@@ -144,6 +146,9 @@ class CampaignRunner:
         state, reason, error = "completed", "", ""
         try:
             reason = self._run()
+            if reason != "cancelled" and self.config.shrink.first:
+                self._shrink()
+                reason = "cancelled" if self.cancelled.is_set() else reason
             if reason == "cancelled" and self.shutting_down:
                 state, reason, error = "interrupted", "shutdown", SHUTDOWN_ERROR
             elif reason == "cancelled":
@@ -195,6 +200,29 @@ class CampaignRunner:
             if stop:
                 return stop
         return reason
+
+    def _shrink(self) -> None:
+        """The spec's `shrink` option: the first distinct failures shrunk and stored (ShrinkExecution's search),
+        before the campaign is completed. A cancel stops it between failures."""
+        replayer = Replayer(self.simulators, self.oracle)
+        space: ParameterSpace | None = None
+        for stored in distinct_failures(self.store.executions(self.id), self.config.shrink.first):
+            if self.cancelled.is_set():
+                return
+            if space is None:
+                space = replayer.context(self.config)[2]
+            self.publish("progress", f"shrinking {stored.test_case_id}")
+            row = shrink_and_store(
+                self.store, replayer, self.id, self.config, space, stored, self.config.shrink.max_executions
+            )
+            log.info(
+                "campaign %s: %s shrunk from distance %.4f to %.4f in %d executions",
+                self.id,
+                stored.test_case_id,
+                row.original_distance,
+                row.shrunk_distance,
+                row.executions,
+            )
 
     def _run_batch(self, batch: Batch, judge: Judge) -> str:
         """Executes, judges and records the cases of ``batch`` that are not stored yet, retrying failed shards with

@@ -74,6 +74,19 @@ class BudgetConfig(BaseModel):
         return self
 
 
+MAX_SHRINK_FIRST = 100
+
+
+class ShrinkConfig(BaseModel):
+    """Shrinking at the end of a campaign (generator_service/shrink.py): its first distinct failures."""
+
+    model_config = ConfigDict(extra="forbid")
+    first: int = Field(
+        0, ge=0, le=MAX_SHRINK_FIRST, description="distinct failures to shrink, in asking order (0 = none)"
+    )
+    max_executions: int = Field(60, ge=1, le=1000, description="executions each shrink may spend")
+
+
 class CampaignConfig(BaseModel):
     """One strategy against one subject under a budget."""
 
@@ -97,6 +110,7 @@ class CampaignConfig(BaseModel):
     )
     # image subjects: "" = the subject's own translator, "none" = no translator (DESIGNATE_NoGAN)
     observation_translator: Annotated[str, AfterValidator(_optional_identifier)] = ""
+    shrink: ShrinkConfig = ShrinkConfig(first=0, max_executions=60)
 
     def to_proto(self) -> generator_pb2.CampaignSpec:
         params = struct_pb2.Struct()
@@ -116,6 +130,9 @@ class CampaignConfig(BaseModel):
             keep_final_observations=self.keep_final_observations,
             observation_translator=self.observation_translator,
         )
+        if self.shrink.first:
+            spec.shrink.first = self.shrink.first
+            spec.shrink.max_executions = self.shrink.max_executions
         spec.model.name = self.model
         return spec
 
@@ -151,6 +168,7 @@ class CampaignConfig(BaseModel):
                 "oracle": spec.oracle,
                 "keep_final_observations": spec.keep_final_observations,
                 "observation_translator": spec.observation_translator,
+                "shrink": {"first": spec.shrink.first, "max_executions": spec.shrink.max_executions or 60},
             }
         )
 

@@ -53,8 +53,9 @@ from generator_service.protected import ProtectedPaths
 from generator_service.replay import MAX_FRAMES as MAX_REPLAY_FRAMES
 from generator_service.replay import Replayer, find_execution, rendered_repetition
 from generator_service.replay import summary as replay_summary
+from generator_service.shrink import DEFAULT_BUDGET as DEFAULT_SHRINK_BUDGET
 from generator_service.shrink import MAX_BUDGET as MAX_SHRINK_BUDGET
-from generator_service.shrink import Shrinker, nominal
+from generator_service.shrink import shrink_and_store
 from generator_service.simulators import SimulatorPool
 from generator_service.store import (
     CampaignExists,
@@ -63,6 +64,7 @@ from generator_service.store import (
     CorruptRow,
     ExecutionRow,
     Lease,
+    ShrinkRow,
     StaleOwner,
 )
 from generator_service.strategies import make_strategy, strategies
@@ -630,15 +632,21 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
             )
         replayer = Replayer(self.simulators, self.oracle)
         space = replayer.context(config)[2]
-        shrunk = Shrinker(replayer, row.id, config, space).shrink(stored, request.max_executions or 60)
-        return generator_pb2.ShrinkExecutionResponse(
-            original=_execution(shrunk.original),
-            shrunk=_execution(shrunk.best),
-            executions=shrunk.executions,
-            original_distance=shrunk.original_distance,
-            shrunk_distance=shrunk.shrunk_distance,
-            moved=shrunk.moved,
-            nominal=nominal(space),
+        budget = request.max_executions or DEFAULT_SHRINK_BUDGET
+        return _shrink_answer(stored, shrink_and_store(self.store, replayer, row.id, config, space, stored, budget))
+
+    @grpc_method
+    @store_errors
+    def ListShrinks(
+        self, request: generator_pb2.ListShrinksRequest, context: grpc.ServicerContext
+    ) -> generator_pb2.ListShrinksResponse:
+        row = self._row(request.campaign_id)
+        shrinks = self.store.shrinks(row.id)
+        if not shrinks:
+            return generator_pb2.ListShrinksResponse()
+        originals = {e.test_case_id: e for e in self.store.executions(row.id)}
+        return generator_pb2.ListShrinksResponse(
+            shrinks=[_shrink_answer(originals[s.test_case_id], s) for s in shrinks if s.test_case_id in originals]
         )
 
     @grpc_method
@@ -779,6 +787,19 @@ def _execution(e: ExecutionRow) -> generator_pb2.Execution:
         elapsed_seconds=e.elapsed_seconds,
         batch=e.batch,
         final_observation=e.final_observation,
+    )
+
+
+def _shrink_answer(original: ExecutionRow, s: ShrinkRow) -> generator_pb2.ShrinkExecutionResponse:
+    """A stored shrink as ShrinkExecution answers it."""
+    return generator_pb2.ShrinkExecutionResponse(
+        original=_execution(original),
+        shrunk=_execution(s.shrunk),
+        executions=s.executions,
+        original_distance=s.original_distance,
+        shrunk_distance=s.shrunk_distance,
+        moved=list(s.moved),
+        nominal=s.nominal,
     )
 
 

@@ -19,15 +19,16 @@ so the result still fails under its seed and is never farther from the nominal p
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from common.space import ParameterSpace, ParamValue
 from common.test_case import SeedOrigin, TestCase
 from generator_service.config import CampaignConfig
 from generator_service.replay import Replayer
-from generator_service.store import ExecutionRow
+from generator_service.store import CampaignStore, ExecutionRow, ShrinkRow
 
 FRACTIONS = tuple(i / 8 for i in range(1, 8))
 DEFAULT_BUDGET = 60
@@ -151,3 +152,41 @@ class Shrinker:
             if row.verdict == "fail":
                 return case, row
         return None
+
+
+def distinct_failures(rows: Iterable[ExecutionRow], first: int) -> list[ExecutionRow]:
+    """The first `first` failures in asking order, one per distinct input (as `gauntlet shrink --first` picks)."""
+    seen: set[str] = set()
+    out: list[ExecutionRow] = []
+    for row in sorted((r for r in rows if r.verdict == "fail"), key=lambda r: r.index):
+        key = json.dumps(row.values, sort_keys=True, default=str)
+        if key not in seen:
+            seen.add(key)
+            out.append(row)
+    return out[:first]
+
+
+def shrink_and_store(
+    store: CampaignStore,
+    replayer: Replayer,
+    campaign_id: str,
+    config: CampaignConfig,
+    space: ParameterSpace,
+    stored: ExecutionRow,
+    budget: int,
+) -> ShrinkRow:
+    """Shrinks one stored failure and stores the result (replacing an earlier shrink of it); the stored row."""
+    shrunk = Shrinker(replayer, campaign_id, config, space).shrink(stored, budget)
+    best = replace(shrunk.best, index=stored.index, batch=stored.batch)
+    row = ShrinkRow(
+        test_case_id=stored.test_case_id,
+        shrunk=best,
+        original_distance=shrunk.original_distance,
+        shrunk_distance=shrunk.shrunk_distance,
+        moved=tuple(shrunk.moved),
+        nominal=nominal(space),
+        executions=shrunk.executions,
+        max_executions=budget,
+    )
+    store.add_shrink(campaign_id, row)
+    return row

@@ -170,6 +170,34 @@ executions = sa.Table(
     sa.Index("ix_executions_batch", "campaign_id", "batch"),
 )
 
+# One row per shrunk failure (ShrinkExecution, or a campaign's `shrink` option at its end): the failure's id, the
+# minimal failing input found (its values, as they ran under the failure's own episode seeds, with its verdict and
+# reason), both distances from the nominal point, the parameters still moved and the executions the search spent.
+# Shrinking the same failure again replaces its row.
+shrinks = sa.Table(
+    "shrinks",
+    metadata,
+    sa.Column("campaign_id", sa.String(64), sa.ForeignKey("campaigns.id"), primary_key=True),
+    sa.Column("test_case_id", sa.String(64), primary_key=True),  # the original failure
+    # the candidate's id ("s0000012"), or the original's when nothing nearer failed
+    sa.Column("shrunk_test_case_id", sa.String(64), nullable=False),
+    sa.Column("values", JsonText(), nullable=False),
+    sa.Column("verdict", sa.String(8), nullable=False),
+    sa.Column("reason", sa.Text, nullable=False),
+    sa.Column("margin", sa.Float, nullable=False),
+    sa.Column("steps", sa.Integer, nullable=False),
+    sa.Column("total_reward", sa.Float, nullable=False),
+    sa.Column("repetitions", sa.Integer, nullable=False),
+    sa.Column("failed_repetitions", sa.Integer, nullable=False),
+    sa.Column("original_distance", sa.Float, nullable=False),
+    sa.Column("shrunk_distance", sa.Float, nullable=False),
+    sa.Column("moved", JsonText(), nullable=False),  # JSON list of parameter names
+    sa.Column("nominal", JsonText(), nullable=False),  # JSON object: parameter -> nominal value
+    sa.Column("executions", sa.Integer, nullable=False),
+    sa.Column("max_executions", sa.Integer, nullable=False),
+    sa.Column("created_at", sa.String(32), nullable=False),
+)
+
 
 @dataclass(frozen=True)
 class ExecutionRow:
@@ -634,6 +662,78 @@ class CampaignStore:
                         raise
                     corrupt.append(exc)
 
+    def add_shrink(self, campaign_id: str, row: ShrinkRow) -> None:
+        """Stores a shrink result, replacing an earlier one of the same failure (no lease: shrinking writes no
+        execution, and runs after the campaign's own work)."""
+        s = storable(row.shrunk)
+        values = dict(
+            campaign_id=campaign_id,
+            test_case_id=row.test_case_id,
+            shrunk_test_case_id=s.test_case_id,
+            values=json.dumps(s.values),
+            verdict=s.verdict,
+            reason=s.reason,
+            margin=s.margin,
+            steps=s.steps,
+            total_reward=s.total_reward,
+            repetitions=s.repetitions,
+            failed_repetitions=s.failed_repetitions,
+            original_distance=row.original_distance,
+            shrunk_distance=row.shrunk_distance,
+            moved=json.dumps(list(row.moved)),
+            nominal=json.dumps(row.nominal),
+            executions=row.executions,
+            max_executions=row.max_executions,
+            created_at=row.created_at or datetime.now(UTC).isoformat(timespec="seconds"),
+        )
+        with self.engine.begin() as conn:
+            conn.execute(
+                shrinks.delete().where(shrinks.c.campaign_id == campaign_id, shrinks.c.test_case_id == row.test_case_id)
+            )
+            conn.execute(shrinks.insert().values(**values))
+
+    def shrinks(self, campaign_id: str) -> list[ShrinkRow]:
+        """The campaign's stored shrinks, ordered by the original failure's id (its asking position)."""
+        query = shrinks.select().where(shrinks.c.campaign_id == campaign_id).order_by(shrinks.c.test_case_id)
+        out = []
+        with self.engine.connect() as conn:
+            for r in conn.execute(query).mappings():
+                try:
+                    values, moved, centre = json.loads(r["values"]), json.loads(r["moved"]), json.loads(r["nominal"])
+                except (TypeError, ValueError):
+                    raise CorruptRow(campaign_id, r["test_case_id"], "shrinks") from None
+                if not (isinstance(values, dict) and isinstance(moved, list) and isinstance(centre, dict)):
+                    raise CorruptRow(campaign_id, r["test_case_id"], "shrinks")
+                shrunk = ExecutionRow(
+                    r["shrunk_test_case_id"],
+                    0,
+                    0,
+                    values,
+                    r["verdict"],
+                    r["margin"],
+                    r["steps"],
+                    r["total_reward"],
+                    (),
+                    r["reason"],
+                    r["repetitions"],
+                    r["failed_repetitions"],
+                    0.0,
+                )
+                out.append(
+                    ShrinkRow(
+                        r["test_case_id"],
+                        shrunk,
+                        r["original_distance"],
+                        r["shrunk_distance"],
+                        tuple(str(m) for m in moved),
+                        {str(k): float(v) for k, v in centre.items()},
+                        r["executions"],
+                        r["max_executions"],
+                        r["created_at"],
+                    )
+                )
+        return out
+
     def corrupt_executions(self, campaign_id: str) -> list[CorruptRow]:
         """Every stored execution of the campaign that cannot be read (one pass over them)."""
         found: list[CorruptRow] = []
@@ -679,6 +779,21 @@ class CampaignStore:
             first_failure_index=int(row[4] or 0),
             first_failure_seconds=float(row[5] or 0.0),
         )
+
+
+@dataclass(frozen=True)
+class ShrinkRow:
+    """A stored shrink: the original failure's id and the minimal failing input found for it."""
+
+    test_case_id: str
+    shrunk: ExecutionRow  # as it ran; index and batch are the original's
+    original_distance: float
+    shrunk_distance: float
+    moved: tuple[str, ...]
+    nominal: dict[str, float]
+    executions: int
+    max_executions: int
+    created_at: str = ""
 
 
 def storable(row: ExecutionRow) -> ExecutionRow:

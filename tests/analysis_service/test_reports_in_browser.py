@@ -16,6 +16,8 @@ from analysis_service.comparison import build_comparison, render_comparison_html
 from analysis_service.designate_archive_report import ArchiveView, Rendered
 from analysis_service.metrics import ExecutionRecord
 from analysis_service.report import build_report, render_html
+from analysis_service.shrinks import shrink_entry
+from common.generated.gauntlet.v1 import generator_pb2
 from tests.browser import assert_readable, chromium, inspect
 
 pytestmark = pytest.mark.timeout(600)
@@ -47,6 +49,23 @@ def cartpole(seed: int, n: int = 120) -> list[ExecutionRecord]:
                 episode_seed=1000 + i,
             )
         )
+    return out
+
+
+def shrinks(records: list[ExecutionRecord], n: int = 2) -> list[dict]:
+    """Report entries of the first `n` failures, each shrunk halfway to the nominal point (0) but for x."""
+    out = []
+    for r in [r for r in records if r.verdict == "fail"][:n]:
+        answer = generator_pb2.ShrinkExecutionResponse(executions=23, nominal={k: 0.0 for k in r.values})
+        answer.original.test_case.id, answer.original.reason, answer.original.verdict = r.test_case_id, r.reason, 2
+        answer.shrunk.test_case.id, answer.shrunk.reason, answer.shrunk.verdict = "s0000009", "cart left at 40", 2
+        for k, v in r.values.items():
+            answer.original.test_case.values[k].real = float(v)  # type: ignore[arg-type]
+            answer.shrunk.test_case.values[k].real = float(v) if k == "x" else 0.0  # type: ignore[arg-type]
+        answer.moved.append("x")
+        answer.original_distance = sum(float(v) ** 2 for v in r.values.values()) ** 0.5 / 2  # type: ignore[arg-type]
+        answer.shrunk_distance = abs(float(r.values["x"])) / 2  # type: ignore[arg-type]
+        out.append(shrink_entry(answer, "c-prt"))
     return out
 
 
@@ -143,6 +162,7 @@ def pages(folder: Path) -> list[Path]:
     out.append(write(folder, "report-c-prt", render_html(report, {"c-prt": single[0][1]})))
     both = [single[0], (info("c-taxi", "random", "taxi"), taxi())]
     report = build_report(both)
+    report["campaigns"][0]["shrinks"] = shrinks(single[0][1])
     out.append(write(folder, "report-two", render_html(report, {i["campaign_id"]: r for i, r in both})))
     me = [(info("c-me", "map_elites", "bipedal"), map_elites(2))]
     out.append(write(folder, "report-c-me", render_html(build_report(me), {"c-me": me[0][1]})))
@@ -220,6 +240,9 @@ def test_what_the_pages_say_without_a_browser(tmp_path: Path) -> None:
     assert '<tr><th><abbr data-term="failures"' in prt  # metrics are rows
     assert "0.12345678" not in prt and not re.search(r"\d\.\d{6,}", prt.split("<img")[0])
     assert "taxi_row 1.00" in written["report-two"]
+    two = written["report-two"]  # its CartPole campaign's first two failures, each beside its shrunk input
+    assert two.count("<th>original t") == 2 and "shrunk in 23 executions" in two and "(moved)" in two
+    assert "Shrunk failures" not in prt  # none stored: no section
     assert 'alt="behaviour grid, bipedal-map_elites-0"' in written["report-c-me"]
     assert "behaviour grid" not in prt  # no descriptors, no grid
     assert "+7 more</code>" in written["report-c-des"]  # 11 descriptors: the first 4 shown in the failures table

@@ -237,6 +237,114 @@ def test_shrunk_failures_still_fail_under_their_seed_and_are_no_farther_from_nom
     assert "shrunk    distance" in out.stdout and "still fails:" in out.stdout
 
 
+def test_a_campaign_shrinks_its_failures_at_its_end_stores_them_and_reports_them_beside_the_originals(
+    suite: LocalSuite, tmp_path: Path
+) -> None:
+    """`gauntlet run --shrink 2` sets the spec's shrink.first (the file's shrink.max_executions stays): the generator
+    shrinks the first 2 distinct failures before the campaign completes and stores them; the CLI prints them, and
+    the report (HTML and JSON, through ListShrinks) shows each beside its original."""
+    campaign = CAMPAIGN.replace("max_executions: 20", "max_executions: 60")
+    (tmp_path / "c.yaml").write_text(campaign + "  shrink: {max_executions: 30}\n")
+    out = gauntlet(suite, "run", str(tmp_path / "c.yaml"), "--id", "lifecycle-shrink", "--shrink", "2")
+    assert out.returncode == 0, out.stdout + out.stderr
+    generator = generator_pb2_grpc.GeneratorServiceStub(grpc.insecure_channel(suite.endpoint("generator")))
+    simulator = simulator_pb2_grpc.SimulatorServiceStub(grpc.insecure_channel(suite.endpoint("simulator")))
+    oracle = oracle_pb2_grpc.OracleServiceStub(grpc.insecure_channel(suite.endpoint("oracle")))
+    status = generator.GetCampaign(generator_pb2.GetCampaignRequest(campaign_id="lifecycle-shrink")).status
+    assert (status.spec.shrink.first, status.spec.shrink.max_executions) == (2, 30)
+    assert status.state == generator_pb2.CAMPAIGN_STATE_COMPLETED
+    failing = [
+        r.execution
+        for r in generator.ListExecutions(generator_pb2.ListExecutionsRequest(campaign_id="lifecycle-shrink"))
+        if r.execution.verdict == oracle_pb2.VERDICT_KIND_FAIL
+    ]
+    assert len(failing) >= 2, "seed 7 gives at least two failures in 60 inputs"
+    shrinks = list(generator.ListShrinks(generator_pb2.ListShrinksRequest(campaign_id="lifecycle-shrink")).shrinks)
+    first_two = [e.test_case.id for e in sorted(failing, key=lambda e: e.index)][:2]
+    assert [s.original.test_case.id for s in shrinks] == first_two
+    space = simulator.DescribeEnvironment(simulator_pb2.DescribeEnvironmentRequest(subject="cartpole")).parameter_space
+    ranges = {p.name: (p.real.low, p.real.high) for p in space.parameters}
+    signals = next(
+        o.required_signals
+        for o in oracle.ListOracles(oracle_pb2.ListOraclesRequest()).oracles
+        if o.name == "cartpole_balance"
+    )
+
+    def distance(values: dict) -> float:
+        return sum(((values[n] - (lo + hi) / 2) / (hi - lo)) ** 2 for n, (lo, hi) in ranges.items()) ** 0.5
+
+    for s in shrinks:
+        original = {k: v.real for k, v in s.original.test_case.values.items()}
+        shrunk = {k: v.real for k, v in s.shrunk.test_case.values.items()}
+        assert 0 < s.executions <= 30
+        assert s.original_distance == pytest.approx(distance(original))
+        assert s.shrunk_distance == pytest.approx(distance(shrunk)) and distance(shrunk) <= distance(original) + 1e-12
+        # independently: the shrunk input fails when the simulator runs it under the original episode's seed
+        case = common_pb2.TestCase()
+        case.CopyFrom(s.shrunk.test_case)
+        case.seed_origin.campaign_seed, case.seed_origin.test_case_id = 7, s.original.test_case.id
+        run = simulator_pb2.RunEpisodesRequest(
+            request_id=f"check-stored/{s.original.test_case.id}",
+            subject="cartpole",
+            seed=999,
+            repetitions=1,
+            trace=common_pb2.TraceSpec(signals=list(signals)),
+            test_cases=[case],
+        )
+        run.model.name = "cartpole-ppo"
+        episodes = [r.result for r in simulator.RunEpisodes(run, timeout=120)]
+        assert episodes[0].seed == episode_seed(7, s.original.test_case.id, 0)
+        verdict = oracle.Evaluate(oracle_pb2.EvaluateRequest(oracle="cartpole_balance", episodes=episodes)).verdicts[0]
+        assert verdict.verdict == oracle_pb2.VERDICT_KIND_FAIL and verdict.reason == s.shrunk.reason
+        assert f"{s.original.test_case.id}: {s.original.reason}" in out.stdout  # the CLI prints each
+    assert out.stdout.count("still fails:") == 2
+    # the store holds them (the table ShrinkExecution writes)
+    with sa.create_engine(suite.store_url).connect() as conn:
+        stored = conn.execute(
+            sa.text("SELECT test_case_id, verdict FROM shrinks WHERE campaign_id = 'lifecycle-shrink'")
+        ).all()
+    assert sorted(stored) == [(tid, "fail") for tid in first_two]
+    # the report: the JSON lists each shrink beside its original, the HTML shows both inputs side by side
+    json_path = re.search(r"^\s+(\S+report-lifecycle-shrink\.json)$", out.stdout, re.M)
+    assert json_path, out.stdout
+    entries = json.loads(Path(json_path.group(1)).read_text())["campaigns"][0]["shrinks"]
+    assert [e["test_case_id"] for e in entries] == first_two
+    html = Path(report_html(out.stdout)).read_text()
+    assert "Shrunk failures" in html
+    for e, s in zip(entries, shrinks):
+        assert e["original"]["distance"] == pytest.approx(s.original_distance)
+        assert e["shrunk"]["distance"] == pytest.approx(s.shrunk_distance)
+        assert e["shrunk"]["distance"] <= e["original"]["distance"]
+        assert e["shrunk"]["verdict"] == "fail" and e["shrunk"]["reason"] == s.shrunk.reason
+        assert e["executions"] == s.executions and e["shrunk"]["moved"] == list(s.moved)
+        assert e["original"]["values"] == pytest.approx({k: v.real for k, v in s.original.test_case.values.items()})
+        assert e["shrunk"]["values"] == pytest.approx({k: v.real for k, v in s.shrunk.test_case.values.items()})
+        assert f"<th>original {e['test_case_id']}</th><th>shrunk</th>" in html
+        assert f"shrunk in {e['executions']} executions" in html
+        for name, value in e["shrunk"]["values"].items():
+            assert f"{value:.4g}" in html and f"{e['original']['values'][name]:.4g}" in html
+
+
+def test_the_shrink_option_is_range_checked_naming_the_field(suite: LocalSuite, tmp_path: Path) -> None:
+    (tmp_path / "c.yaml").write_text(CAMPAIGN + "  shrink: {first: 101}\n")
+    out = gauntlet(suite, "run", str(tmp_path / "c.yaml"), "--id", "lifecycle-shrink-bad")
+    assert out.returncode == 2 and "shrink.first: must be an integer in [0, 100]" in out.stderr, out.stderr
+    out = gauntlet(suite, "run", str(tmp_path / "c.yaml"), "--shrink", "0")
+    assert out.returncode == 2 and "--shrink must be in [1, 100] (got 0)" in out.stderr, out.stderr
+    generator = generator_pb2_grpc.GeneratorServiceStub(grpc.insecure_channel(suite.endpoint("generator")))
+    spec = generator_pb2.CampaignSpec(
+        name="bad-shrink", subject="cartpole", strategy="random", batch_size=1, parallelism=1, repetitions=1
+    )
+    spec.model.name = "cartpole-ppo"
+    spec.budget.max_executions = 1
+    spec.shrink.first, spec.shrink.max_executions = 1, 5000
+    with pytest.raises(grpc.RpcError) as raised:
+        generator.StartCampaign(generator_pb2.StartCampaignRequest(spec=spec), timeout=60)
+    assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "spec.shrink.max_executions: must be an integer in [1, 1000]" in str(raised.value.details())
+    assert "Traceback" not in str(raised.value.details())
+
+
 def test_the_report_shows_the_first_failures_as_filmstrips(
     suite: LocalSuite, failed_campaign: tuple[str, str, dict]
 ) -> None:

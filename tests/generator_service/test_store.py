@@ -287,3 +287,43 @@ def test_a_campaign_whose_environment_gives_nan_rewards_completes_with_every_exe
     assert errors and all("(total_reward=nan)" in r.reason for r in errors), [r.reason for r in rows]
     assert all(r.test_case.values["x"].real > 0.45 for r in errors)
     assert len(rows) - len(errors) == 12  # errors do not count against the budget: exactly 12 judged
+
+
+def test_shrink_results_are_stored_beside_their_failure_and_replaced_when_shrunk_again(store: CampaignStore) -> None:
+    import sqlalchemy as sa
+
+    from generator_service.store import ShrinkRow
+
+    cid = f"s-{id(store)}"
+    store.create_campaign(cid, "n", {"a": 1})
+    original = _row(2, "fail")
+    assert store.add_execution(cid, original)
+    assert store.shrinks(cid) == []
+    shrunk = ExecutionRow("s0000007", 2, 1, {"x": 0.05}, "fail", -0.1, 21, 21.0, (), "fell at step 21", 1, 1, 0.0)
+    first = ShrinkRow("t0000002", shrunk, 0.2, 0.05, ("x",), {"x": 0.0}, 7, 60)
+    store.add_shrink(cid, first)
+    (got,) = store.shrinks(cid)
+    assert got.test_case_id == "t0000002" and got.moved == ("x",) and got.nominal == {"x": 0.0}
+    assert (got.original_distance, got.shrunk_distance, got.executions, got.max_executions) == (0.2, 0.05, 7, 60)
+    assert got.shrunk.values == {"x": 0.05} and got.shrunk.verdict == "fail" and got.shrunk.reason == "fell at step 21"
+    assert got.shrunk.test_case_id == "s0000007" and got.shrunk.steps == 21 and got.created_at
+    # shrinking the same failure again replaces its row; another campaign's shrinks are not listed
+    store.add_shrink(cid, ShrinkRow("t0000002", original, 0.2, 0.2, ("x",), {"x": 0.0}, 3, 3))
+    (again,) = store.shrinks(cid)
+    assert again.shrunk.test_case_id == "t0000002" and again.executions == 3
+    assert store.shrinks("other") == []
+    if store.engine.dialect.name == "postgresql":  # JSON columns are JSON there, as the executions' are
+        types = {c["name"]: str(c["type"]).lower() for c in sa.inspect(store.engine).get_columns("shrinks")}
+        assert types["values"] == "jsonb" and types["moved"] == "jsonb" and types["nominal"] == "jsonb"
+
+
+def test_a_store_written_before_shrinks_opens_with_the_shrinks_table(tmp_path: Path) -> None:
+    import sqlalchemy as sa
+
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    store = CampaignStore(url)
+    store.create_campaign("c", "n", {"a": 1})
+    with store.engine.begin() as conn:
+        conn.exec_driver_sql("DROP TABLE shrinks")
+    assert "shrinks" not in sa.inspect(sa.create_engine(url)).get_table_names()
+    assert CampaignStore(url).shrinks("c") == []  # created when the store opens

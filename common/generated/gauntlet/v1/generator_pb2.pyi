@@ -189,6 +189,7 @@ class CampaignSpec(_message.Message):
     ORACLE_FIELD_NUMBER: _builtins.int
     KEEP_FINAL_OBSERVATIONS_FIELD_NUMBER: _builtins.int
     OBSERVATION_TRANSLATOR_FIELD_NUMBER: _builtins.int
+    SHRINK_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """1 to 200 characters."""
     subject: _builtins.str
@@ -219,6 +220,12 @@ class CampaignSpec(_message.Message):
     def strategy_params(self) -> _struct_pb2.Struct: ...
     @_builtins.property
     def budget(self) -> Global___Budget: ...
+    @_builtins.property
+    def shrink(self) -> Global___ShrinkSpec:
+        """Unset or first = 0: no shrinking. Else, once the campaign has run its budget (completed, not cancelled), its
+        first `first` distinct failures are shrunk (ShrinkExecution) and stored before the campaign is completed.
+        """
+
     def __init__(
         self,
         *,
@@ -236,14 +243,39 @@ class CampaignSpec(_message.Message):
         oracle: _builtins.str = ...,
         keep_final_observations: _builtins.bool = ...,
         observation_translator: _builtins.str = ...,
+        shrink: Global___ShrinkSpec | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["budget", b"budget", "model", b"model", "strategy_params", b"strategy_params"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["budget", b"budget", "model", b"model", "shrink", b"shrink", "strategy_params", b"strategy_params"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["batch_size", b"batch_size", "budget", b"budget", "keep_final_observations", b"keep_final_observations", "model", b"model", "name", b"name", "observation_translator", b"observation_translator", "oracle", b"oracle", "parallelism", b"parallelism", "repetitions", b"repetitions", "seed", b"seed", "stop_at_first_failure", b"stop_at_first_failure", "strategy", b"strategy", "strategy_params", b"strategy_params", "subject", b"subject"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["batch_size", b"batch_size", "budget", b"budget", "keep_final_observations", b"keep_final_observations", "model", b"model", "name", b"name", "observation_translator", b"observation_translator", "oracle", b"oracle", "parallelism", b"parallelism", "repetitions", b"repetitions", "seed", b"seed", "shrink", b"shrink", "stop_at_first_failure", b"stop_at_first_failure", "strategy", b"strategy", "strategy_params", b"strategy_params", "subject", b"subject"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___CampaignSpec: _TypeAlias = CampaignSpec  # noqa: Y015
+
+@_typing.final
+class ShrinkSpec(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FIRST_FIELD_NUMBER: _builtins.int
+    MAX_EXECUTIONS_FIELD_NUMBER: _builtins.int
+    first: _builtins.int
+    """Distinct failures to shrink, in asking order, 0..100."""
+    max_executions: _builtins.int
+    """Executions each shrink may spend, 1..1000; 0 = 60."""
+    def __init__(
+        self,
+        *,
+        first: _builtins.int = ...,
+        max_executions: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["first", b"first", "max_executions", b"max_executions"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ShrinkSpec: _TypeAlias = ShrinkSpec  # noqa: Y015
 
 @_typing.final
 class CampaignStatus(_message.Message):
@@ -1069,6 +1101,49 @@ class ShrinkExecutionResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ShrinkExecutionResponse: _TypeAlias = ShrinkExecutionResponse  # noqa: Y015
+
+@_typing.final
+class ListShrinksRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CAMPAIGN_ID_FIELD_NUMBER: _builtins.int
+    campaign_id: _builtins.str
+    def __init__(
+        self,
+        *,
+        campaign_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["campaign_id", b"campaign_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListShrinksRequest: _TypeAlias = ListShrinksRequest  # noqa: Y015
+
+@_typing.final
+class ListShrinksResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SHRINKS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def shrinks(self) -> _containers.RepeatedCompositeFieldContainer[Global___ShrinkExecutionResponse]:
+        """As ShrinkExecution answered them (original: the stored execution; shrunk: the minimal failing input, whose
+        index, batch, descriptors and elapsed_seconds are not kept), ordered by the original's id.
+        """
+
+    def __init__(
+        self,
+        *,
+        shrinks: _abc.Iterable[Global___ShrinkExecutionResponse] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["shrinks", b"shrinks"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListShrinksResponse: _TypeAlias = ListShrinksResponse  # noqa: Y015
 
 @_typing.final
 class RerunExecutionRequest(_message.Message):

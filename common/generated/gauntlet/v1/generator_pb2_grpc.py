@@ -100,6 +100,11 @@ class GeneratorServiceStub:
                 request_serializer=gauntlet_dot_v1_dot_generator__pb2.ShrinkExecutionRequest.SerializeToString,
                 response_deserializer=gauntlet_dot_v1_dot_generator__pb2.ShrinkExecutionResponse.FromString,
                 _registered_method=True)
+        self.ListShrinks = channel.unary_unary(
+                '/gauntlet.v1.GeneratorService/ListShrinks',
+                request_serializer=gauntlet_dot_v1_dot_generator__pb2.ListShrinksRequest.SerializeToString,
+                response_deserializer=gauntlet_dot_v1_dot_generator__pb2.ListShrinksResponse.FromString,
+                _registered_method=True)
         self.RerunExecution = channel.unary_unary(
                 '/gauntlet.v1.GeneratorService/RerunExecution',
                 request_serializer=gauntlet_dot_v1_dot_generator__pb2.RerunExecutionRequest.SerializeToString,
@@ -210,6 +215,16 @@ class GeneratorServiceServicer:
         shrunk input still fails and is never farther from the nominal point. Categorical, integer-set and sequence
         parameters and action traces are kept. NOT_FOUND: unknown campaign or id; FAILED_PRECONDITION: the stored
         execution is no failure.
+        The answer is also stored in the campaign store (one per failure: shrinking it again replaces it).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListShrinks(self, request, context):
+        """The campaign's stored shrink results (ShrinkExecution, or the spec's `shrink` option at the campaign's end),
+        in the original failures' order: each failure as stored beside its minimal failing input. NOT_FOUND: unknown
+        campaign.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -282,6 +297,11 @@ def add_GeneratorServiceServicer_to_server(servicer, server):
                     servicer.ShrinkExecution,
                     request_deserializer=gauntlet_dot_v1_dot_generator__pb2.ShrinkExecutionRequest.FromString,
                     response_serializer=gauntlet_dot_v1_dot_generator__pb2.ShrinkExecutionResponse.SerializeToString,
+            ),
+            'ListShrinks': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListShrinks,
+                    request_deserializer=gauntlet_dot_v1_dot_generator__pb2.ListShrinksRequest.FromString,
+                    response_serializer=gauntlet_dot_v1_dot_generator__pb2.ListShrinksResponse.SerializeToString,
             ),
             'RerunExecution': grpc.unary_unary_rpc_method_handler(
                     servicer.RerunExecution,
@@ -597,6 +617,33 @@ class GeneratorService:
             '/gauntlet.v1.GeneratorService/ShrinkExecution',
             gauntlet_dot_v1_dot_generator__pb2.ShrinkExecutionRequest.SerializeToString,
             gauntlet_dot_v1_dot_generator__pb2.ShrinkExecutionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListShrinks(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gauntlet.v1.GeneratorService/ListShrinks',
+            gauntlet_dot_v1_dot_generator__pb2.ListShrinksRequest.SerializeToString,
+            gauntlet_dot_v1_dot_generator__pb2.ListShrinksResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -87,6 +87,12 @@ class GeneratorServiceStub:
     shrunk input still fails and is never farther from the nominal point. Categorical, integer-set and sequence
     parameters and action traces are kept. NOT_FOUND: unknown campaign or id; FAILED_PRECONDITION: the stored
     execution is no failure.
+    The answer is also stored in the campaign store (one per failure: shrinking it again replaces it).
+    """
+    ListShrinks: _grpc.UnaryUnaryMultiCallable[_generator_pb2.ListShrinksRequest, _generator_pb2.ListShrinksResponse]
+    """The campaign's stored shrink results (ShrinkExecution, or the spec's `shrink` option at the campaign's end),
+    in the original failures' order: each failure as stored beside its minimal failing input. NOT_FOUND: unknown
+    campaign.
     """
     RerunExecution: _grpc.UnaryUnaryMultiCallable[_generator_pb2.RerunExecutionRequest, _generator_pb2.RerunExecutionResponse]
     """Runs one stored execution's input again `runs` times, each episode with a fresh seed (derived from the campaign
@@ -154,6 +160,12 @@ class GeneratorServiceAsyncStub(GeneratorServiceStub):
     shrunk input still fails and is never farther from the nominal point. Categorical, integer-set and sequence
     parameters and action traces are kept. NOT_FOUND: unknown campaign or id; FAILED_PRECONDITION: the stored
     execution is no failure.
+    The answer is also stored in the campaign store (one per failure: shrinking it again replaces it).
+    """
+    ListShrinks: _aio.UnaryUnaryMultiCallable[_generator_pb2.ListShrinksRequest, _generator_pb2.ListShrinksResponse]  # type: ignore[assignment]
+    """The campaign's stored shrink results (ShrinkExecution, or the spec's `shrink` option at the campaign's end),
+    in the original failures' order: each failure as stored beside its minimal failing input. NOT_FOUND: unknown
+    campaign.
     """
     RerunExecution: _aio.UnaryUnaryMultiCallable[_generator_pb2.RerunExecutionRequest, _generator_pb2.RerunExecutionResponse]  # type: ignore[assignment]
     """Runs one stored execution's input again `runs` times, each episode with a fresh seed (derived from the campaign
@@ -284,6 +296,18 @@ class GeneratorServiceServicer(metaclass=_abc_1.ABCMeta):
         shrunk input still fails and is never farther from the nominal point. Categorical, integer-set and sequence
         parameters and action traces are kept. NOT_FOUND: unknown campaign or id; FAILED_PRECONDITION: the stored
         execution is no failure.
+        The answer is also stored in the campaign store (one per failure: shrinking it again replaces it).
+        """
+
+    @_abc_1.abstractmethod
+    def ListShrinks(
+        self,
+        request: _generator_pb2.ListShrinksRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_generator_pb2.ListShrinksResponse, _abc.Awaitable[_generator_pb2.ListShrinksResponse]]:
+        """The campaign's stored shrink results (ShrinkExecution, or the spec's `shrink` option at the campaign's end),
+        in the original failures' order: each failure as stored beside its minimal failing input. NOT_FOUND: unknown
+        campaign.
         """
 
     @_abc_1.abstractmethod

@@ -217,6 +217,14 @@ export declare type CampaignSpec = Message<"gauntlet.v1.CampaignSpec"> & {
    * @generated from field: string observation_translator = 14;
    */
   observationTranslator: string;
+
+  /**
+   * Unset or first = 0: no shrinking. Else, once the campaign has run its budget (completed, not cancelled), its
+   * first `first` distinct failures are shrunk (ShrinkExecution) and stored before the campaign is completed.
+   *
+   * @generated from field: gauntlet.v1.ShrinkSpec shrink = 15;
+   */
+  shrink?: ShrinkSpec | undefined;
 };
 
 /**
@@ -224,6 +232,31 @@ export declare type CampaignSpec = Message<"gauntlet.v1.CampaignSpec"> & {
  * Use `create(CampaignSpecSchema)` to create a new message.
  */
 export declare const CampaignSpecSchema: GenMessage<CampaignSpec>;
+
+/**
+ * @generated from message gauntlet.v1.ShrinkSpec
+ */
+export declare type ShrinkSpec = Message<"gauntlet.v1.ShrinkSpec"> & {
+  /**
+   * Distinct failures to shrink, in asking order, 0..100.
+   *
+   * @generated from field: uint32 first = 1;
+   */
+  first: number;
+
+  /**
+   * Executions each shrink may spend, 1..1000; 0 = 60.
+   *
+   * @generated from field: uint32 max_executions = 2;
+   */
+  maxExecutions: number;
+};
+
+/**
+ * Describes the message gauntlet.v1.ShrinkSpec.
+ * Use `create(ShrinkSpecSchema)` to create a new message.
+ */
+export declare const ShrinkSpecSchema: GenMessage<ShrinkSpec>;
 
 /**
  * @generated from message gauntlet.v1.CampaignStatus
@@ -1070,6 +1103,41 @@ export declare type ShrinkExecutionResponse = Message<"gauntlet.v1.ShrinkExecuti
 export declare const ShrinkExecutionResponseSchema: GenMessage<ShrinkExecutionResponse>;
 
 /**
+ * @generated from message gauntlet.v1.ListShrinksRequest
+ */
+export declare type ListShrinksRequest = Message<"gauntlet.v1.ListShrinksRequest"> & {
+  /**
+   * @generated from field: string campaign_id = 1;
+   */
+  campaignId: string;
+};
+
+/**
+ * Describes the message gauntlet.v1.ListShrinksRequest.
+ * Use `create(ListShrinksRequestSchema)` to create a new message.
+ */
+export declare const ListShrinksRequestSchema: GenMessage<ListShrinksRequest>;
+
+/**
+ * @generated from message gauntlet.v1.ListShrinksResponse
+ */
+export declare type ListShrinksResponse = Message<"gauntlet.v1.ListShrinksResponse"> & {
+  /**
+   * As ShrinkExecution answered them (original: the stored execution; shrunk: the minimal failing input, whose
+   * index, batch, descriptors and elapsed_seconds are not kept), ordered by the original's id.
+   *
+   * @generated from field: repeated gauntlet.v1.ShrinkExecutionResponse shrinks = 1;
+   */
+  shrinks: ShrinkExecutionResponse[];
+};
+
+/**
+ * Describes the message gauntlet.v1.ListShrinksResponse.
+ * Use `create(ListShrinksResponseSchema)` to create a new message.
+ */
+export declare const ListShrinksResponseSchema: GenMessage<ListShrinksResponse>;
+
+/**
  * @generated from message gauntlet.v1.RerunExecutionRequest
  */
 export declare type RerunExecutionRequest = Message<"gauntlet.v1.RerunExecutionRequest"> & {
@@ -1358,6 +1426,7 @@ export declare const GeneratorService: GenService<{
    * shrunk input still fails and is never farther from the nominal point. Categorical, integer-set and sequence
    * parameters and action traces are kept. NOT_FOUND: unknown campaign or id; FAILED_PRECONDITION: the stored
    * execution is no failure.
+   * The answer is also stored in the campaign store (one per failure: shrinking it again replaces it).
    *
    * @generated from rpc gauntlet.v1.GeneratorService.ShrinkExecution
    */
@@ -1365,6 +1434,18 @@ export declare const GeneratorService: GenService<{
     methodKind: "unary";
     input: typeof ShrinkExecutionRequestSchema;
     output: typeof ShrinkExecutionResponseSchema;
+  },
+  /**
+   * The campaign's stored shrink results (ShrinkExecution, or the spec's `shrink` option at the campaign's end),
+   * in the original failures' order: each failure as stored beside its minimal failing input. NOT_FOUND: unknown
+   * campaign.
+   *
+   * @generated from rpc gauntlet.v1.GeneratorService.ListShrinks
+   */
+  listShrinks: {
+    methodKind: "unary";
+    input: typeof ListShrinksRequestSchema;
+    output: typeof ListShrinksResponseSchema;
   },
   /**
    * Runs one stored execution's input again `runs` times, each episode with a fresh seed (derived from the campaign
