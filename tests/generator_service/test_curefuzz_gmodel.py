@@ -1,5 +1,5 @@
 """CureFuzz (curiosity-guided fuzzing) and G-Model (diffusion-model generation): the behaviour their papers
-describe, beyond the properties every strategy keeps (tests/test_strategy_properties.py)."""
+describe, beyond the properties every strategy keeps (tests/generator_service/test_strategy_properties.py)."""
 
 from __future__ import annotations
 
