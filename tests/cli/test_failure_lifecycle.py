@@ -226,6 +226,10 @@ def test_shrunk_failures_still_fail_under_their_seed_and_are_no_farther_from_nom
         assert episodes[0].seed == f["episode_seed"]
         verdict = oracle.Evaluate(oracle_pb2.EvaluateRequest(oracle="cartpole_balance", episodes=episodes)).verdicts[0]
         assert verdict.verdict == oracle_pb2.VERDICT_KIND_FAIL and verdict.reason == s.shrunk.reason
+    # each answer was stored: ListShrinks gives it back as ShrinkExecution answered it
+    listed = generator.ListShrinks(generator_pb2.ListShrinksRequest(campaign_id=campaign_id)).shrinks
+    assert [s.original.test_case.id for s in listed] == sorted(f["test_case_id"] for f in failures)
+    assert all(s.shrunk.verdict == oracle_pb2.VERDICT_KIND_FAIL for s in listed)
     # a passing execution is no failure to shrink
     failing = {f["test_case_id"] for f in failures}
     passing = next(f"t{i:07d}" for i in range(1, 21) if f"t{i:07d}" not in failing)
