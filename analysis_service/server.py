@@ -27,8 +27,9 @@ from analysis_service.designate_archive_report import (
 )
 from analysis_service.filmstrips import MAX_FILMSTRIPS, filmstrips
 from analysis_service.metrics import ExecutionRecord, compute_metrics
-from analysis_service.report import build_report, render_html, report_stem, write_report
+from analysis_service.report import build_report, render_html, replay_command, report_stem, write_report
 from analysis_service.report_files import folder_parts
+from analysis_service.seen_failures import Clustered, Failure, cluster_seen, distinct
 from analysis_service.shrinks import fetch_shrinks
 from common.credentials import ClientCredentials
 from common.errors import InvalidArgument, grpc_method
@@ -38,7 +39,7 @@ from common.retry import Retry
 from common.seeding import case_episode_seed
 from common.server import client_channel
 from common.space import value_from_proto
-from common.validation import check_ids, resolve_under, shown
+from common.validation import check_id, check_ids, resolve_under, shown
 
 _VERDICT = {1: "pass", 2: "fail", 3: "invalid"}
 _STATE = {1: "running", 2: "completed", 3: "cancelled", 4: "interrupted", 5: "failed"}
@@ -216,6 +217,70 @@ class AnalysisServicer(analysis_pb2_grpc.AnalysisServiceServicer):
         return analysis_pb2.CompareResponse(
             json_path=str(json_path.resolve()), html_path=str(html_path.resolve()), json=json.dumps(comparison)
         )
+
+    def _earlier(self, campaign_id: str, subject: str) -> list[str]:
+        """Every stored campaign on `subject` created before `campaign_id` (ListCampaigns), oldest first."""
+        retry = Retry(budget_seconds=GENERATOR_RETRY_SECONDS, idempotent=True)
+        try:
+            listed = retry.call(
+                lambda: self.generator.ListCampaigns(generator_pb2.ListCampaignsRequest(), timeout=60).campaigns
+            )
+        except grpc.RpcError as exc:
+            raise local_error(exc, "generator service") from None
+        own = next((c.created_at for c in listed if c.campaign_id == campaign_id), "")
+        return [
+            c.campaign_id
+            for c in sorted(listed, key=lambda c: c.created_at)
+            if c.spec.subject == subject and c.created_at < own and not c.read_error
+        ]
+
+    @grpc_method
+    def ClusterFailures(
+        self, request: analysis_pb2.ClusterFailuresRequest, context: grpc.ServicerContext
+    ) -> analysis_pb2.ClusterFailuresResponse:
+        cid = check_id("campaign_id", request.campaign_id)
+        against = list(dict.fromkeys(check_ids("against", request.against, at_least=0)))
+        if cid in against:
+            raise InvalidArgument(f"against[{against.index(cid)}]: {shown(cid)} is the campaign itself")
+        info, records = self._fetch(cid)
+        if not request.against:
+            against = self._earlier(cid, str(info["subject"]))
+        earlier: list[Failure] = []
+        for i, other in enumerate(against):
+            other_info, other_records = self._fetch(other)
+            if other_info["subject"] != info["subject"]:
+                raise InvalidArgument(
+                    f"against[{i}]: campaign {shown(other)} ran on subject {shown(other_info['subject'])}, "
+                    f"not {shown(info['subject'])}: failures compare only on the same subject"
+                )
+            earlier += distinct(_failures(other, other_records))
+        mine, theirs, k = cluster_seen(distinct(_failures(cid, records)), earlier)
+        return analysis_pb2.ClusterFailuresResponse(
+            failures=[_clustered(c) for c in mine],
+            earlier=[_clustered(c) for c in theirs],
+            against=against,
+            clusters=k,
+        )
+
+
+def _failures(campaign_id: str, records: list[ExecutionRecord]) -> list[Failure]:
+    """The campaign's failing executions in asking order."""
+    failing = sorted((r for r in records if r.verdict == "fail"), key=lambda r: r.index)
+    return [Failure(campaign_id, r.test_case_id, r.reason, r.values) for r in failing]
+
+
+def _clustered(c: Clustered) -> analysis_pb2.ClusteredFailure:
+    f = c.failure
+    return analysis_pb2.ClusteredFailure(
+        campaign_id=f.campaign_id,
+        test_case_id=f.test_case_id,
+        reason=f.reason,
+        replay=replay_command(f.campaign_id, f.test_case_id) if f.test_case_id else "",
+        cluster=c.cluster,
+        seen_before=c.seen is not None,
+        seen_campaign_id=c.seen.campaign_id if c.seen else "",
+        seen_test_case_id=c.seen.test_case_id if c.seen else "",
+    )
 
 
 def register(

@@ -187,6 +187,27 @@ def add_export(sub: Subparsers) -> None:
     _handler(p, "cli.failure_commands:cmd_export")
 
 
+def add_failures(sub: Subparsers) -> None:
+    p = sub.add_parser(
+        "failures",
+        help="list a campaign's distinct failures, each new or seen before in an earlier campaign",
+        description="Lists the distinct failures of CAMPAIGN, each marked 'seen before' when a failure of an earlier "
+        "campaign on the same subject falls in its cluster (the failing inputs of all of them clustered together by "
+        "the analysis service's ClusterFailures), else 'new'.",
+    )
+    p.add_argument("campaign_id", type=campaign_id)
+    p.add_argument(
+        "--against",
+        nargs="+",
+        type=campaign_id,
+        default=[],
+        metavar="CAMPAIGN",
+        help="the earlier campaigns (default: every stored campaign on the same subject created before it)",
+    )
+    _suite_arguments(p)
+    _handler(p, "cli.failure_commands:cmd_failures")
+
+
 def add_shrink(sub: Subparsers) -> None:
     p = sub.add_parser(
         "shrink",
@@ -451,6 +472,7 @@ COMMANDS = (
     add_report,
     add_replay,
     add_export,
+    add_failures,
     add_shrink,
     add_rerun,
     add_dashboard,

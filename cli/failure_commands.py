@@ -11,7 +11,7 @@ from rich.markup import escape
 
 from cli.commands import _rpc, console, suite
 from cli.errors import UserError
-from common.generated.gauntlet.v1 import generator_pb2
+from common.generated.gauntlet.v1 import analysis_pb2, generator_pb2
 from common.tensor import from_tensor
 
 ANIMATION_SUFFIXES = (".gif", ".webp")  # what Pillow (a matplotlib dependency, declared in pyproject) writes
@@ -167,3 +167,30 @@ def cmd_rerun(args: argparse.Namespace) -> None:
             if not ids:
                 raise UserError(f"campaign {args.campaign_id} has no failure to rerun")
         _rpc(rerun_and_print, console, generator, args.campaign_id, ids, args.runs)
+
+
+def cmd_failures(args: argparse.Namespace) -> None:
+    with suite(args, roles=EXPORT_ROLES) as connection:
+        analysis = connection.analysis()
+        request = analysis_pb2.ClusterFailuresRequest(campaign_id=args.campaign_id, against=args.against)
+        answer = _rpc(lambda: analysis.ClusterFailures(request, timeout=600))
+    print_clustered(args.campaign_id, answer)
+
+
+def print_clustered(campaign_id: str, answer: analysis_pb2.ClusterFailuresResponse) -> None:
+    """One line per distinct failure, new or seen before (and where), each followed by its replay command."""
+    seen = sum(f.seen_before for f in answer.failures)
+    against = ", ".join(answer.against) or "none"
+    console.print(
+        f"campaign {escape(campaign_id)}: {len(answer.failures)} distinct failures, {len(answer.failures) - seen} new, "
+        f"{seen} seen before; {len(answer.earlier)} distinct failures of earlier campaigns ({escape(against)}), "
+        f"{answer.clusters} clusters in all",
+        highlight=False,
+    )
+    for f in answer.failures:
+        where = f" (like {f.seen_campaign_id} {f.seen_test_case_id})" if f.seen_before else ""
+        label = "seen before" if f.seen_before else "new"
+        console.print(
+            f"  {f.test_case_id} {label}, cluster {f.cluster}{escape(where)}: {escape(f.reason)}", highlight=False
+        )
+        console.print(f"    {escape(f.replay)}", highlight=False)

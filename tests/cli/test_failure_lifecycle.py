@@ -19,6 +19,8 @@ from PIL import Image, ImageSequence
 
 from cli.launcher import LocalSuite
 from common.generated.gauntlet.v1 import (
+    analysis_pb2,
+    analysis_pb2_grpc,
     common_pb2,
     generator_pb2,
     generator_pb2_grpc,
@@ -28,6 +30,7 @@ from common.generated.gauntlet.v1 import (
     simulator_pb2_grpc,
 )
 from common.seeding import episode_seed
+from common.space import value_from_proto
 
 ROOT = Path(__file__).resolve().parents[2]
 CAMPAIGN = """campaign:
@@ -392,3 +395,84 @@ def test_replay_of_a_highway_env_parking_failure_writes_its_animation(suite: Loc
     assert out.returncode == 0, out.stdout + out.stderr
     assert "same verdict" in out.stdout and f"replayed fail: {found.group(2)}" in out.stdout
     assert frames_in(gif) > 10
+
+
+# Prior Random Testing of CartPole (examples/cartpole_prt.yaml), 500 inputs: 6 failures on each of seeds 11 and 12
+SEEN_CAMPAIGN = """campaign:
+  name: seen-cartpole
+  subject: cartpole
+  model: cartpole-ppo
+  strategy: prt
+  strategy_params: {{lam: 20, variant: paper, mapping: hints}}
+  seed: {seed}
+  budget: {{max_executions: 500}}
+  batch_size: 256
+  parallelism: 64
+"""
+
+
+def _distinct_failures(generator: generator_pb2_grpc.GeneratorServiceStub, campaign_id: str) -> list[tuple[str, dict]]:
+    """(test case id, values) of the campaign's failures with distinct inputs, in asking order."""
+    listed = generator.ListExecutions(generator_pb2.ListExecutionsRequest(campaign_id=campaign_id), timeout=120)
+    failing = sorted((r.execution for r in listed if r.execution.verdict == 2), key=lambda e: e.index)
+    out, seen = [], set()
+    for e in failing:
+        values = {k: value_from_proto(v) for k, v in e.test_case.values.items()}
+        key = json.dumps(values, sort_keys=True)
+        if key not in seen:
+            seen.add(key)
+            out.append((e.test_case.id, values))
+    return out
+
+
+def test_failures_of_a_second_campaign_are_new_or_seen_before_as_they_cluster(
+    suite: LocalSuite, tmp_path: Path
+) -> None:
+    """Two campaigns on one subject and model with different seeds: each distinct failure of the second is seen
+    before exactly when a failure of the first falls in its cluster of the pooled clustering."""
+    from analysis_service.failure_clusters import encode_inputs, select_clustering
+
+    first = "lifecycle-seen-1"
+    for seed, name in ((11, first), (12, "lifecycle-seen-2")):
+        (tmp_path / f"{name}.yaml").write_text(SEEN_CAMPAIGN.format(seed=seed))
+        out = gauntlet(suite, "run", str(tmp_path / f"{name}.yaml"), "--id", name)
+        assert out.returncode == 0, out.stdout + out.stderr
+    listed = gauntlet(suite, "failures", "lifecycle-seen-2", "--against", first)
+    assert listed.returncode == 0, listed.stdout + listed.stderr
+
+    analysis = analysis_pb2_grpc.AnalysisServiceStub(grpc.insecure_channel(suite.endpoint("analysis")))
+    answer = analysis.ClusterFailures(
+        analysis_pb2.ClusterFailuresRequest(campaign_id="lifecycle-seen-2", against=[first]), timeout=300
+    )
+    generator = generator_pb2_grpc.GeneratorServiceStub(grpc.insecure_channel(suite.endpoint("generator")))
+    mine, theirs = _distinct_failures(generator, "lifecycle-seen-2"), _distinct_failures(generator, first)
+    assert [f.test_case_id for f in answer.failures] == [i for i, _ in mine] and len(mine) >= 2
+    assert [f.test_case_id for f in answer.earlier] == [i for i, _ in theirs] and theirs
+    assert list(answer.against) == [first]
+    # the same partition as Indago's clustering of the pooled failing inputs (seed 0, k at most 30)
+    found = select_clustering(encode_inputs([v for _, v in mine + theirs]), 0, max_k=30)
+    assert [f.cluster for f in list(answer.failures) + list(answer.earlier)] == [int(x) for x in found.labels]
+    assert answer.clusters == found.k
+    earlier_clusters = {f.cluster: f.test_case_id for f in reversed(answer.earlier)}  # the first of each cluster
+    for f in answer.failures:
+        assert f.seen_before == (f.cluster in earlier_clusters), f
+        if f.seen_before:
+            assert (f.seen_campaign_id, f.seen_test_case_id) == (first, earlier_clusters[f.cluster])
+        label = "seen before" if f.seen_before else "new"
+        assert f"{f.test_case_id} {label}, cluster {f.cluster}" in listed.stdout
+        assert f"gauntlet replay lifecycle-seen-2 {f.test_case_id}" in listed.stdout
+    seen = sum(f.seen_before for f in answer.failures)
+    assert 0 < seen < len(mine), "seeds 11 and 12 give both new and seen-before failures"
+    assert f"{len(mine)} distinct failures, {len(mine) - seen} new, {seen} seen before" in listed.stdout
+
+    # by default, every earlier campaign on the subject: the first is among them, the second never is
+    default = analysis.ClusterFailures(analysis_pb2.ClusterFailuresRequest(campaign_id="lifecycle-seen-2"), timeout=300)
+    assert first in default.against and "lifecycle-seen-2" not in default.against
+
+
+def test_failures_against_the_campaign_itself_is_refused_naming_the_field(
+    suite: LocalSuite, failed_campaign: tuple[str, str, dict]
+) -> None:
+    out = gauntlet(suite, "failures", failed_campaign[0], "--against", failed_campaign[0])
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "against[0]" in out.stderr and "the campaign itself" in out.stderr and "Traceback" not in out.stderr

@@ -237,3 +237,111 @@ class CompareResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___CompareResponse: _TypeAlias = CompareResponse  # noqa: Y015
+
+@_typing.final
+class ClusterFailuresRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CAMPAIGN_ID_FIELD_NUMBER: _builtins.int
+    AGAINST_FIELD_NUMBER: _builtins.int
+    campaign_id: _builtins.str
+    @_builtins.property
+    def against(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The earlier campaigns to compare with; empty = every stored campaign on
+        the same subject created before it.
+        """
+
+    def __init__(
+        self,
+        *,
+        campaign_id: _builtins.str = ...,
+        against: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["against", b"against", "campaign_id", b"campaign_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ClusterFailuresRequest: _TypeAlias = ClusterFailuresRequest  # noqa: Y015
+
+@_typing.final
+class ClusteredFailure(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CAMPAIGN_ID_FIELD_NUMBER: _builtins.int
+    TEST_CASE_ID_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    REPLAY_FIELD_NUMBER: _builtins.int
+    CLUSTER_FIELD_NUMBER: _builtins.int
+    SEEN_BEFORE_FIELD_NUMBER: _builtins.int
+    SEEN_CAMPAIGN_ID_FIELD_NUMBER: _builtins.int
+    SEEN_TEST_CASE_ID_FIELD_NUMBER: _builtins.int
+    campaign_id: _builtins.str
+    test_case_id: _builtins.str
+    reason: _builtins.str
+    replay: _builtins.str
+    """`gauntlet replay CAMPAIGN TEST_ID`"""
+    cluster: _builtins.int
+    """Cluster index in the pooled clustering (0-based)."""
+    seen_before: _builtins.bool
+    """Only for the failures of `campaign_id`: an earlier failure shares the cluster."""
+    seen_campaign_id: _builtins.str
+    """When seen before: the first failure of the earlier campaigns in that cluster."""
+    seen_test_case_id: _builtins.str
+    def __init__(
+        self,
+        *,
+        campaign_id: _builtins.str = ...,
+        test_case_id: _builtins.str = ...,
+        reason: _builtins.str = ...,
+        replay: _builtins.str = ...,
+        cluster: _builtins.int = ...,
+        seen_before: _builtins.bool = ...,
+        seen_campaign_id: _builtins.str = ...,
+        seen_test_case_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["campaign_id", b"campaign_id", "cluster", b"cluster", "reason", b"reason", "replay", b"replay", "seen_before", b"seen_before", "seen_campaign_id", b"seen_campaign_id", "seen_test_case_id", b"seen_test_case_id", "test_case_id", b"test_case_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ClusteredFailure: _TypeAlias = ClusteredFailure  # noqa: Y015
+
+@_typing.final
+class ClusterFailuresResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FAILURES_FIELD_NUMBER: _builtins.int
+    EARLIER_FIELD_NUMBER: _builtins.int
+    AGAINST_FIELD_NUMBER: _builtins.int
+    CLUSTERS_FIELD_NUMBER: _builtins.int
+    clusters: _builtins.int
+    @_builtins.property
+    def failures(self) -> _containers.RepeatedCompositeFieldContainer[Global___ClusteredFailure]:
+        """The campaign's distinct failures, in asking order."""
+
+    @_builtins.property
+    def earlier(self) -> _containers.RepeatedCompositeFieldContainer[Global___ClusteredFailure]:
+        """The earlier campaigns' distinct failures, clustered with them."""
+
+    @_builtins.property
+    def against(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The campaigns compared with, and the clusters found (k*)."""
+
+    def __init__(
+        self,
+        *,
+        failures: _abc.Iterable[Global___ClusteredFailure] | None = ...,
+        earlier: _abc.Iterable[Global___ClusteredFailure] | None = ...,
+        against: _abc.Iterable[_builtins.str] | None = ...,
+        clusters: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["against", b"against", "clusters", b"clusters", "earlier", b"earlier", "failures", b"failures"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ClusterFailuresResponse: _TypeAlias = ClusterFailuresResponse  # noqa: Y015

@@ -57,6 +57,11 @@ class AnalysisServiceStub:
                 request_serializer=gauntlet_dot_v1_dot_analysis__pb2.CompareRequest.SerializeToString,
                 response_deserializer=gauntlet_dot_v1_dot_analysis__pb2.CompareResponse.FromString,
                 _registered_method=True)
+        self.ClusterFailures = channel.unary_unary(
+                '/gauntlet.v1.AnalysisService/ClusterFailures',
+                request_serializer=gauntlet_dot_v1_dot_analysis__pb2.ClusterFailuresRequest.SerializeToString,
+                response_deserializer=gauntlet_dot_v1_dot_analysis__pb2.ClusterFailuresResponse.FromString,
+                _registered_method=True)
 
 
 class AnalysisServiceServicer:
@@ -96,6 +101,19 @@ class AnalysisServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ClusterFailures(self, request, context):
+        """The distinct failures of one campaign (distinct inputs, in asking order),
+        each marked "seen before" when a failure of an earlier campaign on the same
+        subject falls in its cluster: the failing inputs of all of them are pooled
+        and clustered together (Indago's k-means with the silhouette rule,
+        analysis_service/failure_clusters.py, one clustering with seed 0).
+        INVALID_ARGUMENT: an `against` campaign on another subject, or the campaign
+        itself.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AnalysisServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -113,6 +131,11 @@ def add_AnalysisServiceServicer_to_server(servicer, server):
                     servicer.Compare,
                     request_deserializer=gauntlet_dot_v1_dot_analysis__pb2.CompareRequest.FromString,
                     response_serializer=gauntlet_dot_v1_dot_analysis__pb2.CompareResponse.SerializeToString,
+            ),
+            'ClusterFailures': grpc.unary_unary_rpc_method_handler(
+                    servicer.ClusterFailures,
+                    request_deserializer=gauntlet_dot_v1_dot_analysis__pb2.ClusterFailuresRequest.FromString,
+                    response_serializer=gauntlet_dot_v1_dot_analysis__pb2.ClusterFailuresResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -204,6 +227,33 @@ class AnalysisService:
             '/gauntlet.v1.AnalysisService/Compare',
             gauntlet_dot_v1_dot_analysis__pb2.CompareRequest.SerializeToString,
             gauntlet_dot_v1_dot_analysis__pb2.CompareResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ClusterFailures(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gauntlet.v1.AnalysisService/ClusterFailures',
+            gauntlet_dot_v1_dot_analysis__pb2.ClusterFailuresRequest.SerializeToString,
+            gauntlet_dot_v1_dot_analysis__pb2.ClusterFailuresResponse.FromString,
             options,
             channel_credentials,
             insecure,

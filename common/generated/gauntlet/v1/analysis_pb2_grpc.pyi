@@ -54,6 +54,15 @@ class AnalysisServiceStub:
     A12 with effect-size bands. Writes a JSON and an HTML report with plots.
     INVALID_ARGUMENT: fewer than 2 campaigns, or an unknown baseline.
     """
+    ClusterFailures: _grpc.UnaryUnaryMultiCallable[_analysis_pb2.ClusterFailuresRequest, _analysis_pb2.ClusterFailuresResponse]
+    """The distinct failures of one campaign (distinct inputs, in asking order),
+    each marked "seen before" when a failure of an earlier campaign on the same
+    subject falls in its cluster: the failing inputs of all of them are pooled
+    and clustered together (Indago's k-means with the silhouette rule,
+    analysis_service/failure_clusters.py, one clustering with seed 0).
+    INVALID_ARGUMENT: an `against` campaign on another subject, or the campaign
+    itself.
+    """
 
 @_typing.type_check_only
 class AnalysisServiceAsyncStub(AnalysisServiceStub):
@@ -80,6 +89,15 @@ class AnalysisServiceAsyncStub(AnalysisServiceStub):
     strategy against a baseline, Mann-Whitney U p-values and Vargha-Delaney
     A12 with effect-size bands. Writes a JSON and an HTML report with plots.
     INVALID_ARGUMENT: fewer than 2 campaigns, or an unknown baseline.
+    """
+    ClusterFailures: _aio.UnaryUnaryMultiCallable[_analysis_pb2.ClusterFailuresRequest, _analysis_pb2.ClusterFailuresResponse]  # type: ignore[assignment]
+    """The distinct failures of one campaign (distinct inputs, in asking order),
+    each marked "seen before" when a failure of an earlier campaign on the same
+    subject falls in its cluster: the failing inputs of all of them are pooled
+    and clustered together (Indago's k-means with the silhouette rule,
+    analysis_service/failure_clusters.py, one clustering with seed 0).
+    INVALID_ARGUMENT: an `against` campaign on another subject, or the campaign
+    itself.
     """
 
 class AnalysisServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -122,6 +140,21 @@ class AnalysisServiceServicer(metaclass=_abc_1.ABCMeta):
         strategy against a baseline, Mann-Whitney U p-values and Vargha-Delaney
         A12 with effect-size bands. Writes a JSON and an HTML report with plots.
         INVALID_ARGUMENT: fewer than 2 campaigns, or an unknown baseline.
+        """
+
+    @_abc_1.abstractmethod
+    def ClusterFailures(
+        self,
+        request: _analysis_pb2.ClusterFailuresRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_analysis_pb2.ClusterFailuresResponse, _abc.Awaitable[_analysis_pb2.ClusterFailuresResponse]]:
+        """The distinct failures of one campaign (distinct inputs, in asking order),
+        each marked "seen before" when a failure of an earlier campaign on the same
+        subject falls in its cluster: the failing inputs of all of them are pooled
+        and clustered together (Indago's k-means with the silhouette rule,
+        analysis_service/failure_clusters.py, one clustering with seed 0).
+        INVALID_ARGUMENT: an `against` campaign on another subject, or the campaign
+        itself.
         """
 
 def add_AnalysisServiceServicer_to_server(servicer: AnalysisServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -251,6 +251,126 @@ export declare type CompareResponse = Message<"gauntlet.v1.CompareResponse"> & {
 export declare const CompareResponseSchema: GenMessage<CompareResponse>;
 
 /**
+ * @generated from message gauntlet.v1.ClusterFailuresRequest
+ */
+export declare type ClusterFailuresRequest = Message<"gauntlet.v1.ClusterFailuresRequest"> & {
+  /**
+   * @generated from field: string campaign_id = 1;
+   */
+  campaignId: string;
+
+  /**
+   * The earlier campaigns to compare with; empty = every stored campaign on
+   * the same subject created before it.
+   *
+   * @generated from field: repeated string against = 2;
+   */
+  against: string[];
+};
+
+/**
+ * Describes the message gauntlet.v1.ClusterFailuresRequest.
+ * Use `create(ClusterFailuresRequestSchema)` to create a new message.
+ */
+export declare const ClusterFailuresRequestSchema: GenMessage<ClusterFailuresRequest>;
+
+/**
+ * @generated from message gauntlet.v1.ClusteredFailure
+ */
+export declare type ClusteredFailure = Message<"gauntlet.v1.ClusteredFailure"> & {
+  /**
+   * @generated from field: string campaign_id = 1;
+   */
+  campaignId: string;
+
+  /**
+   * @generated from field: string test_case_id = 2;
+   */
+  testCaseId: string;
+
+  /**
+   * @generated from field: string reason = 3;
+   */
+  reason: string;
+
+  /**
+   * `gauntlet replay CAMPAIGN TEST_ID`
+   *
+   * @generated from field: string replay = 4;
+   */
+  replay: string;
+
+  /**
+   * Cluster index in the pooled clustering (0-based).
+   *
+   * @generated from field: uint32 cluster = 5;
+   */
+  cluster: number;
+
+  /**
+   * Only for the failures of `campaign_id`: an earlier failure shares the cluster.
+   *
+   * @generated from field: bool seen_before = 6;
+   */
+  seenBefore: boolean;
+
+  /**
+   * When seen before: the first failure of the earlier campaigns in that cluster.
+   *
+   * @generated from field: string seen_campaign_id = 7;
+   */
+  seenCampaignId: string;
+
+  /**
+   * @generated from field: string seen_test_case_id = 8;
+   */
+  seenTestCaseId: string;
+};
+
+/**
+ * Describes the message gauntlet.v1.ClusteredFailure.
+ * Use `create(ClusteredFailureSchema)` to create a new message.
+ */
+export declare const ClusteredFailureSchema: GenMessage<ClusteredFailure>;
+
+/**
+ * @generated from message gauntlet.v1.ClusterFailuresResponse
+ */
+export declare type ClusterFailuresResponse = Message<"gauntlet.v1.ClusterFailuresResponse"> & {
+  /**
+   * The campaign's distinct failures, in asking order.
+   *
+   * @generated from field: repeated gauntlet.v1.ClusteredFailure failures = 1;
+   */
+  failures: ClusteredFailure[];
+
+  /**
+   * The earlier campaigns' distinct failures, clustered with them.
+   *
+   * @generated from field: repeated gauntlet.v1.ClusteredFailure earlier = 2;
+   */
+  earlier: ClusteredFailure[];
+
+  /**
+   * The campaigns compared with, and the clusters found (k*).
+   *
+   * @generated from field: repeated string against = 3;
+   */
+  against: string[];
+
+  /**
+   * @generated from field: uint32 clusters = 4;
+   */
+  clusters: number;
+};
+
+/**
+ * Describes the message gauntlet.v1.ClusterFailuresResponse.
+ * Use `create(ClusterFailuresResponseSchema)` to create a new message.
+ */
+export declare const ClusterFailuresResponseSchema: GenMessage<ClusterFailuresResponse>;
+
+/**
  * Metrics and reports over stored campaigns. The analysis service reads
  * executions from the generator service (ListExecutions).
  *
@@ -296,6 +416,22 @@ export declare const AnalysisService: GenService<{
     methodKind: "unary";
     input: typeof CompareRequestSchema;
     output: typeof CompareResponseSchema;
+  },
+  /**
+   * The distinct failures of one campaign (distinct inputs, in asking order),
+   * each marked "seen before" when a failure of an earlier campaign on the same
+   * subject falls in its cluster: the failing inputs of all of them are pooled
+   * and clustered together (Indago's k-means with the silhouette rule,
+   * analysis_service/failure_clusters.py, one clustering with seed 0).
+   * INVALID_ARGUMENT: an `against` campaign on another subject, or the campaign
+   * itself.
+   *
+   * @generated from rpc gauntlet.v1.AnalysisService.ClusterFailures
+   */
+  clusterFailures: {
+    methodKind: "unary";
+    input: typeof ClusterFailuresRequestSchema;
+    output: typeof ClusterFailuresResponseSchema;
   },
 }>;
 
