@@ -41,6 +41,11 @@ class FrameCapture(gym.Wrapper):
             self._keep()
         return out
 
+    def signal(self, attribute: str) -> np.ndarray:
+        """The wrapped subject environment's signal: trace recording and a subject's search spec (Mario's
+        unsafe-state signals) read it at every step and at the episode's end, as they do when nothing renders."""
+        return np.asarray(self.env.signal(attribute))  # type: ignore[attr-defined]
+
     def _keep(self) -> None:
         frame = self.env.render()
         if frame is None:

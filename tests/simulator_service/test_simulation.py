@@ -242,3 +242,18 @@ def test_pipelined_groups_give_the_same_episodes_with_smaller_batches() -> None:
         results[groups] = {o.job.test_case_id: (o.steps, o.total_reward, o.terminated) for o in outs}
     assert results[1] == results[2] and len(results[1]) == 24
     assert max(sizes[1]) == 8 and max(sizes[2]) == 4  # each group: one batched call per step for its half
+
+
+def test_a_rendering_environment_reads_the_same_signals_as_the_plain_one() -> None:
+    """RenderEpisode wraps the subject's env in FrameCapture; trace recording and search specs (Mario's unsafe-state
+    signals) call env.signal at each step, so the wrapper must answer it as the env does."""
+    from simulator_service.frames import FrameCapture
+
+    values = {"x": 0.5, "x_dot": 0.1, "theta": 0.02, "theta_dot": -0.1}
+    plain = make_env(SUBJECTS["cartpole"])
+    rendering = FrameCapture(make_env(SUBJECTS["cartpole"], render_mode="rgb_array"))
+    for env in (plain, rendering):
+        env.reset(seed=3, options={"values": values})
+        env.step(1)
+    np.testing.assert_array_equal(rendering.signal("state"), plain.signal("state"))
+    assert rendering.signal("state").shape == (4,) and len(rendering.frames) == 2

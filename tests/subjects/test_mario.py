@@ -11,6 +11,9 @@ from __future__ import annotations
 import importlib.util
 import os
 import queue
+import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from concurrent import futures
 from pathlib import Path
@@ -256,3 +259,47 @@ def test_the_ddqn_agents_load_from_the_zoo_and_act_greedily_whatever_the_batch()
             assert np.array_equal(registry.act(name, frames[:size]), actions[:size]), (name, size)
     with pytest.raises(Exception, match=r"expects observations of shape \(batch, 4, 84, 84\)"):
         registry.act("mario-1-1-2moves-ddqn", frames[:, :3])
+
+
+MARIO_CAMPAIGN = """campaign:
+  name: mario-replay
+  subject: mario_1_1
+  model: mario-1-1-2moves-ddqn
+  strategy: random
+  seed: 1
+  budget: {max_executions: 4}
+  batch_size: 4
+  parallelism: 4
+"""
+
+
+def test_replay_of_a_stored_mario_failure_reproduces_its_verdict_and_writes_an_animation(
+    mario_suite: LocalSuite, tmp_path: Path
+) -> None:
+    """Issue 32: `gauntlet replay` of a Mario failure (a life lost before the 60 steps) gives the same verdict, and
+    --render writes the episode, through the Mario simulator the suite's simulator forwards to."""
+    from PIL import Image, ImageSequence
+
+    endpoints = ("--generator", mario_suite.endpoint("generator"), "--analysis", mario_suite.endpoint("analysis"))
+
+    def gauntlet(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "cli.main", *args, *endpoints],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env={**os.environ, "COLUMNS": "200"},
+        )
+
+    (tmp_path / "m.yaml").write_text(MARIO_CAMPAIGN)
+    out = gauntlet("run", str(tmp_path / "m.yaml"), "--id", "mario-replay-1")
+    assert out.returncode == 0, out.stdout + out.stderr
+    found = re.search(r"failure (t\d{7}): ([^\n]*)", out.stdout)
+    assert found, out.stdout
+    gif = tmp_path / "mario.gif"
+    out = gauntlet("replay", "mario-replay-1", found.group(1), "--render", str(gif))
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "same verdict" in out.stdout and f"replayed fail: {found.group(2)}" in out.stdout
+    with Image.open(gif) as animation:
+        assert sum(1 for _ in ImageSequence.Iterator(animation)) > 10
