@@ -63,6 +63,7 @@ def mario_suite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalSuite
         store_url=f"sqlite:///{root / 'store.db'}",
         log_dir=root / "logs",
         artifact_root=root / "artifacts",
+        report_root=root / "reports",  # the replay test's campaign writes its report here, not in runs/
         environments=environments_for(["mario_1_1"]),
     )
     try:
