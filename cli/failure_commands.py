@@ -11,7 +11,7 @@ from rich.markup import escape
 
 from cli.commands import _rpc, console, suite
 from cli.errors import UserError
-from common.generated.gauntlet.v1 import analysis_pb2, generator_pb2
+from common.generated.gauntlet.v1 import analysis_pb2, generator_pb2, generator_pb2_grpc
 from common.tensor import from_tensor
 
 ANIMATION_SUFFIXES = (".gif", ".webp")  # what Pillow (a matplotlib dependency, declared in pyproject) writes
@@ -132,40 +132,42 @@ def cmd_export(args: argparse.Namespace) -> None:
     )
 
 
-def cmd_shrink(args: argparse.Namespace) -> None:
+def _chosen_failures(
+    args: argparse.Namespace, generator: generator_pb2_grpc.GeneratorServiceStub, verb: str
+) -> list[str]:
+    """The ids a failure command works on: those given, else the campaign's first --first distinct failures."""
     from cli.regression import list_executions
-    from cli.shrinking import failing_ids, shrink_and_print
+    from cli.shrinking import failing_ids
+
+    ids = list(args.test_case_ids) or failing_ids(_rpc(list_executions, generator, args.campaign_id), args.first)
+    if not ids:
+        raise UserError(f"campaign {args.campaign_id} has no failure to {verb}")
+    return ids
+
+
+def cmd_shrink(args: argparse.Namespace) -> None:
+    from cli.shrinking import shrink_and_print
 
     if not 1 <= args.max_executions <= 1000:
         raise UserError(f"--max-executions must be in [1, 1000] (got {args.max_executions})")
-    if args.first < 1:
+    if args.first < 1:  # refused before any service starts
         raise UserError(f"--first must be >= 1 (got {args.first})")
     with suite(args) as connection:
         generator = connection.generator()
-        ids = list(args.test_case_ids)
-        if not ids:
-            ids = failing_ids(_rpc(list_executions, generator, args.campaign_id), args.first)
-            if not ids:
-                raise UserError(f"campaign {args.campaign_id} has no failure to shrink")
+        ids = _chosen_failures(args, generator, "shrink")
         _rpc(shrink_and_print, console, generator, args.campaign_id, ids, args.max_executions)
 
 
 def cmd_rerun(args: argparse.Namespace) -> None:
-    from cli.regression import list_executions
-    from cli.shrinking import failing_ids
     from cli.trust import rerun_and_print
 
     if not 2 <= args.runs <= 100:
         raise UserError(f"--runs must be in [2, 100] (got {args.runs})")
-    if args.first < 1:
+    if args.first < 1:  # refused before any service starts
         raise UserError(f"--first must be >= 1 (got {args.first})")
     with suite(args) as connection:
         generator = connection.generator()
-        ids = list(args.test_case_ids)
-        if not ids:
-            ids = failing_ids(_rpc(list_executions, generator, args.campaign_id), args.first)
-            if not ids:
-                raise UserError(f"campaign {args.campaign_id} has no failure to rerun")
+        ids = _chosen_failures(args, generator, "rerun")
         _rpc(rerun_and_print, console, generator, args.campaign_id, ids, args.runs)
 
 
