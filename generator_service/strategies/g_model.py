@@ -37,6 +37,7 @@ from pydantic import Field, model_validator
 from common.space import ParameterSpace
 from generator_service.strategies.base import Result, TestInput
 from generator_service.strategies.params import Integer, Number, StrategyParams
+from generator_service.strategies.unit_cube import UnitCube
 
 HIDDEN = (256, 512, 256)  # the authors' denoiser: x -> 256 -> 512 -> 256 -> x
 TIME_FEATURES = 16  # sinusoidal embedding of the diffusion step
@@ -135,9 +136,7 @@ class GModel:
         self.space = space
         self.rng = rng
         self.params = params
-        self._low, self._high = space.bounds()
-        self._integer = np.array([p.kind == "integer" for p in space.parameters])
-        self._active = np.flatnonzero(self._high > self._low)
+        self._cube = UnitCube(space)
         self.model: Diffusion | None = None
         self._queue: deque[TestInput] = deque()
         self.clipped = 0  # coordinates the model generated outside [0, 1] and projected onto the boundary
@@ -154,9 +153,9 @@ class GModel:
         """G-Model is not feedback-driven: the model learns from its own samples and random cases only."""
 
     def _round(self) -> None:
-        d, p = int(self._active.size), self.params
+        d, p = int(self._cube.active.size), self.params
         if d == 0:  # nothing to generate: every parameter is fixed
-            self._queue.extend(self._values(np.empty(0)) for _ in range(p.round_size))
+            self._queue.extend(self._cube.values(np.empty(0)) for _ in range(p.round_size))
             return
         if self.model is None:
             self.model = Diffusion(d, p, self.rng)
@@ -171,20 +170,6 @@ class GModel:
             raw = np.where(np.isfinite(raw), raw, 0.5)
         self.clipped += int(np.sum((raw < 0.0) | (raw > 1.0)))
         generated = np.clip(raw, 0.0, 1.0)
-        self._queue.extend(self._values(u) for u in generated)
+        self._queue.extend(self._cube.values(u) for u in generated)
         tune = np.vstack([generated, self.rng.random((p.fresh_cases, d))])
         self.model.train(tune[self.rng.permutation(len(tune))])
-
-    def _values(self, u: np.ndarray) -> TestInput:
-        x = self._low.copy()
-        if self._active.size:
-            lo, hi = self._low[self._active], self._high[self._active]
-            x[self._active] = lo + u * (hi - lo)
-        x = np.clip(x, self._low, self._high)
-        out: TestInput = {}
-        for i, param in enumerate(self.space.parameters):
-            if self._integer[i]:
-                out[param.name] = int(min(max(round(float(x[i])), int(param.low)), int(param.high)))  # type: ignore[arg-type]
-            else:
-                out[param.name] = float(x[i])
-        return out

@@ -69,6 +69,7 @@ from pydantic import Field
 from common.space import Parameter, ParameterSpace
 from generator_service.strategies.base import Result, TestInput
 from generator_service.strategies.params import Number, StrategyParams
+from generator_service.strategies.unit_cube import UnitCube
 
 PRTVariant = Literal["paper", "authors_code"]
 PRTMapping = Literal["hints", "identity", "centre"]
@@ -344,10 +345,8 @@ class PriorRandomTesting:
                 )
         self.space = space
         self.lam, self.variant, self.mapping = float(lam), variant, mapping
-        self._low, self._high = space.bounds()
-        self._integer = np.array([p.kind == "integer" for p in space.parameters])
-        self._active = np.flatnonzero(self._high > self._low)  # dimensions PRT generates (low == high is fixed)
-        active = [space.parameters[i] for i in self._active]
+        self._cube = UnitCube(space)  # PRT generates the dimensions whose low < high; fixed ones keep their value
+        active = [space.parameters[i] for i in self._cube.active]
         cuts = [hint_cut(p, mapping) for p in active]
         self._cuts = np.array([np.nan if c is None else c for c in cuts], dtype=float)
         self._generator = PRTGenerator(len(active), rng, lam, variant) if len(active) else None
@@ -359,15 +358,4 @@ class PriorRandomTesting:
         """PRT is not feedback-driven: the next tests depend only on the earlier ones, never on verdicts."""
 
     def _values(self, u: np.ndarray) -> TestInput:
-        x = self._low.copy()
-        if self._active.size:
-            lo, hi = self._low[self._active], self._high[self._active]
-            x[self._active] = lo + apply_mapping(u, self._cuts) * (hi - lo)
-        x = np.clip(x, self._low, self._high)
-        out: TestInput = {}
-        for i, param in enumerate(self.space.parameters):
-            if self._integer[i]:
-                out[param.name] = int(min(max(round(float(x[i])), int(param.low)), int(param.high)))  # type: ignore[arg-type]
-            else:
-                out[param.name] = float(x[i])
-        return out
+        return self._cube.values(apply_mapping(u, self._cuts) if self._cube.active.size else u)
