@@ -17,7 +17,9 @@
 #
 # Settings (environment): GAUNTLET_TAG (0.1.0), BASE_IMAGE, DEBIAN_MIRROR (http://deb.debian.org/debian),
 # PYTHON (.venv/bin/python, else python3), PIP (the pip that fills the wheelhouse: $PYTHON -m pip), WHEELHOUSE (build/wheelhouse),
-# WHEEL_PORT (38471; it is part of the build's cache key, so keep it fixed), DOCKER (docker),
+# WHEEL_PORT (18471, below Linux's ephemeral range 32768-60999 so no client socket or port-0 server holds it; it is
+# part of the build's cache key, so it stays fixed unless busy: then the next free port up to +99 is used, and the
+# dependency layers rebuild once), DOCKER (docker),
 # SIMULATOR_APT_PACKAGES (empty; libosmesa6 adds CPU rendering of MuJoCo frames to the simulator image, +315 MB).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,7 +33,7 @@ TAG=${GAUNTLET_TAG:-0.1.0}
 DOCKER=${DOCKER:-docker}
 MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 WHEELHOUSE=${WHEELHOUSE:-build/wheelhouse}
-WHEEL_PORT=${WHEEL_PORT:-38471}
+WHEEL_PORT=${WHEEL_PORT:-18471}
 # Python >= 3.11 (tomllib) for deploy/requirements.py and the wheelhouse's server: the project's venv when there is one
 if [ -x .venv/bin/python ]; then PYTHON=${PYTHON:-.venv/bin/python}; else PYTHON=${PYTHON:-python3}; fi
 PIP=${PIP:-$PYTHON -m pip}
@@ -109,19 +111,44 @@ if ls "$WHEELHOUSE" | grep -Ei '^nvidia[-_]|^torch-[^+]*-' >/dev/null; then
 fi
 echo "wheelhouse: $WHEELHOUSE, $(ls "$WHEELHOUSE" | wc -l) wheels, $(elapsed "$t") s"
 
+# a port another process holds would answer the builds with its own bytes (CI once met a gRPC server there)
+wanted_port=$WHEEL_PORT
+WHEEL_PORT=$("$PYTHON" - "$WHEEL_PORT" <<'EOF'
+import socket, sys
+first = int(sys.argv[1])
+for port in range(first, first + 100):
+    with socket.socket() as probe:
+        # as http.server does: a port whose old connections linger in TIME_WAIT is free; one with a listener is not
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        print(port)
+        break
+else:
+    sys.exit(f"no free port in 127.0.0.1:{first}-{first + 99} (WHEEL_PORT)")
+EOF
+)
+[ "$WHEEL_PORT" = "$wanted_port" ] || echo "wheelhouse: port $wanted_port is busy, serving on $WHEEL_PORT (dependency layers rebuild)"
 "$PYTHON" -m http.server --bind 127.0.0.1 --directory "$WHEELHOUSE" "$WHEEL_PORT" >/dev/null 2>&1 &
 server_pid=$!
+served=
 for _ in $(seq 50); do
-  "$PYTHON" - "$WHEEL_PORT" <<'EOF' && break
+  kill -0 "$server_pid" 2>/dev/null || break
+  # ours answers with the wheelhouse's listing; anything else (another server, garbage, no answer) is not ready
+  if "$PYTHON" - "$WHEEL_PORT" <<'EOF'
 import sys, urllib.request
 try:
-    urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/", timeout=1)
-except OSError:
+    listing = urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/", timeout=1).read().decode("utf-8", "replace")
+except Exception:
     sys.exit(1)
+sys.exit(0 if ".whl" in listing else 1)
 EOF
-  kill -0 "$server_pid" 2>/dev/null || { echo "cannot serve the wheelhouse on 127.0.0.1:$WHEEL_PORT (WHEEL_PORT)" >&2; exit 1; }
+  then served=1; break; fi
   sleep 0.2
 done
+[ -n "$served" ] || { echo "cannot serve the wheelhouse on 127.0.0.1:$WHEEL_PORT (WHEEL_PORT)" >&2; exit 1; }
 
 # --- 3. images ----------------------------------------------------------------------------------------------------
 sizes=()
