@@ -9,6 +9,7 @@ re-exported under the name it keeps for callers; clients in other processes use 
 from __future__ import annotations
 
 from agent_service.algorithms import algorithm_class
+from agent_service.inference import predict_actions
 from agent_service.qtable import FILE_NAME as QTABLE_FILE_NAME
 from agent_service.qtable import QTablePolicy
 from agent_service.registry import DEFAULT_MODEL_ROOT, ModelRegistry, model_file_name
@@ -19,6 +20,7 @@ __all__ = [
     "DEFAULT_MODEL_ROOT",
     "model_file_name",
     "ModelRegistry",
+    "predict_actions",
     "QTABLE_FILE_NAME",
     "QTablePolicy",
     "SegmentationModel",

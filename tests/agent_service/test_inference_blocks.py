@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from agent_service.registry import INFERENCE_BLOCKS, INFERENCE_ROWS, ModelRegistry, _predict, block_rows
+from agent_service.inference import INFERENCE_BLOCKS, INFERENCE_ROWS, block_rows, predict_block
+from agent_service.registry import ModelRegistry
 from common.space_spec import flat_shape
 
 REGISTRY = ModelRegistry()
@@ -34,7 +35,7 @@ def _in_blocks_of_128(model: object, observations: np.ndarray) -> np.ndarray:
     for start in range(0, len(observations), 128):
         block = observations[start : start + 128]
         padded = np.concatenate([block, np.repeat(block[:1], 128 - len(block), axis=0)])
-        out.append(_predict(model, padded)[: len(block)])
+        out.append(predict_block(model, padded)[: len(block)])
     return np.concatenate(out)
 
 
