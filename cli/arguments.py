@@ -362,7 +362,13 @@ def add_evaluate(sub: Subparsers) -> None:
         help="append each finished chunk (with its failing inputs) to this JSONL file and skip chunks "
         "already there: a killed 100,000-test measurement resumes with the same command",
     )
-    p.add_argument("--model-root", type=Path, help="models folder (default: the bundled zoo)")
+    p.add_argument(
+        "--model-root",
+        type=Path,
+        help="models folder (default: the bundled zoo); when given, a random-input measurement is written into "
+        "its manifest entry (eval_tests, eval_failures, eval_errors, eval_seed, success_rate, eval_failure_rate, "
+        "eval_failure_rate_ci95) unless that entry holds one on more inputs",
+    )
     _handler(p, "cli.commands:cmd_evaluate")
 
 

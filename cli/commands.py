@@ -13,7 +13,7 @@ import signal
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,7 +30,15 @@ from cli.certificates import SuiteCredentials, create_suite_credentials, write_c
 from cli.endpoints import check_endpoint, reach
 from cli.errors import CampaignNotCompleted, UserError
 from cli.follow import LostCampaign, Pace, campaign_events, outcome, retrying
-from cli.launcher import LaunchError, LocalSuite, available_environments, environments_for
+from cli.launcher import (
+    ROLES,
+    LaunchError,
+    LocalSuite,
+    available_environments,
+    campaign_roles,
+    environments_for,
+    report_roles,
+)
 from cli.regression import REPLAY_STRATEGY, check_regression
 from cli.shrinking import print_stored_shrinks
 from cli.supervisor import RestartPolicy
@@ -40,8 +48,6 @@ from common.generated.gauntlet.v1 import (
     analysis_pb2_grpc,
     generator_pb2,
     generator_pb2_grpc,
-    simulator_pb2,
-    simulator_pb2_grpc,
 )
 from common.remote import describe
 from common.server import client_channel
@@ -148,11 +154,13 @@ def suite(
     subjects: tuple[str, ...] = (),
     roles: frozenset[str] | None = None,
     origin: str = "",
+    models: tuple[str, ...] | None = None,
 ) -> Iterator[Connection]:
     """The given generator and analysis endpoints (each reached within seconds), or a local suite started for this
     command (--secure: mTLS) with the given roles (None: every service); a local suite also starts the simulator
-    environments that `subjects` need (e.g. Mario's, in .venv-mario). `origin` says where endpoints came from when
-    they did not come from flags (a campaign file's endpoints: section)."""
+    environments that `subjects` need (e.g. Mario's, in .venv-mario), and its agent preloads `models` (None: all).
+    `origin` says where endpoints came from when they did not come from flags (a campaign file's endpoints:
+    section)."""
     if getattr(args, "generator", None) or getattr(args, "analysis", None):
         if not args.generator:
             raise UserError(f"--analysis needs --generator too{f' ({origin})' if origin else ''}")
@@ -170,14 +178,8 @@ def suite(
         return
     url = resolve_store_url(args, file_store_url)
     security = secure_credentials(getattr(args, "secure", False))
-    ready: list[str] = []
-
-    def announce(role: str) -> None:  # the spinner says which services are up, one by one
-        ready.append(role)
-        spinner.update(f"starting the Gauntlet services on loopback: {', '.join(ready)} ready...")
-
-    with console.status("starting the Gauntlet services on loopback...") as spinner:
-        try:
+    try:
+        with starting(roles or frozenset(ROLES)) as announce:
             local = LocalSuite(
                 store_url=url,
                 model_root=getattr(args, "model_root", None),
@@ -189,9 +191,10 @@ def suite(
                 environments=environments_for(list(subjects)),
                 roles=roles,
                 on_ready=announce,
+                agent_models=models,
             ).start()
-        except LaunchError as exc:
-            raise UserError(str(exc)) from None
+    except LaunchError as exc:
+        raise UserError(str(exc)) from None
     args.report_dir = None  # a request's output_dir is relative to the report root, which is the folder already
     try:
         credentials = security.client_credentials() if security else ClientCredentials()
@@ -199,6 +202,27 @@ def suite(
     finally:
         with console.status("stopping the services..."):
             local.stop()
+
+
+@contextlib.contextmanager
+def starting(roles: frozenset[str], what: str = "the Gauntlet services") -> Iterator[Callable[[str, float], None]]:
+    """Progress of a local suite's start: a spinner naming the services not up yet (on a terminal) and one line
+    per service as it answers, with its seconds (plain lines, no spinner, where the output is not a terminal)."""
+    waiting = [r for r in ROLES if r in roles]
+    started = time.monotonic()
+
+    def announce(role: str, seconds: float) -> None:
+        if role in waiting:
+            waiting.remove(role)
+        console.print(f"  {role} ready ({seconds:.1f} s)", highlight=False)
+        if waiting:
+            spinner.update(f"starting {what} on loopback: waiting for {', '.join(waiting)}...")
+
+    if not console.is_terminal:  # no spinner says what starts: one line before the services' lines
+        console.print(f"starting {what} on loopback: {', '.join(waiting)}", highlight=False)
+    with console.status(f"starting {what} on loopback: {', '.join(waiting)}...") as spinner:
+        yield announce
+    console.print(f"  all ready in {time.monotonic() - started:.1f} s", highlight=False)
 
 
 def _rpc(call: Any, *a: Any, **kw: Any) -> Any:
@@ -384,7 +408,11 @@ def cmd_run(args: argparse.Namespace) -> None:
     if endpoints and not args.generator:
         args.generator, args.analysis = endpoints.get("generator"), endpoints.get("analysis")
         origin = f"{args.campaign}: endpoints"
-    with suite(args, data.get("store_url"), (config.subject,), origin=origin) as connection:
+    # only what this campaign calls (no translator for an RL subject), and the agent loads only its model
+    roles = campaign_roles(config.subject, config.observation_translator)
+    with suite(
+        args, data.get("store_url"), (config.subject,), roles=roles, origin=origin, models=(config.model,)
+    ) as connection:
         generator = connection.generator()
         # the id is chosen here, so a StartCampaign retried after a lost answer cannot start a second campaign
         request = generator_pb2.StartCampaignRequest(
@@ -426,19 +454,15 @@ def cmd_report(args: argparse.Namespace) -> None:
         raise UserError("name at least one campaign id, or select stored campaigns with --match GLOB")
     if not args.compare and (args.baseline or args.alternative != "two-sided"):
         raise UserError("--baseline and --alternative apply to --compare only")
-    # a local suite for a report: the store's reader (generator), the analysis service and a simulator to describe
-    # the campaigns' subjects; the agent and translator only when a report re-renders images (see _render_roles)
+    # a local suite for a report: the store's reader (generator) and the analysis service; the simulator, agent,
+    # oracle and translator only when the report calls them (images to re-render, failures to replay: _render_roles)
     with suite(args, roles=REPORT_ROLES) as connection:
         ids = list(args.campaign_ids)
         if args.match:
             ids += matching_campaigns(connection.generator(), args.match)
         ids = list(dict.fromkeys(ids))
-        if connection.local is not None and (more := _render_roles(connection, ids)):
-            with console.status(f"starting the {' and '.join(sorted(more))} services for the report's images..."):
-                try:
-                    connection.local.start_roles(more)
-                except LaunchError as exc:
-                    raise UserError(str(exc)) from None
+        if connection.local is not None:
+            _start_render_roles(connection.local, connection, ids, args.filmstrips)
         analysis = connection.analysis()
         if args.compare:
             _comparison_summary(_compare(analysis, ids, args))
@@ -449,33 +473,29 @@ def cmd_report(args: argparse.Namespace) -> None:
                 _summary(_report(analysis, ids, args.report_dir, args.filmstrips))
 
 
-REPORT_ROLES = frozenset({"simulator", "generator", "analysis"})
-IMAGE_ROLES = frozenset({"agent", "translator"})
+REPORT_ROLES = frozenset({"generator", "analysis"})
 
 
-def _render_roles(connection: Connection, ids: list[str]) -> frozenset[str]:
-    """The services a local report needs beyond REPORT_ROLES: the agent and translator when a campaign ran on a
-    subject whose observations are images (its report re-renders archive members through the simulator); none
-    otherwise. A campaign or subject that cannot be read adds nothing: RenderReport says what is wrong with it."""
-    assert connection.local is not None
+def _start_render_roles(local: LocalSuite, connection: Connection, ids: list[str], filmstrips: int) -> None:
+    """Starts the services a local report calls beyond REPORT_ROLES (cli.launcher.report_roles): for an image
+    subject's archive and for filmstrips. A campaign that cannot be read adds nothing: RenderReport says what is
+    wrong with it."""
     generator = connection.generator()
-    simulator = simulator_pb2_grpc.SimulatorServiceStub(
-        client_channel(connection.local.endpoint("simulator"), connection.credentials)
-    )
-    subjects: set[str] = set()
+    campaigns: list[tuple[str, str]] = []
     for cid in ids:
         with contextlib.suppress(grpc.RpcError):
-            subjects.add(
-                generator.GetCampaign(generator_pb2.GetCampaignRequest(campaign_id=cid), timeout=30).status.spec.subject
-            )
-    for subject in sorted(subjects):
-        with contextlib.suppress(grpc.RpcError):
-            described = simulator.DescribeEnvironment(
-                simulator_pb2.DescribeEnvironmentRequest(subject=subject), timeout=60
-            )
-            if len(described.observation_space.shape) >= 2:
-                return IMAGE_ROLES
-    return frozenset()
+            spec = generator.GetCampaign(generator_pb2.GetCampaignRequest(campaign_id=cid), timeout=30).status.spec
+            campaigns.append((spec.subject, spec.observation_translator))
+    more = report_roles(campaigns, filmstrips) - REPORT_ROLES
+    if not more:
+        return
+    local.environments = environments_for([subject for subject, _ in campaigns])  # e.g. Mario's simulator
+    try:
+        with starting(more, "the services the report replays through") as announce:
+            local.on_ready = announce
+            local.start_roles(more)
+    except LaunchError as exc:
+        raise UserError(str(exc)) from None
 
 
 def matching_campaigns(generator: generator_pb2_grpc.GeneratorServiceStub, pattern: str) -> list[str]:
@@ -760,3 +780,32 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     if result.tests >= 100_000:
         summary["prt_well_trained"] = 1 <= result.failures * 100_000 / result.tests < 500
     console.print_json(json.dumps(summary))
+    if args.model_root and inputs is None and judged:
+        console.print(_record_evaluation(root, args.model, entry.metadata, summary, result.failures / judged))
+
+
+def _record_evaluation(
+    root: Path, model: str, listed: Mapping[str, Any], summary: Mapping[str, Any], rate: float
+) -> str:
+    """Writes the measurement's eval_* fields into `root`'s manifest entry of `model` (what --model-root promises),
+    unless the entry holds a measurement on more inputs, which stays; returns what was done, in words."""
+    from offline.manifest import update_model_fields
+
+    before = listed.get("eval_tests")
+    if isinstance(before, int) and before > summary["eval_tests"]:
+        return (
+            f"not written to {root / 'manifest.yaml'}: its entry {model} holds a measurement on {before:,} inputs, "
+            f"more than these {summary['eval_tests']:,}"
+        )
+    fields: dict[str, Any] = {
+        key: summary[key] for key in ("eval_tests", "eval_failures", "eval_errors", "eval_seed", "success_rate")
+    }
+    fields["eval_failure_rate"] = round(rate, 5)
+    fields["eval_failure_rate_ci95"] = summary["failure_rate_ci95"]
+    if "prt_well_trained" in summary:
+        fields["prt_well_trained"] = summary["prt_well_trained"]
+    try:
+        path = update_model_fields(root, model, fields)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    return f"written to {path}: " + ", ".join(f"{k} {v}" for k, v in fields.items())

@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import ctypes
+import functools
 import json
 import os
+import queue
 import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from cli.certificates import SuiteCredentials
 from cli.processes import Service, describe_exit
@@ -28,6 +30,9 @@ from common.credentials import (
     TOKEN_ENV,
     TOKEN_FILE_ENV,
 )
+
+if TYPE_CHECKING:
+    from simulator_service.subject import Subject
 
 CALLERS = {"simulator", "generator", "analysis"}  # services that call others, so present client credentials
 # settings of the user's shell that must not leak into the local services: the launcher sets exactly what it means
@@ -71,14 +76,66 @@ class SimulatorEnvironment:
 SIMULATOR_ENVIRONMENTS = {"mario": SimulatorEnvironment("mario", REPOSITORY / ".venv-mario", ("mario",))}
 
 
+@functools.cache
+def _subjects(subject_path: str) -> dict[str, Subject]:
+    """The subjects a local simulator serves, read once per command (about half a second); keyed by
+    $GAUNTLET_SUBJECT_PATH, which decides them besides the installed packs."""
+    from simulator_service.subject import load_subjects
+
+    return load_subjects()
+
+
+def known_subjects() -> dict[str, Subject]:
+    from simulator_service.subject import SUBJECT_PATH_ENV
+
+    return _subjects(os.environ.get(SUBJECT_PATH_ENV, ""))
+
+
 def environments_for(subjects: list[str]) -> tuple[str, ...]:
     """The simulator environments that serve any of these subjects (none for an unknown subject: the simulator
     says it is unknown)."""
-    from simulator_service.subject import load_subjects
-
-    known = load_subjects()
+    known = known_subjects()
     backends = {known[s].backend for s in subjects if s in known}
     return tuple(n for n, e in SIMULATOR_ENVIRONMENTS.items() if backends & set(e.backends))
+
+
+def uses_translator(subject: str, observation_translator: str = "") -> bool:
+    """Whether episodes of `subject` call the translator service: the campaign names a translator, or leaves it
+    to a subject that declares one (`observation_translator: none` turns it off; an unknown subject calls none)."""
+    from simulator_service.subject import NO_TRANSLATOR
+
+    if observation_translator:
+        return observation_translator != NO_TRANSLATOR
+    known = known_subjects()
+    return subject in known and bool(known[subject].observation_translator)
+
+
+def campaign_roles(subject: str, observation_translator: str = "") -> frozenset[str]:
+    """The roles a campaign calls (`gauntlet run`): the generator plans and stores, the simulator runs episodes
+    with the agent acting, the oracle judges, the analysis renders the report; the translator only for a subject
+    with a translator stage (DESIGNATE's image subjects)."""
+    roles = set(ROLES)
+    if not uses_translator(subject, observation_translator):
+        roles.discard("translator")
+    return frozenset(roles)
+
+
+def report_roles(campaigns: Iterable[tuple[str, str]], filmstrips: int) -> frozenset[str]:
+    """The roles `gauntlet report` calls for campaigns given as (subject, observation_translator): the generator
+    (the store's reader) and the analysis; for an image subject (one that declares a translator stage) the
+    simulator and agent that re-render its archive (ListArchive), with the translator where the campaign used it;
+    for filmstrips the simulator, agent and oracle that replay failures (ReplayExecution), and that translator."""
+    roles = {"generator", "analysis"}
+    known = known_subjects()
+    for subject, translator in campaigns:
+        image = subject in known and bool(known[subject].observation_translator)
+        if image or filmstrips:
+            roles |= {"simulator", "agent"}
+        if filmstrips:
+            roles.add("oracle")
+        if (image or filmstrips) and uses_translator(subject, translator):
+            roles.add("translator")
+    return frozenset(roles)
 
 
 def available_environments() -> tuple[str, ...]:
@@ -86,9 +143,34 @@ def available_environments() -> tuple[str, ...]:
     return tuple(n for n, e in SIMULATOR_ENVIRONMENTS.items() if e.available())
 
 
-# The suite's roles in start order: each one's dependencies come before it.
+@dataclass(frozen=True)
+class Launch:
+    """One service process to start: `python -m module --port P --metrics-port M *args`."""
+
+    name: str
+    module: str
+    args: tuple[str, ...]
+    port: int = 0
+    metrics_port: int = 0
+    python: str = sys.executable
+
+
+# The suite's roles, each one's dependencies before it: the order the suite lists them in and stops them backwards.
 ROLES = ("oracle", "agent", "translator", "simulator", "generator", "analysis")
-__all__ = ["ROLES", "LaunchError", "LocalSuite", "Service", "available_environments", "environments_for"]
+__all__ = [
+    "ROLES",
+    "LaunchError",
+    "LocalSuite",
+    "Service",
+    "available_environments",
+    "campaign_roles",
+    "environments_for",
+    "report_roles",
+]
+
+
+# the generator's --artifact-root in a suite `gauntlet run`/`up` starts (relative to the working directory)
+LOCAL_ARTIFACT_ROOT = Path("runs")
 
 
 @dataclass
@@ -102,7 +184,7 @@ class LocalSuite:
     log_dir: Path = Path("runs/logs")
     report_root: Path = Path("runs/reports")
     model_root: Path | None = None
-    artifact_root: Path = Path("runs")  # what campaigns' surrogate/log parameters are relative to
+    artifact_root: Path = LOCAL_ARTIFACT_ROOT  # what campaigns' surrogate/log parameters are relative to
     generator_retry_seconds: float = 60.0
     simulator_pipeline: int = 2
     # False: the agent loads each model at its first use instead of at start (a listing needs none of them)
@@ -123,10 +205,16 @@ class LocalSuite:
     supervisor: Supervisor | None = field(default=None, init=False)
     # the roles to start (names in ROLES); None: all of them
     roles: frozenset[str] | None = None
-    # called with each role's name once it answers (a command's spinner says which are up)
-    on_ready: Callable[[str], None] | None = None
-    # role -> the port it serves on, chosen before anything starts (port 0 where it picks its own)
+    # called with each role's name and its start's seconds once all of that role's processes answer, in the order
+    # they do (a command prints a line per service)
+    on_ready: Callable[[str, float], None] | None = None
+    # models the agent preloads (None: every model of the model root; with agent_preload)
+    agent_models: tuple[str, ...] | None = None
+    # role -> the port it serves on, chosen before anything starts, so the roles start at once, each pointed at
+    # the others' ports; extra simulators' and simulator environments' ports likewise
     _ports: dict[str, int] = field(default_factory=dict, init=False)
+    _simulator_ports: list[int] = field(default_factory=list, init=False)
+    _environment_ports: dict[str, int] = field(default_factory=dict, init=False)
 
     def start_service(
         self,
@@ -139,21 +227,31 @@ class LocalSuite:
         python: str = sys.executable,
     ) -> Service:
         """Starts one service (port 0: any free port) and waits for its ready line."""
+        launch = Launch(name, module, args, port, metrics_port, python)
+        process = self._spawn(launch)
+        line = _read_line(process.stdout, timeout)  # type: ignore[arg-type]
+        service = self._ready(launch, process, line)
+        self.services[name] = service
+        return service
+
+    def _spawn(self, launch: Launch) -> subprocess.Popen[str]:
+        """Starts the process; its ready line is read by the caller. Runs on the calling thread, which must live as
+        long as the child (the parent-death signal follows the forking thread: cli/supervisor.py)."""
         private_folder(self.log_dir)
-        log_path = self.log_dir / f"{name}.log"
+        log_path = self.log_dir / f"{launch.name}.log"
         log_file = private_file(log_path).open("a")
-        env = self._service_env(name)
+        env = self._service_env(launch.name)
         process = subprocess.Popen(
             [
-                python,
+                launch.python,
                 "-m",
-                module,
+                launch.module,
                 "--port",
-                str(port),
+                str(launch.port),
                 "--metrics-port",
-                str(metrics_port),
-                *args,
-                *self._security_args(name),
+                str(launch.metrics_port),
+                *launch.args,
+                *self._security_args(launch.name),
             ],
             stdout=subprocess.PIPE,
             stderr=log_file,
@@ -163,23 +261,39 @@ class LocalSuite:
             start_new_session=True,  # a terminal's Ctrl-C reaches the launcher only, which stops the suite in order
         )
         log_file.close()  # the child holds its own copy
-        line = _read_line(process.stdout, timeout)  # type: ignore[arg-type]
+        return process
+
+    def _ready(self, launch: Launch, process: subprocess.Popen[str], line: str) -> Service:
+        """The started service from its ready line; LaunchError with its log's tail when there is none."""
+        log_path = self.log_dir / f"{launch.name}.log"
         if not line:
             process.kill()
             process.wait()
             tail = log_path.read_text()[-2000:]
-            raise LaunchError(f"{name} service did not start (exit code {process.returncode}); log {log_path}:\n{tail}")
+            raise LaunchError(
+                f"{launch.name} service did not start (exit code {process.returncode}); log {log_path}:\n{tail}"
+            )
         ready = json.loads(line)
-        service = Service(name, process, int(ready["port"]), int(ready["metrics_port"]), log_path, module, args, python)
-        self.services[name] = service
-        return service
+        return Service(
+            launch.name,
+            process,
+            int(ready["port"]),
+            int(ready["metrics_port"]),
+            log_path,
+            launch.module,
+            launch.args,
+            launch.python,
+        )
 
     def start(self) -> LocalSuite:
         roles = set(ROLES if self.roles is None else self.roles)
         if unknown := roles - set(ROLES):
             raise LaunchError(f"unknown service role(s) {', '.join(sorted(unknown))}; roles: {', '.join(ROLES)}")
-        # a role left out still has its port, so the roles that call it are pointed there (and it can start later)
-        self._ports = {r: 0 if r in roles else _free_port() for r in ROLES}
+        # every role has its port before any starts: all start at once, each pointed at the ports of those it
+        # calls, and a role left out can start there later (they connect lazily and retry)
+        self._ports = {r: _free_port() for r in ROLES}
+        self._simulator_ports = [self._ports["simulator"], *(_free_port() for _ in range(1, self.simulators))]
+        self._environment_ports = {name: _free_port() for name in self.environments}
         private_folder(self.artifact_root)  # runs/: the store, logs, reports and --secure's keys live under it
         store_folder = Path(self.store_url.removeprefix("sqlite:///")).parent.resolve()
         if self.store_url.startswith("sqlite:///") and self.artifact_root.resolve() in store_folder.parents:
@@ -193,15 +307,69 @@ class LocalSuite:
             self.supervisor = Supervisor(self, self.restart_policy).start()
         return self
 
-    def start_roles(self, roles: Iterable[str]) -> None:
-        """Starts these roles (in ROLES order), each on the port the suite gave it; one already running is left
-        as it is."""
+    def start_roles(self, roles: Iterable[str], timeout: float = 120.0) -> None:
+        """Starts these roles at once, each on the port the suite gave it, and waits until every one answers (one
+        already running is left as it is); on_ready hears of each role as it comes up. If one does not start, the
+        others started here are stopped and LaunchError says which one and why."""
         wanted = set(roles)
-        for role in ROLES:
-            if role in wanted and not self._running(role):
-                getattr(self, f"_start_{role}")()
-                if self.on_ready is not None:
-                    self.on_ready(role)
+        plan = {r: self._launches(r) for r in ROLES if r in wanted and not self._running(r)}
+        processes: list[tuple[str, Launch, subprocess.Popen[str]]] = []
+        try:
+            for role, launches in plan.items():
+                processes += [(role, launch, self._spawn(launch)) for launch in launches]
+            started = time.monotonic()
+            lines = _read_lines([p for _, _, p in processes], timeout)
+            pending = {role: len(launches) for role, launches in plan.items()}
+            ready: dict[str, Service] = {}
+            for index, line in lines:  # in the order the processes answer
+                role, launch, process = processes[index]
+                ready[launch.name] = self._ready(launch, process, line)
+                pending[role] -= 1
+                if pending[role] == 0 and self.on_ready is not None:
+                    self.on_ready(role, time.monotonic() - started)
+        except BaseException:
+            for _, _, process in processes:
+                if process.poll() is None:
+                    process.kill()
+                    process.wait()
+            raise
+        for _, launch, _ in processes:  # in ROLES order, so the suite stops in reverse dependency order
+            self.services[launch.name] = ready[launch.name]
+
+    def _launches(self, role: str) -> list[Launch]:
+        """The processes of one role, each with its reserved port and its peers' endpoints."""
+        if role == "oracle":
+            return [Launch("oracle", "oracle_service", (), self._ports["oracle"])]
+        if role == "agent":
+            agent_args = ["--model-root", str(self.model_root)] if self.model_root else []
+            agent_args += [] if self.agent_preload else ["--no-preload"]
+            if self.agent_preload and self.agent_models is not None:
+                agent_args += [a for model in self.agent_models for a in ("--preload-model", model)]
+            return [Launch("agent", "agent_service", tuple(agent_args), self._ports["agent"])]
+        if role == "translator":  # image subjects' GAN stage
+            return [Launch("translator", "translator_service", (), self._ports["translator"])]
+        if role == "simulator":
+            return self._simulator_launches()
+        if role == "generator":
+            generator_args = (
+                "--simulator-endpoint",
+                self._simulator_endpoints(),
+                "--oracle-endpoint",
+                self._role_endpoint("oracle"),
+                "--retry-seconds",
+                str(self.generator_retry_seconds),
+                "--artifact-root",
+                str(self.artifact_root),
+                *([] if self.resume_on_start else ["--no-resume-interrupted"]),
+            )
+            return [Launch("generator", "generator_service", generator_args, self._ports["generator"])]
+        analysis_args = (
+            "--generator-endpoint",
+            self._role_endpoint("generator"),
+            "--report-root",
+            str(self.report_root),
+        )
+        return [Launch("analysis", "analysis_service", analysis_args, self._ports["analysis"])]
 
     def _running(self, role: str) -> bool:
         return role in self.services or (role == "simulator" and simulator_name(0) in self.services)
@@ -212,18 +380,7 @@ class LocalSuite:
             return self.services[role].endpoint
         return f"127.0.0.1:{self._ports[role]}"
 
-    def _start_oracle(self) -> None:
-        self.start_service("oracle", "oracle_service", port=self._ports["oracle"])
-
-    def _start_agent(self) -> None:
-        agent_args = ["--model-root", str(self.model_root)] if self.model_root else []
-        agent_args += [] if self.agent_preload else ["--no-preload"]
-        self.start_service("agent", "agent_service", *agent_args, port=self._ports["agent"])
-
-    def _start_translator(self) -> None:  # image subjects' GAN stage
-        self.start_service("translator", "translator_service", port=self._ports["translator"])
-
-    def _start_simulator(self) -> None:
+    def _simulator_launches(self) -> list[Launch]:
         simulator_args = (
             "--agent-endpoint",
             self._role_endpoint("agent"),
@@ -234,58 +391,30 @@ class LocalSuite:
             "--agent-lanes",
             "auto" if self.agent_lanes else "off",
         )
+        launches: list[Launch] = []
         peers: list[str] = []
         for name in self.environments:
             environment = self._environment(name)
-            backends = [a for b in environment.backends for a in ("--backend", b)]
-            peer = self.start_service(
-                f"simulator-{name}",
-                "simulator_service",
-                *simulator_args,
-                *backends,
-                python=str(environment.python),
+            backends = tuple(a for b in environment.backends for a in ("--backend", b))
+            port = self._environment_ports.setdefault(name, _free_port())  # one added later (a report) too
+            launches.append(
+                Launch(
+                    f"simulator-{name}",
+                    "simulator_service",
+                    (*simulator_args, *backends),
+                    port,
+                    python=str(environment.python),
+                )
             )
-            peers += ["--peer-simulator", peer.endpoint]
+            peers += ["--peer-simulator", f"127.0.0.1:{port}"]
         for i in range(self.simulators):
-            self.start_service(
-                simulator_name(i),
-                "simulator_service",
-                *simulator_args,
-                *peers,
-                port=self._ports["simulator"] if i == 0 else 0,
+            launches.append(
+                Launch(simulator_name(i), "simulator_service", (*simulator_args, *peers), self._simulator_ports[i])
             )
+        return launches
 
     def _simulator_endpoints(self) -> str:
-        if not self._running("simulator"):
-            return f"127.0.0.1:{self._ports['simulator']}"
-        return ",".join(self.services[simulator_name(i)].endpoint for i in range(self.simulators))
-
-    def _start_generator(self) -> None:
-        self.start_service(
-            "generator",
-            "generator_service",
-            "--simulator-endpoint",
-            self._simulator_endpoints(),
-            "--oracle-endpoint",
-            self._role_endpoint("oracle"),
-            "--retry-seconds",
-            str(self.generator_retry_seconds),
-            "--artifact-root",
-            str(self.artifact_root),
-            *([] if self.resume_on_start else ["--no-resume-interrupted"]),
-            port=self._ports["generator"],
-        )
-
-    def _start_analysis(self) -> None:
-        self.start_service(
-            "analysis",
-            "analysis_service",
-            "--generator-endpoint",
-            self._role_endpoint("generator"),
-            "--report-root",
-            str(self.report_root),
-            port=self._ports["analysis"],
-        )
+        return ",".join(f"127.0.0.1:{port}" for port in self._simulator_ports)
 
     def wait(self) -> str:
         """Blocks while the suite runs; returns why it stopped: the supervisor gave up on a service, or (without
@@ -389,6 +518,26 @@ def _die_with_parent() -> None:
     `gauntlet run` that is killed (SIGTERM/SIGKILL, where __exit__ never runs) leaves no services behind."""
     PR_SET_PDEATHSIG = 1
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def _read_lines(processes: list[subprocess.Popen[str]], timeout: float) -> Iterator[tuple[int, str]]:
+    """(index, first stdout line) of each process as it answers, '' for one that exits or stays silent past the
+    timeout (counted from this call for all of them)."""
+    answers: queue.Queue[tuple[int, str]] = queue.Queue()
+    for index, process in enumerate(processes):
+        stream = process.stdout
+        assert stream is not None
+        threading.Thread(target=lambda i=index, s=stream: answers.put((i, s.readline().strip())), daemon=True).start()
+    deadline = time.monotonic() + timeout
+    waiting = set(range(len(processes)))
+    while waiting:
+        try:
+            index, line = answers.get(timeout=max(0.0, deadline - time.monotonic()))
+        except queue.Empty:  # the first still silent one is reported; the caller stops them all
+            yield min(waiting), ""
+            return
+        waiting.discard(index)
+        yield index, line
 
 
 def _read_line(stream: IO[str], timeout: float) -> str:

@@ -57,7 +57,26 @@ def train(args: argparse.Namespace) -> None:
         )
     console.print(f"surrogate: {path}")
     _print_summary(path)
-    console.print(f"use it: strategy indago with strategy_params {{surrogate: {path}}}")
+    console.print(usage_hint(path))
+
+
+def usage_hint(path: Path, root: Path | None = None) -> str:
+    """How a campaign names the artifact at `path`: relative to the generator's artifact root (`root`, default the
+    one `gauntlet run`/`up` give their generator), which is how the generator resolves it; or, for an artifact
+    outside that root, that it must be moved under it (the generator refuses any other path)."""
+    from cli.launcher import LOCAL_ARTIFACT_ROOT
+
+    root = LOCAL_ARTIFACT_ROOT if root is None else root
+    base, where = root.resolve(), Path(path).resolve()
+    if base in where.parents:
+        return (
+            f"use it: strategy indago with strategy_params {{surrogate: {where.relative_to(base).as_posix()}}} "
+            f"(relative to the generator's artifact root, {root}/ for gauntlet run and up)"
+        )
+    return (
+        f"note: {path} is outside {root}/, the generator's artifact root for gauntlet run and up; a campaign names "
+        f"a surrogate relative to its generator's --artifact-root, so move it there (e.g. {root}/surrogates/) first"
+    )
 
 
 def show(args: argparse.Namespace) -> None:

@@ -543,10 +543,15 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
                 yield generator_pb2.ListArchiveResponse(member=member)
             return
         space = ParameterSpace.from_proto(info.parameter_space)
-        for m, episode in render(self.simulators, config, space, archive.members, f"{row.id}/archive"):
+        # one replay for both parts: the first max_images members rendered, the rest as stored
+        shown = archive.members[: request.max_images] if request.max_images else archive.members
+        for m, episode in render(self.simulators, config, space, shown, f"{row.id}/archive"):
             member = generator_pb2.ArchiveMember(
                 execution=_execution(m.execution), f_accuracy=m.f_accuracy, **judged_views(episode)
             )
+            yield generator_pb2.ListArchiveResponse(member=member)
+        for m in archive.members[len(shown) :]:
+            member = generator_pb2.ArchiveMember(execution=_execution(m.execution), f_accuracy=m.f_accuracy)
             yield generator_pb2.ListArchiveResponse(member=member)
 
     @grpc_method
@@ -754,8 +759,9 @@ def check_strategy(
         )
     except ValueError as exc:  # StrategyParamError, or a constructor's check of a parameter against the space
         message = str(exc)
-        if artifact_root is not None:  # the server's own folders are none of the caller's business
-            message = message.replace(f"{artifact_root.resolve()}/", "")
+        root = f"{artifact_root.resolve()}/" if artifact_root is not None else None
+        if root and root in message:  # the server's own folders are none of the caller's business, its root's name is
+            message = message.replace(root, "") + f" (paths are relative to {ARTIFACT_ROOT_NAME})"
         raise InvalidArgument(message) from None
 
 

@@ -185,8 +185,10 @@ class TrainFailReplayParams(StrategyParams):
         return self
 
 
-def open_surrogate(strategy: str, path: Any, space: ParameterSpace) -> Any:
-    """The artifact at ``path``, checked against ``space``; StrategyParamError names what is wrong."""
+def open_surrogate(strategy: str, path: Any, space: ParameterSpace, subject_rules: SubjectRules | None) -> Any:
+    """The artifact at ``path``, checked against the campaign's subject by name (when the campaign names one:
+    two subjects can share a parameter space, e.g. the same offsets on another domain or horizon) and against
+    ``space``; StrategyParamError names what is wrong."""
     from generator_service.surrogates.artifact import load_surrogate
 
     if path is None or path == "":
@@ -197,7 +199,7 @@ def open_surrogate(strategy: str, path: Any, space: ParameterSpace) -> Any:
     if not isinstance(path, (str, Path)):
         raise StrategyParamError(f"{strategy} parameter surrogate must be a folder path, got {path!r}")
     try:
-        surrogate = load_surrogate(path)
+        surrogate = load_surrogate(path, subject=subject_rules.subject if subject_rules else None)
         surrogate.check_space(space)
     except ValueError as exc:
         raise StrategyParamError(f"{strategy} parameter surrogate: {exc}") from None
@@ -243,7 +245,7 @@ class Indago:
             raise StrategyParamError(f"{name}: {exc}") from None
         self.space = space
         self.rng = rng
-        self.surrogate = open_surrogate(name, params.surrogate, space)
+        self.surrogate = open_surrogate(name, params.surrogate, space, subject_rules)
         self.validity = subject_validity(space, subject_rules)
         self.mutator = Mutator(self.surrogate, self.validity, rng, self.mutation, params.mutation_scale)
         self.failures: list[TestInput] = []
@@ -331,7 +333,7 @@ class IndagoSampling:
         self.candidates = params.candidates
         self.time_budget_s = params.time_budget_s or None
         self.rng = rng
-        self.surrogate = open_surrogate(name, params.surrogate, space)
+        self.surrogate = open_surrogate(name, params.surrogate, space, subject_rules)
         self.validity = subject_validity(space, subject_rules)
         self.last: Any = None
 
@@ -371,10 +373,12 @@ class TrainFailReplay:
         name = "train_fail_replay"
         percent, surrogate, log = params.failure_filter, params.surrogate, params.log
         if surrogate is not None:
-            from generator_service.surrogates.artifact import artifact_failures, read_meta
+            from generator_service.surrogates.artifact import artifact_failures, read_meta, require_subject
 
             try:
                 meta = read_meta(surrogate)
+                if subject_rules is not None:
+                    require_subject(surrogate, meta, subject_rules.subject)
                 failures = artifact_failures(Path(surrogate), meta, percent)
             except ValueError as exc:
                 raise StrategyParamError(f"{name} parameter surrogate: {exc}") from None

@@ -183,6 +183,13 @@ def artifact_failures(path: Path, meta: Mapping[str, Any], filter_percent: float
     return out
 
 
+def require_subject(path: Path | str, meta: Mapping[str, Any], subject: str) -> None:
+    """Refuses an artifact trained for another subject, by name: subjects can share a parameter space (the same
+    pose offsets on a wider domain, or another horizon) while the agent fails on other inputs."""
+    if meta["subject"] != subject:
+        raise ValueError(f"surrogate {path} was trained for subject {meta['subject']!r}, not {subject!r}")
+
+
 def load_surrogate(path: Path | str, subject: str | None = None) -> Surrogate:
     """The surrogate in artifact folder ``path``; with ``subject``, refuses one trained for another subject."""
     import torch
@@ -191,8 +198,8 @@ def load_surrogate(path: Path | str, subject: str | None = None) -> Surrogate:
 
     path = Path(path)
     meta = read_meta(path)
-    if subject is not None and meta["subject"] != subject:
-        raise ValueError(f"surrogate {path} was trained for subject {meta['subject']!r}, not {subject!r}")
+    if subject is not None:
+        require_subject(path, meta, subject)
     weights = path / WEIGHTS_FILE
     if not weights.exists():
         raise ValueError(f"surrogate artifact {path} has no {WEIGHTS_FILE}")

@@ -110,6 +110,11 @@ def test_manifest_lists_every_recipe_with_measurements() -> None:
         ):
             assert key in entry, f"{name} lacks {key}"
         assert entry["eval_tests"] >= 1000
+        if "eval_failure_rate" in entry:  # written by gauntlet evaluate --model-root, with its Wilson interval
+            judged = entry["eval_tests"] - entry.get("eval_errors", 0)
+            assert entry["eval_failure_rate"] == pytest.approx(entry["eval_failures"] / judged, abs=1e-5), name
+            low, high = entry["eval_failure_rate_ci95"]
+            assert low <= entry["eval_failure_rate"] <= high, name
         model = DEFAULT_MODEL_ROOT / name / model_file_name(entry["algorithm"])  # model.zip, or model.npz (Q-table)
         assert model.stat().st_size == entry["file_bytes"] < 5 * 1024 * 1024
         assert (DEFAULT_MODEL_ROOT / name / "training_log.jsonl.gz").exists()

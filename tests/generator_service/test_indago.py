@@ -265,6 +265,43 @@ def test_wrong_subject_or_missing_artifact_is_refused(classifier: Path, tmp_path
         make_strategy("indago", SPACE, 0, {"surrogate": str(classifier), "setting": "hc_random"})
 
 
+def test_a_surrogate_of_another_subject_with_the_same_space_is_refused_by_name(tmp_path: Path) -> None:
+    # lunarlander and lunarlander_continuous share their parameter space: only the subject's name tells them apart
+    from common.errors import InvalidArgument
+    from generator_service.api import CampaignConfig
+    from generator_service.server import check_strategy
+    from simulator_service.subject import get_subject
+
+    ours, other = get_subject("lunarlander"), get_subject("lunarlander_continuous")
+    assert ours.space == other.space
+    rows = synthetic_rows(200, seed=4, sample=ours.sample, failed=lambda v: v["fx"] > 500)
+    log = write_log(tmp_path / "training_log.jsonl.gz", rows)
+    art = str(train_surrogate(log, ours.space, subject="lunarlander", grid=ONE_RUN, out_dir=tmp_path / "art"))
+    cases: list[tuple[str, dict[str, Any]]] = [
+        ("indago", {"setting": "hc_rnd", **FAST}),
+        ("indago_sampling", {"candidates": 10}),
+        ("train_fail_replay", {}),
+    ]
+    for name, params in cases:
+        with pytest.raises(StrategyParamError, match="trained for subject 'lunarlander', not 'lunarlander_continuous'"):
+            make_strategy(name, other.space, 0, {"surrogate": art, **params}, subject_rules=other.rules)
+        assert (
+            len(make_strategy(name, ours.space, 0, {"surrogate": art, **params}, subject_rules=ours.rules).ask(1)) == 1
+        )
+        # the generator's preflight builds the strategy with the subject it described: INVALID_ARGUMENT by name
+        config = CampaignConfig.model_validate(
+            {
+                "subject": other.name,
+                "model": "lunarlander-continuous-ppo",
+                "strategy": name,
+                "strategy_params": {"surrogate": art, **params},
+                "budget": {"max_executions": 1},
+            }
+        )
+        with pytest.raises(InvalidArgument, match="trained for subject 'lunarlander'"):
+            check_strategy(config, other.rules)
+
+
 # -- search ---------------------------------------------------------------------------------------------------
 def test_hill_climbing_and_ga_move_towards_the_failing_region(classifier: Path) -> None:
     def share_failing(strategy: str, params: dict[str, Any]) -> float:
