@@ -40,6 +40,14 @@ def main() -> None:
         help="load each model at its first use instead of at start (a quick start for a listing; the first act "
         "of each model then pays for loading it)",
     )
+    parser.add_argument(
+        "--preload-model",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="preload only this model (repeatable; default: every model of the model root): a suite started for "
+        "one campaign loads the one model it runs, not the whole zoo",
+    )
     add_service_arguments(parser, port=50052, metrics_port=9102)
     args = parser.parse_args()
     options = options_from_args(args)
@@ -48,8 +56,8 @@ def main() -> None:
 
     torch.set_num_threads(args.torch_threads)
     registry = ModelRegistry(args.model_root)
-    if args.preload:  # every model now: the first lock-step of a campaign should not pay for imports and unzipping
-        registry.preload()
+    if args.preload:  # now: the first lock-step of a campaign should not pay for imports and unzipping
+        registry.preload(args.preload_model or None)
     from agent_service.server import register
 
     own_folder = lane_dir if not args.lane_dir else None  # the default, private folder is ours to remove

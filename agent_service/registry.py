@@ -1,7 +1,8 @@
 """Models under test, loaded lazily by name from a model root (never from a request payload).
 
 A model root holds `manifest.yaml` (name -> subject, algorithm, training metadata) and one
-folder per model with `model.zip` (Stable-Baselines3), `model.npz` (a tabular Q-table, see
+folder per model (or, with `files: OTHER`, the folder of another listed model: one network listed for a
+second subject) with `model.zip` (Stable-Baselines3), `model.npz` (a tabular Q-table, see
 agent_service/qtable.py) or `model.pt` (TorchScript: a segmentation network, or a Q-network, see
 agent_service/qnetwork.py); the algorithm decides which. Only names listed in the manifest can be loaded.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -61,11 +63,26 @@ class ModelRegistry:
             raise NotFound(f"unknown model {shown(name)}; installed models: {known} (model root {self.root})")
         return self.entries[name]
 
+    def folder(self, name: str) -> Path:
+        """The folder of model `name`'s files: its own (root/name), or the one its `files` field names: the same
+        trained network listed again for another subject it fits (e.g. a widened input domain), without a copy.
+        The named entry must be listed, have its own folder and the same algorithm."""
+        entry = self.entry(name)
+        files = entry.metadata.get("files", name)
+        if files != name:
+            target = self.entries.get(files) if isinstance(files, str) else None
+            if target is None or "files" in target.metadata or target.algorithm != entry.algorithm:
+                raise FailedPrecondition(
+                    f"model {name!r}: files must name another listed {entry.algorithm} model with its own folder, "
+                    f"got {shown(str(files))}"
+                )
+        return self.root / str(files)
+
     def load(self, name: str) -> Any:
         entry = self.entry(name)
         with self._lock:
             if name not in self._loaded:
-                path = self.root / name / model_file_name(entry.algorithm)
+                path = self.folder(name) / model_file_name(entry.algorithm)
                 if not path.exists():
                     others = sorted(p.name for p in path.parent.glob("model.*"))
                     hint = f" (the folder holds {', '.join(others)}; is the algorithm right?)" if others else ""
@@ -82,9 +99,10 @@ class ModelRegistry:
                 self._loaded[name] = loader.load(path, device="cpu", **extra)
             return self._loaded[name]
 
-    def preload(self) -> None:
-        """Loads every listed model; a broken one is logged and left to fail on use with NOT_FOUND/INTERNAL."""
-        for name in self.entries:
+    def preload(self, names: Sequence[str] | None = None) -> None:
+        """Loads these models (None: every listed one); a broken or unknown one is logged and left to fail on use
+        with NOT_FOUND/INTERNAL."""
+        for name in self.entries if names is None else names:
             try:
                 self.load(name)
             except Exception:
