@@ -10,7 +10,8 @@ time (depth 1, as each lock-step group does) over
 2. grpc-aio:  gRPC's asyncio stack on both ends, the candidate the profile suggested;
 3. lane:      a same-host lane (common/lane.py), the messages framed on a Unix socket.
 
-Ends with `act_link: lane/grpc=<x> grpc_aio/grpc=<y>` (ratios of round trips per second).
+Ends with `act_link: lane/grpc=<x> grpc_aio/grpc=<y>` (ratios of round trips per second) and writes every number
+it prints to results/bench/act_link.json.
 
     python bench/act_link.py [--messages 4000]
 """
@@ -34,6 +35,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.results import BenchRecord
 from common.generated.gauntlet.v1 import agent_pb2, agent_pb2_grpc
 from common.lane import REQUEST, RESPONSE, LaneOffer, connect_lane
 from common.tensor import from_tensor, to_tensor
@@ -169,16 +171,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--messages", type=int, default=4000, help="round trips per transport (default 4000)")
     args = parser.parse_args()
-    rates = {
-        "grpc": measure("grpc", args.messages, over_grpc),  # type: ignore[arg-type]
-        "grpc-aio": measure("grpc-aio", args.messages, over_grpc_aio),  # type: ignore[arg-type]
-        "lane": measure("lane", args.messages, over_lane),  # type: ignore[arg-type]
-    }
-    print(f"{'transport':10s} {'round trips/s':>14s} {'us each':>8s}")
-    for kind, rate in rates.items():
-        print(f"{kind:10s} {rate:14.0f} {1e6 / rate:8.0f}")
-    lane, aio = rates["lane"] / rates["grpc"], rates["grpc-aio"] / rates["grpc"]
-    print(f"act_link: lane/grpc={lane:.2f} grpc_aio/grpc={aio:.2f}")
+    with BenchRecord("act_link") as record:
+        rates = {
+            "grpc": measure("grpc", args.messages, over_grpc),  # type: ignore[arg-type]
+            "grpc-aio": measure("grpc-aio", args.messages, over_grpc_aio),  # type: ignore[arg-type]
+            "lane": measure("lane", args.messages, over_lane),  # type: ignore[arg-type]
+        }
+        record.metrics["messages"] = args.messages
+        print(f"{'transport':10s} {'round trips/s':>14s} {'us each':>8s}")
+        for kind, rate in rates.items():
+            key = kind.replace("-", "_")
+            record.metrics[f"{key}_round_trips_per_s"] = round(rate)
+            record.metrics[f"{key}_us_per_round_trip"] = round(1e6 / rate)
+            print(f"{kind:10s} {rate:14.0f} {1e6 / rate:8.0f}")
+        lane, aio = rates["lane"] / rates["grpc"], rates["grpc-aio"] / rates["grpc"]
+        record.metrics.update(lane_over_grpc=round(lane, 2), grpc_aio_over_grpc=round(aio, 2))
+        print(f"act_link: lane/grpc={lane:.2f} grpc_aio/grpc={aio:.2f}")
 
 
 if __name__ == "__main__":

@@ -14,7 +14,8 @@ the second number grow with the store (it did: every check was a scan over all s
 
 Prints exactly one line:
     campaign_overhead: per_execution_us_at_1k=<a> per_execution_us_at_100k=<b>
-and exits 1 if b > 1.2 a. Takes a few minutes on a loaded 2-core machine.
+(b: the last thousand, whatever --executions is) and exits 1 if b > 1.2 a; writes both to
+results/bench/campaign_overhead.json, before the check. Takes a few minutes on a loaded 2-core machine.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.harness import campaign_executions, run_campaign
+from bench.results import BenchRecord
 from cli.launcher import LocalSuite
 from common.generated.gauntlet.v1 import generator_pb2_grpc
 from common.server import client_channel
@@ -66,33 +68,35 @@ def main() -> None:
     n = args.executions
     if n < 2_000 or n % BATCH:
         raise SystemExit(f"error: --executions must be a multiple of {BATCH} and at least 2000, got {n}")
-    with tempfile.TemporaryDirectory(prefix="gauntlet-overhead-") as scratch:
-        root = Path(scratch)
-        (root / "subjects").mkdir()
-        (root / "subjects" / "cartpole_1step.yaml").write_text(ONE_STEP_CARTPOLE)
-        os.environ["GAUNTLET_SUBJECT_PATH"] = str(root / "subjects")  # the simulator process inherits it
-        with LocalSuite(store_url=f"sqlite:///{root / 'store.db'}", log_dir=root / "logs") as suite:
-            gen = generator_pb2_grpc.GeneratorServiceStub(client_channel(suite.endpoint("generator")))
-            config = CampaignConfig(
-                name="overhead",
-                subject="cartpole_1step",
-                model="cartpole-ppo",
-                strategy="random",
-                budget={"max_executions": n},
-                batch_size=BATCH,
-                parallelism=512,
-            )
-            status = run_campaign(gen, config)
-            if status.executions != n:
-                raise SystemExit(f"error: the campaign stored {status.executions} executions, not {n}")
-            rows = campaign_executions(gen, status.campaign_id)
-    end_seconds = {0: 0.0}
-    for e in rows:
-        batch = (e.index - 1) // BATCH + 1
-        end_seconds[batch] = max(end_seconds.get(batch, 0.0), e.elapsed_seconds)
-    a = window_us(end_seconds, 1_001, 2_000)
-    b = window_us(end_seconds, n - 999, n)
-    print(f"campaign_overhead: per_execution_us_at_1k={a:.1f} per_execution_us_at_100k={b:.1f}", flush=True)
+    with BenchRecord("campaign_overhead") as record:
+        with tempfile.TemporaryDirectory(prefix="gauntlet-overhead-") as scratch:
+            root = Path(scratch)
+            (root / "subjects").mkdir()
+            (root / "subjects" / "cartpole_1step.yaml").write_text(ONE_STEP_CARTPOLE)
+            os.environ["GAUNTLET_SUBJECT_PATH"] = str(root / "subjects")  # the simulator process inherits it
+            with LocalSuite(store_url=f"sqlite:///{root / 'store.db'}", log_dir=root / "logs") as suite:
+                gen = generator_pb2_grpc.GeneratorServiceStub(client_channel(suite.endpoint("generator")))
+                config = CampaignConfig(
+                    name="overhead",
+                    subject="cartpole_1step",
+                    model="cartpole-ppo",
+                    strategy="random",
+                    budget={"max_executions": n},
+                    batch_size=BATCH,
+                    parallelism=512,
+                )
+                status = run_campaign(gen, config)
+                if status.executions != n:
+                    raise SystemExit(f"error: the campaign stored {status.executions} executions, not {n}")
+                rows = campaign_executions(gen, status.campaign_id)
+        end_seconds = {0: 0.0}
+        for e in rows:
+            batch = (e.index - 1) // BATCH + 1
+            end_seconds[batch] = max(end_seconds.get(batch, 0.0), e.elapsed_seconds)
+        a = window_us(end_seconds, 1_001, 2_000)
+        b = window_us(end_seconds, n - 999, n)
+        print(f"campaign_overhead: per_execution_us_at_1k={a:.1f} per_execution_us_at_100k={b:.1f}", flush=True)
+        record.metrics.update(executions=n, per_execution_us_at_1k=round(a, 1), per_execution_us_at_100k=round(b, 1))
     if b > 1.2 * a:
         raise SystemExit(1)
 

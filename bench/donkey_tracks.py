@@ -4,7 +4,7 @@ of Indago's mutation and crossover on valid tracks.
 The generator draws grammatical candidates (rules 0-2 and 4 hold by construction) and rejects those breaking
 rule 3 (self-intersection) or 5 (curve count, hardest curve); this bench counts which rule rejects how often,
 for the paper's main rules and the RQ4 variant. It uses CPU seconds of this process (a shared machine disturbs
-them less) and prints wall seconds beside them.
+them less) and prints wall seconds beside them. Every number printed goes to results/bench/donkey_tracks.json.
 
     python bench/donkey_tracks.py [--seconds 5] [--seed 0]
 """
@@ -20,6 +20,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.results import BenchRecord
 from subjects.donkey.track import (
     TrackOperators,
     TrackRules,
@@ -76,21 +77,26 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0, help="CPU seconds of generation per setting")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    for name, rules in SETTINGS.items():
-        rng = np.random.default_rng(args.seed)
-        gen = generation(rules, args.seconds, rng)
-        ops = operators(rules, rng)
-        rejections = ", ".join(f"{k}={int(v)}" for k, v in gen.items() if k.startswith("rule_"))
-        print(
-            f"{name}: acceptance {gen['accepted']}/{gen['drawn']} = {gen['rate']:.3f}; "
-            f"{gen['valid_per_cpu_s']:.0f} valid tracks per CPU-second ({gen['cpu_s']:.1f} CPU-s, "
-            f"{gen['wall_s']:.1f} wall-s); rejected by {rejections}"
-        )
-        print(
-            f"{name}: valid after one mutation: one pair {ops['mutation_one_valid']:.2f}, every pair "
-            f"{ops['mutation_all_valid']:.2f}; crossover gives two valid children: one try "
-            f"{ops['crossover_single_try_valid']:.2f}, within 20 tries {ops['crossover_20_tries_valid']:.2f}"
-        )
+    with BenchRecord("donkey_tracks") as record:
+        m = record.metrics
+        m.update(seconds=args.seconds, seed=args.seed)
+        for name, rules in SETTINGS.items():
+            rng = np.random.default_rng(args.seed)
+            gen = generation(rules, args.seconds, rng)
+            ops = operators(rules, rng)
+            m.update({f"{name}_{k}": round(float(v), 3) for k, v in (gen | ops).items()})
+            m[f"{name}_valid_per_cpu_s"] = round(gen["valid_per_cpu_s"])
+            rejections = ", ".join(f"{k}={int(v)}" for k, v in gen.items() if k.startswith("rule_"))
+            print(
+                f"{name}: acceptance {gen['accepted']}/{gen['drawn']} = {gen['rate']:.3f}; "
+                f"{gen['valid_per_cpu_s']:.0f} valid tracks per CPU-second ({gen['cpu_s']:.1f} CPU-s, "
+                f"{gen['wall_s']:.1f} wall-s); rejected by {rejections}"
+            )
+            print(
+                f"{name}: valid after one mutation: one pair {ops['mutation_one_valid']:.2f}, every pair "
+                f"{ops['mutation_all_valid']:.2f}; crossover gives two valid children: one try "
+                f"{ops['crossover_single_try_valid']:.2f}, within 20 tries {ops['crossover_20_tries_valid']:.2f}"
+            )
 
 
 if __name__ == "__main__":

@@ -7,6 +7,9 @@ Add functions here; do not change the signature of one another bench or replicat
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 from common.generated.gauntlet.v1 import generator_pb2, generator_pb2_grpc
 from generator_service.api import CampaignConfig
 
@@ -29,3 +32,29 @@ def campaign_executions(
         for r in gen.ListExecutions(generator_pb2.ListExecutionsRequest(campaign_id=campaign_id), timeout=600)
     ]
     return sorted(rows, key=lambda e: e.index)
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU seconds so far of these processes and all their descendants (fields 14-17 of
+    /proc/<pid>/stat: their own threads and their reaped children), summed: what a suite of processes costs."""
+    tick = os.sysconf("SC_CLK_TCK")
+    parents: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parents[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):  # a process that ended while the table was read
+            continue
+    tree, frontier = set(pids), list(pids)
+    while frontier:
+        parent = frontier.pop()
+        children = [pid for pid, ppid in parents.items() if ppid == parent and pid not in tree]
+        tree.update(children)
+        frontier.extend(children)
+    total = 0
+    for pid in tree:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += sum(int(f) for f in fields[11:15])  # utime, stime, cutime, cstime (after the state field)
+    return total / tick

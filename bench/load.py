@@ -16,7 +16,8 @@ Passes when: every health check answered SERVING; every campaign executed tests 
 kept executing after the warm-up (each campaign's count at the end > its count at the end of warm-up); every
 service's memory growth <= 10 %. Problems are printed first; the last line is exactly
     load: campaigns=<N> min_progress=<executions> rss_growth_pct=<max over services>
-and the exit code is 1 when a check failed. The campaigns are cancelled at the end.
+and the exit code is 1 when a check failed. The campaigns are cancelled at the end. Every number printed, and the
+problems, go to results/bench/load.json (written whether the checks passed or not).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ sys.path.insert(0, str(ROOT))
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from bench.results import BenchRecord
 from cli.launcher import LocalSuite
 from common.generated.gauntlet.v1 import generator_pb2, generator_pb2_grpc
 from common.server import client_channel
@@ -104,7 +106,8 @@ def watch(gen: generator_pb2_grpc.GeneratorServiceStub, campaign_id: str, stop: 
         pass  # cancelled at the end; a real failure shows in the progress and health checks
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, record: BenchRecord | None = None) -> int:
+    """Runs the campaigns and the checks; returns the exit code. Every number printed goes into record.metrics."""
     problems: list[str] = []
     with tempfile.TemporaryDirectory(prefix="gauntlet-load-") as scratch:
         root = Path(scratch)
@@ -201,11 +204,24 @@ def run(args: argparse.Namespace) -> int:
         f"load: campaigns={args.campaigns} min_progress={min_progress} rss_growth_pct={max(growth.values()):.1f}",
         flush=True,
     )
+    if record is not None:
+        m = record.metrics
+        m.update(campaigns=args.campaigns, minutes=args.minutes, problems=len(problems))
+        m.update(min_progress=min_progress, rss_growth_pct=round(max(growth.values()), 1))
+        for name, (start, end) in levels.items():
+            m[f"rss_mib_after_warmup_{name}"] = round(statistics.median(start) / 1024)
+            m[f"rss_mib_at_end_{name}"] = round(statistics.median(end) / 1024)
+            m[f"rss_growth_pct_{name}"] = round(growth[name], 1)
+        m.update({f"executions_campaign_{i}": count for i, count in enumerate(at_end)})
+        record.details["problems"] = problems
     return 1 if problems else 0
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    raise SystemExit(run(parse_args(argv)))
+    args = parse_args(argv)
+    with BenchRecord("load") as record:  # written with the checks' verdict: a failed check is a finished run
+        code = run(args, record)
+    raise SystemExit(code)
 
 
 if __name__ == "__main__":

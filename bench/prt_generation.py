@@ -13,7 +13,8 @@ prints wall seconds beside them. For each dimension it prints:
   the fixed cost of a test (about M steps of a few numpy calls each). It dominates in 4-D at these sizes,
   so the total exponent there stays well below 2 even though the per-test cost grows linearly.
 
-It ends with ``prt_generation_exponent_4d=<x> prt_generation_exponent_47d=<y>`` (the total-time exponents).
+It ends with ``prt_generation_exponent_4d=<x> prt_generation_exponent_47d=<y>`` (the total-time exponents) and
+writes every number it prints to results/bench/prt_generation.json.
 
 47-D is slow on this project's shared 2-core machine: about 30 CPU-seconds for N=5,000 and about 90 for
 N=10,000, which took 130 s of wall time under load. With N=10,000 the whole run would exceed three minutes,
@@ -33,6 +34,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.results import BenchRecord
 from common.space import ParameterSpace
 from generator_service.api import make_strategy
 from simulator_service.api import get_subject
@@ -91,39 +93,49 @@ def main() -> None:
     args = parser.parse_args()
     sizes = sorted(int(s) for s in args.sizes.split(","))
 
-    print(f"PRT generation cost, variant={args.variant} (CPU seconds of this process; wall beside)")
-    print(
-        f"{'dims':>4} {'subject':>9} {'N':>7} {'cpu s':>8} {'wall s':>8} "
-        f"{'ms/test mean':>13} {f'ms/test last {TAIL}':>17}"
-    )
-    exponents: dict[int, float] = {}
-    for dims, subject in SUBJECTS.items():
-        space = get_subject(subject).space
-        assert len(space.parameters) == dims
-        used, seconds, marginal = [], [], []
-        for n in sizes:
-            if dims == 47 and n > args.max_n:
-                print(f"{dims:>4} {subject:>9} {n:>7}   skipped (above --max-n {args.max_n})")
+    with BenchRecord("prt_generation") as record:
+        m = record.metrics
+        m.update({"tail": TAIL, "max_n": args.max_n, "seed": args.seed})
+        m.update({f"n_{n}": n for n in sizes} | {f"dims_{d}": d for d in SUBJECTS})
+        print(f"PRT generation cost, variant={args.variant} (CPU seconds of this process; wall beside)")
+        print(
+            f"{'dims':>4} {'subject':>9} {'N':>7} {'cpu s':>8} {'wall s':>8} "
+            f"{'ms/test mean':>13} {f'ms/test last {TAIL}':>17}"
+        )
+        exponents: dict[int, float] = {}
+        for dims, subject in SUBJECTS.items():
+            space = get_subject(subject).space
+            assert len(space.parameters) == dims
+            used, seconds, marginal = [], [], []
+            for n in sizes:
+                if dims == 47 and n > args.max_n:
+                    print(f"{dims:>4} {subject:>9} {n:>7}   skipped (above --max-n {args.max_n})")
+                    continue
+                cpu, wall, tail = time_generation(space, n, args.seed, args.variant)
+                key = f"{dims}d_n{n}"
+                m[f"cpu_s_{key}"], m[f"wall_s_{key}"] = round(cpu, 2), round(wall, 2)
+                m[f"ms_per_test_mean_{key}"], m[f"ms_per_test_last_{key}"] = round(cpu / n * 1e3, 3), round(tail, 3)
+                used.append(n)
+                seconds.append(cpu)
+                marginal.append(tail)
+                print(
+                    f"{dims:>4} {subject:>9} {n:>7} {cpu:>8.2f} {wall:>8.2f} {cpu / n * 1e3:>13.3f} {tail:>17.3f}",
+                    flush=True,
+                )
+            exponents[dims] = slope(used, seconds)
+            m[f"prt_generation_exponent_{dims}d"] = round(exponents[dims], 2)
+            if len(used) < 2:
                 continue
-            cpu, wall, tail = time_generation(space, n, args.seed, args.variant)
-            used.append(n)
-            seconds.append(cpu)
-            marginal.append(tail)
+            fixed, per_k = line(used, marginal)
+            m[f"marginal_fixed_ms_{dims}d"], m[f"marginal_ms_per_1k_{dims}d"] = round(fixed, 3), round(per_k * 1e3, 3)
+            m[f"quadratic_share_pct_{dims}d"] = round(100 * quadratic_share(used, seconds))
             print(
-                f"{dims:>4} {subject:>9} {n:>7} {cpu:>8.2f} {wall:>8.2f} {cpu / n * 1e3:>13.3f} {tail:>17.3f}",
+                f"     {dims}-D over N={used}: total-time exponent {exponents[dims]:.2f}; marginal cost "
+                f"{fixed:.3f} ms + {per_k * 1e3:.3f} ms per 1,000 earlier tests; N^2 term's share of "
+                f"T = aN + cN^2 at N={used[-1] if used else 0}: {quadratic_share(used, seconds):.0%}",
                 flush=True,
             )
-        exponents[dims] = slope(used, seconds)
-        if len(used) < 2:
-            continue
-        fixed, per_k = line(used, marginal)
-        print(
-            f"     {dims}-D over N={used}: total-time exponent {exponents[dims]:.2f}; marginal cost "
-            f"{fixed:.3f} ms + {per_k * 1e3:.3f} ms per 1,000 earlier tests; N^2 term's share of "
-            f"T = aN + cN^2 at N={used[-1] if used else 0}: {quadratic_share(used, seconds):.0%}",
-            flush=True,
-        )
-    print(f"prt_generation_exponent_4d={exponents[4]:.2f} prt_generation_exponent_47d={exponents[47]:.2f}")
+        print(f"prt_generation_exponent_4d={exponents[4]:.2f} prt_generation_exponent_47d={exponents[47]:.2f}")
 
 
 if __name__ == "__main__":

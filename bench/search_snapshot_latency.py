@@ -8,7 +8,8 @@ successors by going back to it. Per subject, side by side in one run, after `--d
 * replay: reset + replay of the `--depth`-step prefix in process (what a subject that cannot snapshot pays).
 
 None of these subjects has a native snapshot (a simulator's own state save, like the NES RAM backup of Super Mario
-Bros.): the line says so. Ratios are printed beside the times, since timings on a shared machine are noisy.
+Bros.): the line says so. Ratios are printed beside the times, since timings on a shared machine are noisy. Every
+number printed goes to results/bench/search_snapshot_latency.json.
 
     python bench/search_snapshot_latency.py --subjects taxi_large cartpole lunarlander
 """
@@ -27,6 +28,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.results import BenchRecord
 from cli.launcher import LocalSuite
 from common.generated.gauntlet.v1 import common_pb2, simulator_pb2, simulator_pb2_grpc
 from common.server import client_channel
@@ -110,26 +112,35 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--depth", type=int, default=50, help="steps from the search start before measuring")
     parser.add_argument("--repeats", type=int, default=200, help="timed repetitions (the median is reported)")
     args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
-        with LocalSuite(
-            store_url=f"sqlite:///{root / 'store.db'}",
-            log_dir=root / "logs",
-            report_root=root / "reports",
-            artifact_root=root / "artifacts",
-        ) as local:
-            stub = simulator_pb2_grpc.SimulatorServiceStub(client_channel(local.endpoint("simulator")))
-            for subject in args.subjects:
-                measured = in_process(subject, args.depth, args.repeats)
-                session = through_session(stub, subject, args.depth, args.repeats)
-                copy_s, replay_s = measured["deepcopy_s"], float(measured["replay_s"])
-                copy_text = f"{copy_s * 1e6:.0f}us" if isinstance(copy_s, float) else copy_s
-                ratio = f" replay/deepcopy={replay_s / copy_s:.1f}" if isinstance(copy_s, float) else ""
-                session_text = "n/a (replay subject)" if np.isnan(session) else f"{session * 1e6:.0f}us"
-                print(
-                    f"subject={subject} depth={args.depth} deepcopy_snapshot_restore={copy_text} "
-                    f"session_snapshot_restore={session_text} replay={replay_s * 1e6:.0f}us{ratio} native=none"
-                )
+    with BenchRecord("search_snapshot_latency") as record:
+        m = record.metrics
+        m.update(depth=args.depth, repeats=args.repeats)
+        with tempfile.TemporaryDirectory() as tmp:
+            root = Path(tmp)
+            with LocalSuite(
+                store_url=f"sqlite:///{root / 'store.db'}",
+                log_dir=root / "logs",
+                report_root=root / "reports",
+                artifact_root=root / "artifacts",
+            ) as local:
+                stub = simulator_pb2_grpc.SimulatorServiceStub(client_channel(local.endpoint("simulator")))
+                for subject in args.subjects:
+                    measured = in_process(subject, args.depth, args.repeats)
+                    session = through_session(stub, subject, args.depth, args.repeats)
+                    copy_s, replay_s = measured["deepcopy_s"], float(measured["replay_s"])
+                    copy_text = f"{copy_s * 1e6:.0f}us" if isinstance(copy_s, float) else copy_s
+                    ratio = f" replay/deepcopy={replay_s / copy_s:.1f}" if isinstance(copy_s, float) else ""
+                    session_text = "n/a (replay subject)" if np.isnan(session) else f"{session * 1e6:.0f}us"
+                    m[f"{subject}_replay_us"] = round(replay_s * 1e6)
+                    if isinstance(copy_s, float):
+                        m[f"{subject}_deepcopy_snapshot_restore_us"] = round(copy_s * 1e6)
+                        m[f"{subject}_replay_over_deepcopy"] = round(replay_s / copy_s, 1)
+                    if not np.isnan(session):
+                        m[f"{subject}_session_snapshot_restore_us"] = round(session * 1e6)
+                    print(
+                        f"subject={subject} depth={args.depth} deepcopy_snapshot_restore={copy_text} "
+                        f"session_snapshot_restore={session_text} replay={replay_s * 1e6:.0f}us{ratio} native=none"
+                    )
     return 0
 
 

@@ -5,14 +5,26 @@
             batched call per step, over a same-host lane (the agent runs on this host); also shown: one group
             of 64 (`--pipeline 1`), and the two groups over gRPC's ActStream (`--agent-lanes off`, the path
             between hosts);
-2. naive:   the seed tools' loop, in process: one env, `model.predict` one step at a time;
-3. batched: in process, 64 environments in lock-step, one batched `model.predict` per step.
+2. naive:   the seed tools' loop, in process: one env, one observation's action at a time;
+3. batched: in process, 64 environments in lock-step, one batched action call per step.
+
+Like for like: both in-process loops compute actions with the agent service's own inference function
+(agent_service.api.predict_actions: eval mode once, inference_mode, the policy's _predict on padded blocks) on the
+model the service's registry loads, and every way's environments are built before its timer starts (the suite's
+simulator keeps warm pools; the batched loop builds its 64 once and reuses them).
+
+Every way reports wall time and CPU seconds: for an in-process loop this process's CPU time (one torch thread);
+for the suite the CPU time of all its service processes (and their children) plus this client's, from
+/proc/<pid>/stat, since the simulator and the agent are separate processes that can use two cores at once.
 
 Each suite way runs --repeats campaigns (default 3) one after another on one fresh suite, and the batched loop
-runs as many times; a way's time is the median, and every run's time is printed too (the first campaign of a
-suite includes its warm-up: environments built, streams opened). The naive loop runs once (half a minute).
-Ends with `throughput: suite/naive=<x> suite/batched=<y>` (ratios of episodes per second)
-and prints each service's peak resident memory.
+runs as many times; a way's wall and CPU time are the medians, and every run's time is printed too (the first
+campaign of a suite includes its warm-up: streams opened, pools filled). The naive loop runs once.
+Ends with
+    throughput: suite/naive=<a> suite/batched=<b> cpu_suite/batched=<c>
+a and b: ratios of episodes per second (wall); c: CPU seconds per step of the batched loop over those of the suite
+(above 1: the suite spends less CPU per step). Writes results/bench/throughput.json (throughput_<subject>.json for
+another subject) with every number it prints.
 
     python bench/throughput.py [--episodes 256] [--parallelism 64] [--repeats 3] [--profile DIR]
     python bench/throughput.py --subject lunarlander     # a costlier subject: its zoo model, lunarlander-ppo
@@ -33,13 +45,18 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from agent_service.api import DEFAULT_MODEL_ROOT, algorithm_class
+from agent_service.api import DEFAULT_MODEL_ROOT, ModelRegistry, predict_actions
+from bench.harness import cpu_seconds
+from bench.results import BenchRecord
 from cli.launcher import LocalSuite
 from common.generated.gauntlet.v1 import generator_pb2, generator_pb2_grpc
 from common.seeding import episode_seed, strategy_seed
@@ -116,6 +133,24 @@ def _short(frame: str) -> str:
     return f"{m.group(1)} ({re.sub(r'.*/(site-packages|bench|main)/', '', m.group(2))})"
 
 
+@dataclass
+class Way:
+    """One way's runs: wall and CPU seconds of each, and the steps of one run."""
+
+    label: str
+    wall: list[float]
+    cpu: list[float]
+    steps: int
+
+    @property
+    def seconds(self) -> float:
+        return statistics.median(self.wall)
+
+    @property
+    def cpu_seconds(self) -> float:
+        return statistics.median(self.cpu)
+
+
 def run_suite(
     config: CampaignConfig,
     model_root: Path,
@@ -123,8 +158,10 @@ def run_suite(
     repeats: int,
     lanes: bool = True,
     profile: Path | None = None,
-) -> tuple[list[float], int, dict[str, float]]:
-    """Seconds of `repeats` campaigns with the same spec, one after another on one fresh suite."""
+) -> tuple[list[float], list[float], int, dict[str, float], dict[str, float]]:
+    """Wall and CPU seconds of `repeats` campaigns with the same spec, one after another on one fresh suite; CPU is
+    every service process's (and its children's) plus this client's during the campaign. Also: each service's
+    peak resident memory (MiB), and its CPU seconds over all the campaigns (the client's as "client")."""
     with tempfile.TemporaryDirectory() as tmp:
         with LocalSuite(
             store_url=f"sqlite:///{tmp}/bench.db",
@@ -135,47 +172,57 @@ def run_suite(
         ) as local:
             gen = generator_pb2_grpc.GeneratorServiceStub(client_channel(local.endpoint("generator")))
             pids = {name: local.services[name].process.pid for name in PROFILED}
+            suite_pids = [s.process.pid for s in local.services.values()]
             profilers = start_profilers(pids, profile) if profile else []
-            seconds = []
+            wall, cpu = [], []
+            by_process = {name: -cpu_seconds([s.process.pid]) for name, s in local.services.items()}
+            by_process["client"] = -time.process_time()
             for _ in range(repeats):
+                cpu_before = cpu_seconds(suite_pids) + time.process_time()
                 started = time.perf_counter()
                 cid = gen.StartCampaign(generator_pb2.StartCampaignRequest(spec=config.to_proto())).status.campaign_id
                 status = list(gen.WatchCampaign(generator_pb2.WatchCampaignRequest(campaign_id=cid)))[-1].status
-                seconds.append(time.perf_counter() - started)
+                wall.append(time.perf_counter() - started)
+                cpu.append(cpu_seconds(suite_pids) + time.process_time() - cpu_before)
+            for name, service in local.services.items():
+                by_process[name] += cpu_seconds([service.process.pid])
+            by_process["client"] += time.process_time()
             stop_profilers(profilers)
             memory = {name: peak_rss_mb(s.process.pid) for name, s in local.services.items()}
-    return seconds, int(status.steps), memory
+    return wall, cpu, int(status.steps), memory, by_process
 
 
-def run_naive(subject_name: str, jobs: list[Job], model: object) -> tuple[float, int]:
-    subject = get_subject(subject_name)
-    env = make_env(subject)
+def run_naive(subject_name: str, jobs: list[Job], model: object) -> tuple[float, float, int]:
+    """The seed tools' loop: one env, one observation at a time, through the agent's inference function."""
+    env = make_env(get_subject(subject_name))
     steps = 0
-    started = time.perf_counter()
+    cpu_before, started = time.process_time(), time.perf_counter()
     for job in jobs:
         obs, _ = env.reset(seed=job.seed, options={"values": job.values})
         done = False
         while not done:
-            action, _ = model.predict(obs, deterministic=True)  # type: ignore[attr-defined]
+            action = predict_actions(model, np.asarray(obs)[None])[0]
             obs, _, terminated, truncated, _ = env.step(action)
             steps += 1
             done = terminated or truncated
-    return time.perf_counter() - started, steps
+    return time.perf_counter() - started, time.process_time() - cpu_before, steps
 
 
-def run_batched(subject_name: str, jobs: list[Job], model: object, parallelism: int) -> tuple[float, int]:
+def run_batched(subject_name: str, jobs: list[Job], model: object, envs: list[Any]) -> tuple[float, float, int]:
+    """All environments in lock-step, one call of the agent's inference function per step, on environments built
+    before the timer (as the suite's warm pools)."""
     subject = get_subject(subject_name)
-    started = time.perf_counter()
+    cpu_before, started = time.process_time(), time.perf_counter()
     outcomes = list(
         run_lockstep(
             lambda: make_env(subject),
-            [make_env(subject) for _ in range(parallelism)],
+            envs,
             jobs,
-            lambda o: model.predict(o, deterministic=True)[0],  # type: ignore[attr-defined]
+            lambda o: predict_actions(model, o),
             lambda: TraceRecorder(subject, SIGNALS),
         )
     )
-    return time.perf_counter() - started, sum(o.steps for o in outcomes)
+    return time.perf_counter() - started, time.process_time() - cpu_before, sum(o.steps for o in outcomes)
 
 
 def main() -> None:
@@ -218,38 +265,85 @@ def main() -> None:
     asked = make_strategy("random", space, strategy_seed(args.seed)).ask(args.episodes)
     values = [a.values if isinstance(a, TestCase) else a for a in asked]
     jobs = [Job(f"t{i + 1:07d}", v, episode_seed(args.seed, f"t{i + 1:07d}")) for i, v in enumerate(values)]
-    model = algorithm_class(models[name]["algorithm"]).load(args.model_root / name / "model.zip", device="cpu")
+    model = ModelRegistry(args.model_root).load(name)  # loaded as the agent service loads it
 
-    repeats = args.repeats
-    single_all, _, _ = run_suite(config, args.model_root, pipeline=1, repeats=repeats)
-    grpc_all, _, _ = run_suite(config, args.model_root, pipeline=2, repeats=repeats, lanes=False)
-    suite_all, suite_steps, memory = run_suite(config, args.model_root, 2, repeats, profile=args.profile)
-    naive_s, naive_steps = run_naive(args.subject, jobs, model)
-    batched = [run_batched(args.subject, jobs, model, args.parallelism) for _ in range(repeats)]
-    batched_all, batched_steps = [b[0] for b in batched], batched[0][1]
-    single_s, grpc_s, suite_s, batched_s = map(statistics.median, (single_all, grpc_all, suite_all, batched_all))
-    if not suite_steps == naive_steps == batched_steps:
-        print(f"warning: step counts differ (suite {suite_steps}, naive {naive_steps}, batched {batched_steps})")
+    record_name = "throughput" if args.subject == "cartpole" else f"throughput_{args.subject}"
+    with BenchRecord(record_name) as record:
+        repeats = args.repeats
+        ways: dict[str, Way] = {}
+        wall, cpu, steps, _, _ = run_suite(config, args.model_root, pipeline=1, repeats=repeats)
+        ways["one_group"] = Way("suite, one group", wall, cpu, steps)
+        wall, cpu, steps, _, _ = run_suite(config, args.model_root, pipeline=2, repeats=repeats, lanes=False)
+        ways["actstream"] = Way("suite, 2 groups over ActStream", wall, cpu, steps)
+        wall, cpu, steps, memory, by_process = run_suite(config, args.model_root, 2, repeats, profile=args.profile)
+        ways["suite"] = Way("suite (2 groups, lane)", wall, cpu, steps)
+        naive = run_naive(args.subject, jobs, model)
+        ways["naive"] = Way("naive (one observation a step)", [naive[0]], [naive[1]], naive[2])
+        subject = get_subject(args.subject)
+        envs = [make_env(subject) for _ in range(args.parallelism)]  # outside the timer, reused by every repeat
+        batched = [run_batched(args.subject, jobs, model, envs) for _ in range(repeats)]
+        ways["batched"] = Way("batched in process", [b[0] for b in batched], [b[1] for b in batched], batched[0][2])
+        for env in envs:
+            env.close()
+        step_counts = {key: way.steps for key, way in ways.items()}
+        if len(set(step_counts.values())) != 1:
+            print(f"warning: step counts differ: {step_counts}")
 
-    n = args.episodes
-    rows = [
-        ("suite (64 envs, 2 groups, lane)", suite_s, suite_steps),
-        ("suite, one group (1 call per step)", single_s, suite_steps),
-        ("suite, 2 groups over ActStream", grpc_s, suite_steps),
-        ("naive (predict per step)", naive_s, naive_steps),
-        ("batched in process", batched_s, batched_steps),
-    ]
-    print(f"{'way':34s} {'seconds':>8s} {'episodes/s':>11s} {'steps/s':>10s}")
-    for name, seconds, steps in rows:
-        print(f"{name:34s} {seconds:8.2f} {n / seconds:11.1f} {steps / seconds:10.0f}")
-    runs = {"suite": suite_all, "one group": single_all, "ActStream": grpc_all, "batched": batched_all}
-    print("each run (s): " + "; ".join(f"{k} " + " ".join(f"{t:.2f}" for t in v) for k, v in runs.items()))
-    for name in PROFILED if args.profile else ():
-        print("\n".join(flame_summary(args.profile / f"{name}.txt")))
-    print("peak resident memory per service (MiB): " + ", ".join(f"{k} {v:.0f}" for k, v in memory.items()))
-    print(f"one group: suite/naive={naive_s / single_s:.2f} suite/batched={batched_s / single_s:.2f}")
-    print(f"over ActStream: suite/naive={naive_s / grpc_s:.2f} suite/batched={batched_s / grpc_s:.2f}")
-    print(f"throughput: suite/naive={naive_s / suite_s:.2f} suite/batched={batched_s / suite_s:.2f}")
+        n = args.episodes
+        m = record.metrics
+        m.update(episodes=n, parallelism=args.parallelism, repeats=repeats, suite_groups=2)
+        print(f"{n} episodes, {args.parallelism} environments, {ways['suite'].steps} steps; medians of {repeats} runs")
+        head = ("way", "wall s", "CPU s", "episodes/s", "steps/s", "wall s/1k", "CPU s/1k", "cores")
+        print(f"{head[0]:32s} " + " ".join(f"{h:>10s}" for h in head[1:]))
+        for key, way in ways.items():
+            k = way.steps / 1000
+            row = {
+                "seconds": round(way.seconds, 2),
+                "cpu_seconds": round(way.cpu_seconds, 2),
+                "episodes_per_s": round(n / way.seconds, 1),
+                "steps_per_s": round(way.steps / way.seconds),
+                "wall_s_per_1k_steps": round(way.seconds / k, 3),
+                "cpu_s_per_1k_steps": round(way.cpu_seconds / k, 3),
+                "cores_used": round(way.cpu_seconds / way.seconds, 2),
+            }
+            m.update({f"{key}_{field}": value for field, value in row.items()})
+            m[f"{key}_steps"] = way.steps
+            print(
+                f"{way.label:32s} {row['seconds']:10.2f} {row['cpu_seconds']:10.2f} {row['episodes_per_s']:10.1f} "
+                f"{row['steps_per_s']:10d} {row['wall_s_per_1k_steps']:10.3f} {row['cpu_s_per_1k_steps']:10.3f} "
+                f"{row['cores_used']:10.2f}"
+            )
+        parts = []
+        for key, way in ways.items():
+            for i, (w, c) in enumerate(zip(way.wall, way.cpu, strict=True)):
+                m[f"{key}_run{i + 1}_seconds"] = round(w, 2)
+                m[f"{key}_run{i + 1}_cpu_seconds"] = round(c, 2)
+            parts.append(f"{key} " + " ".join(f"{w:.2f}/{c:.2f}" for w, c in zip(way.wall, way.cpu, strict=True)))
+        print("each run (wall s/CPU s): " + "; ".join(parts))
+        for service in PROFILED if args.profile else ():
+            print("\n".join(flame_summary(args.profile / f"{service}.txt")))
+        shares = {k: round(1000 * v / (repeats * ways["suite"].steps), 3) for k, v in by_process.items()}
+        m.update({f"suite_cpu_s_per_1k_steps_{k}": v for k, v in shares.items()})
+        print("suite's CPU s per 1k steps by process: " + ", ".join(f"{k} {v:.3f}" for k, v in shares.items()))
+        m.update({f"peak_rss_mib_{k}": round(v) for k, v in memory.items()})
+        print("peak resident memory per service (MiB): " + ", ".join(f"{k} {v:.0f}" for k, v in memory.items()))
+
+        def ratios(key: str) -> tuple[float, float, float]:
+            suite = ways[key]
+            return (
+                round(ways["naive"].seconds / suite.seconds, 2),
+                round(ways["batched"].seconds / suite.seconds, 2),
+                # CPU per step, batched over suite (steps may differ by a warning's worth)
+                round((ways["batched"].cpu_seconds / ways["batched"].steps) / (suite.cpu_seconds / suite.steps), 2),
+            )
+
+        for key, label in (("one_group", "one group"), ("actstream", "over ActStream"), ("suite", "throughput")):
+            a, b, c = ratios(key)
+            prefix = "" if key == "suite" else f"{key}_"
+            m.update({f"{prefix}suite_over_naive": a, f"{prefix}suite_over_batched": b})
+            m[f"{prefix}cpu_suite_over_batched"] = c
+            print(f"{label}: suite/naive={a:.2f} suite/batched={b:.2f} cpu_suite/batched={c:.2f}")
+        record.details.update(subject=args.subject, model=name, seed=args.seed, profile=bool(args.profile))
 
 
 if __name__ == "__main__":
