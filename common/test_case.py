@@ -26,7 +26,7 @@ from common.space import ParameterSpace, ParamValue
 
 STORED_TRACE_KEY = "action_trace"  # the stored form's key for the trace (the format of earlier versions)
 STORED_ORIGIN_KEY = "seed_origin"  # the stored form's key for a replayed case's seed origin
-_TRACE_FIELDS = ("actions", "agent_steps", "reset_seed", "artifact", "prefix_length")
+_TRACE_FIELDS = ("actions", "agent_steps", "reset_seed", "artifact", "prefix_length", "agent_subject")
 
 Label = str | int | float | bool
 
@@ -44,6 +44,7 @@ class ActionTrace:
     artifact: str | None = None  # the search artifact the trace comes from (a file name)
     prefix_length: int | None = None  # actions of the prefix a performance test grew from
     labels: Mapping[str, Label] = field(default_factory=dict)
+    agent_subject: str | None = None  # the subject variant the agent acts in after the replay; None: the campaign's
 
     def to_stored(self) -> dict[str, Any]:
         out: dict[str, Any] = {"actions": [int(a) for a in self.actions], "agent_steps": int(self.agent_steps)}
@@ -53,6 +54,8 @@ class ActionTrace:
             out["artifact"] = self.artifact
         if self.prefix_length is not None:
             out["prefix_length"] = int(self.prefix_length)
+        if self.agent_subject:
+            out["agent_subject"] = self.agent_subject
         return {**out, **self.labels}
 
     @staticmethod
@@ -64,6 +67,7 @@ class ActionTrace:
             artifact=None if data.get("artifact") is None else str(data["artifact"]),
             prefix_length=None if data.get("prefix_length") is None else int(data["prefix_length"]),
             labels={str(k): v for k, v in data.items() if k not in _TRACE_FIELDS},
+            agent_subject=str(data["agent_subject"]) if data.get("agent_subject") else None,
         )
 
     def to_proto(self) -> common_pb2.ActionTrace:
@@ -72,6 +76,7 @@ class ActionTrace:
             agent_steps=int(self.agent_steps),
             artifact=self.artifact or "",
             prefix_length=int(self.prefix_length or 0),
+            agent_subject=self.agent_subject or "",
         )
         if self.reset_seed is not None:
             msg.reset_seed = int(self.reset_seed)
@@ -152,10 +157,18 @@ def trace_case(
     *,
     artifact: str | None = None,
     prefix_length: int | None = None,
+    agent_subject: str | None = None,
     **labels: Label,
 ) -> TestCase:
-    """A test case that resets as ``initial`` says, replays ``actions`` open loop, then runs ``agent_steps``."""
+    """A test case that resets as ``initial`` says, replays ``actions`` open loop, then runs ``agent_steps`` (in the
+    subject variant ``agent_subject`` when given: the agent acts with that variant's action set)."""
     trace = ActionTrace(
-        tuple(int(a) for a in actions), int(agent_steps), int(reset_seed), artifact, prefix_length, labels
+        tuple(int(a) for a in actions),
+        int(agent_steps),
+        int(reset_seed),
+        artifact,
+        prefix_length,
+        labels,
+        agent_subject or None,
     )
     return TestCase(dict(initial), trace)

@@ -26,9 +26,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from analysis_service.api import measure_performance, pearson
 from bench.harness import campaign_executions, run_campaign
 from cli.launcher import LocalSuite, environments_for
-from common.generated.gauntlet.v1 import generator_pb2_grpc, simulator_pb2, simulator_pb2_grpc
+from common.generated.gauntlet.v1 import (
+    agent_pb2,
+    agent_pb2_grpc,
+    generator_pb2_grpc,
+    simulator_pb2,
+    simulator_pb2_grpc,
+)
 from common.server import client_channel
 from common.space import value_from_proto
+from common.space_spec import compatible, describe
 from generator_service.api import (
     CampaignConfig,
     SessionEnvironment,
@@ -86,6 +93,42 @@ def search_reference(
     return document
 
 
+def acting_subjects(
+    simulator: simulator_pb2_grpc.SimulatorServiceStub,
+    agent: agent_pb2_grpc.AgentServiceStub,
+    subject: str,
+    models: list[str],
+) -> dict[str, str]:
+    """The subject each model acts in after a prefix: "" (the searched subject itself) or one of its declared
+    variants (another action set on the same level). Checked before the search is spent: a model that fits neither
+    stops the run here, naming its spaces and the variants tried."""
+    info = simulator.DescribeEnvironment(simulator_pb2.DescribeEnvironmentRequest(subject=subject), timeout=60)
+    spaces = {subject: (info.observation_space, info.action_space)}
+    for variant in info.variants:
+        vinfo = simulator.DescribeEnvironment(simulator_pb2.DescribeEnvironmentRequest(subject=variant), timeout=60)
+        spaces[variant] = (vinfo.observation_space, vinfo.action_space)
+    acting: dict[str, str] = {}
+    for model in models:
+        minfo = agent.DescribeModel(agent_pb2.DescribeModelRequest(name=model), timeout=60)
+        # the model's own subject first (a variant trained on), then the searched subject, then the other variants
+        order = [minfo.summary.subject, subject, *info.variants]
+        fits = [
+            name
+            for name in dict.fromkeys(order)
+            if name in spaces
+            and compatible(minfo.observation_space, spaces[name][0])
+            and compatible(minfo.action_space, spaces[name][1])
+        ]
+        if not fits:
+            raise SystemExit(
+                f"model {model!r} ({minfo.summary.subject}: observations {describe(minfo.observation_space)}, actions "
+                f"{describe(minfo.action_space)}) fits neither subject {subject!r} nor a variant it declares "
+                f"({', '.join(info.variants) or 'none'}); nothing was searched"
+            )
+        acting[model] = "" if fits[0] == subject else fits[0]
+    return acting
+
+
 def suite_name(suite: str, extra: dict[str, int]) -> str:
     return suite + (f"({extra['interval']})" if "interval" in extra else f"({extra['k']})" if "k" in extra else "")
 
@@ -109,6 +152,8 @@ def run_pipeline(
     """DFS, the suites, trace fuzzing and performance testing on a running suite; what was measured."""
     simulator = simulator_pb2_grpc.SimulatorServiceStub(client_channel(local.endpoint("simulator")))
     gen = generator_pb2_grpc.GeneratorServiceStub(client_channel(local.endpoint("generator")))
+    agent = agent_pb2_grpc.AgentServiceStub(client_channel(local.endpoint("agent")))
+    acting = acting_subjects(simulator, agent, subject, models)  # before the search: a misfit stops the run now
     relative = Path("search") / f"{subject}.json"
     document = search_reference(
         simulator, subject, local.artifact_root / relative, max_samples, revisit_shorter, session_timeout
@@ -116,6 +161,7 @@ def run_pipeline(
     report: dict[str, Any] = {
         "subject": subject,
         "models": models,
+        "acting_subjects": {m: a or subject for m, a in acting.items()},
         "parameters": {
             "max_samples": max_samples,
             "n": repetitions,
@@ -146,7 +192,13 @@ def run_pipeline(
             config = CampaignConfig(
                 name=f"search-{suite}",
                 strategy="search_safety",
-                strategy_params={"reference": str(relative), "suite": suite, "agent_steps": agent_steps, **extra},
+                strategy_params={
+                    "reference": str(relative),
+                    "suite": suite,
+                    "agent_steps": agent_steps,
+                    "agent_subject": acting[model],
+                    **extra,
+                },
                 oracle="trace_safety",
                 repetitions=repetitions,
                 budget={"max_executions": 100_000},
@@ -198,6 +250,7 @@ def run_pipeline(
                     "mode": mode,
                     "n_test": n_test,
                     "width": width,
+                    "agent_subject": acting[model],
                 },
                 oracle="trace_outcome",
                 repetitions=n_ep,

@@ -257,6 +257,36 @@ class SimulatorServicer(simulator_pb2_grpc.SimulatorServiceServicer):
                 )
         return TracePrefix(tuple(int(a) for a in trace.actions), int(trace.agent_steps))
 
+    def _acting_subject(self, subject: Subject, cases: list[common_pb2.TestCase]) -> Subject:
+        """The subject whose environment the episodes run in: the request's, or the declared variant its cases'
+        action traces name (ActionTrace.agent_subject; one per request), checked to be the same level with another
+        action set, so a prefix found with the search's actions is replayed there and the agent acts with its own."""
+        named = {c.action_trace.agent_subject if c.HasField("action_trace") else "" for c in cases}
+        if named <= {""}:
+            return subject
+        if len(named) > 1:
+            shown_names = ", ".join(shown(n) if n else "none" for n in sorted(named))
+            raise InvalidArgument(
+                f"test cases name different action_trace.agent_subject values ({shown_names}): every test case of "
+                "one request must name the same variant"
+            )
+        name = named.pop()
+        if name not in subject.variants:
+            raise InvalidArgument(
+                f"action_trace.agent_subject={shown(name)} is not a variant of subject {subject.name} "
+                f"(its variants: {', '.join(subject.variants) or 'none'})"
+            )
+        variant = self.subjects.get(name)
+        if variant is None:
+            raise FailedPrecondition(f"subject {subject.name}'s variant {name} is not served by this simulator")
+        ours = (subject.backend, subject.env_id, subject.space.names)
+        if (variant.backend, variant.env_id, variant.space.names) != ours:
+            raise FailedPrecondition(
+                f"subject {subject.name}'s variant {name} is not the same environment (backend, env_id and "
+                "parameters must match)"
+            )
+        return variant
+
     @staticmethod
     def _reset_seed(seed: int, case: common_pb2.TestCase, repetition: int) -> int:
         """The episode's reset seed: an action trace's own seed when it pins one (every repetition starts from the
@@ -319,6 +349,7 @@ class SimulatorServicer(simulator_pb2_grpc.SimulatorServiceServicer):
             deterministic=s.deterministic,
             **s.rules.to_proto_fields(),  # the rules travel declared, so a remote generator builds the same ones
             search=search_to_proto(s.search, s.space, int(getattr(act_space, "n", 0))) if s.search else None,
+            variants=list(s.variants),
         )
 
     @grpc_method
@@ -351,6 +382,7 @@ class SimulatorServicer(simulator_pb2_grpc.SimulatorServiceServicer):
             case_id, violations = next(iter(invalid.items()))
             raise InvalidArgument(f"test case {case_id!r}: {'; '.join(violations)}")
         cases = [c for c in request.test_cases if c.id not in invalid]
+        subject = self._acting_subject(subject, cases)  # a declared variant the traces' agent acts in
         try:
             TraceRecorder(subject, list(request.trace.signals))  # an unknown signal fails before any episode runs
         except KeyError as exc:

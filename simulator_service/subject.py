@@ -71,6 +71,9 @@ class Subject:
     # numpy < 2): a simulator whose environment lacks one does not serve the subject; a simulator in an environment
     # that has them does, and the suite's other simulators forward the subject to it (--peer-simulator)
     requires: tuple[str, ...] = ()
+    # subjects whose environment is this one's with another action set (Mario's basic and right-complex sets): an
+    # action trace of this subject may name one as the subject its agent acts in (ActionTrace.agent_subject)
+    variants: tuple[str, ...] = ()
 
     def missing_modules(self) -> list[str]:
         """The required modules this process cannot import (found on the path, not imported: cheap)."""
@@ -171,6 +174,11 @@ def load_subject_file(path: Path) -> Subject:
     requires = data.get("requires", []) or []
     if not isinstance(requires, list) or not all(isinstance(m, str) and m.isidentifier() for m in requires):
         raise SubjectError(f"{path}: requires must be a list of Python module names, got {requires!r}")
+    variants = data.get("variants", []) or []
+    if not isinstance(variants, list) or not all(isinstance(v, str) and v and len(v) <= 64 for v in variants):
+        raise SubjectError(f"{path}: variants must be a list of subject names, got {variants!r}")
+    if data["subject"] in variants:
+        raise SubjectError(f"{path}: variants must not name the subject itself")
     return Subject(
         name=str(data["subject"]),
         description=str(data.get("description", "")),
@@ -189,6 +197,7 @@ def load_subject_file(path: Path) -> Subject:
         observation_translator=_translator_name(path, data.get("observation_translator")),
         search=search,
         requires=tuple(requires),
+        variants=tuple(variants),
     )
 
 

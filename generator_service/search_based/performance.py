@@ -91,6 +91,13 @@ class PerformanceParams(StrategyParams):
     horizon: Integer = Field(
         1000, ge=1, le=1_000_000, description="agent steps after the prefix (the subject's limit may end it first)"
     )
+    agent_subject: str = Field(
+        "",
+        max_length=64,
+        pattern=r"^[A-Za-z0-9._-]*$",
+        description="the subject variant the agent acts in after the prefix (one the subject declares in `variants`, "
+        "e.g. mario_1_1_basic for an agent with the basic action set); empty: the campaign's subject",
+    )
 
 
 class PerformanceTest:
@@ -119,6 +126,7 @@ class PerformanceTest:
                 params.horizon if agent else 0,
                 int(reference["seed"]),
                 prefix_length=len(prefix),
+                agent_subject=params.agent_subject or None,
                 mode=params.mode,
                 **labels,
             )

@@ -91,6 +91,13 @@ class SafetySuiteParams(StrategyParams):
     k: Integer = Field(1, ge=1, le=4, description="AC(k): actions combined at the k-th predecessor")
     agent_steps: Integer = Field(40, ge=1, le=100_000, description="l: steps the agent acts after the prefix")
     count: Integer = Field(0, ge=0, le=100_000, description="RS: random states drawn (0: as many as |DB|)")
+    agent_subject: str = Field(
+        "",
+        max_length=64,
+        pattern=r"^[A-Za-z0-9._-]*$",
+        description="the subject variant the agent acts in after the prefix (one the subject declares in `variants`, "
+        "e.g. mario_1_1_basic for an agent with the basic action set); empty: the campaign's subject",
+    )
 
 
 class SafetySuite:
@@ -119,6 +126,7 @@ class SafetySuite:
                 params.agent_steps,
                 int(self.reference["seed"]),
                 artifact=artifact,
+                agent_subject=params.agent_subject or None,
                 **meta,
             )
             for actions, meta in cases

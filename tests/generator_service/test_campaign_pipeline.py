@@ -81,6 +81,19 @@ def test_a_test_case_goes_on_the_wire_with_its_trace_in_its_own_field() -> None:
     assert list(trace.actions) == [1, 1] and trace.agent_steps == 5 and trace.reset_seed == 7
     assert trace.prefix_length == 2 and dict(trace.labels) == {"mode": "simple"}
     assert not TestCase({"taxi_row": 3}).to_proto(space, "t").HasField("action_trace")
+    assert trace.agent_subject == ""  # the agent acts in the campaign's subject
+
+
+def test_a_traces_agent_subject_is_stored_and_sent_but_is_no_label() -> None:
+    """Issue 29: the subject variant an agent with another action set acts in after the prefix."""
+    space = ParameterSpace.from_config([{"name": "noop_frames", "kind": "integer", "low": 0, "high": 60}])
+    made = trace_case({"noop_frames": 0}, [0, 1], 40, 0, agent_subject="mario_1_1_basic", suite="ST")
+    stored = made.to_stored()
+    assert stored["action_trace"]["agent_subject"] == "mario_1_1_basic"
+    back = TestCase.from_stored(json.loads(json.dumps(stored)))
+    assert back == made and back.action_trace is not None and dict(back.action_trace.labels) == {"suite": "ST"}
+    msg = made.to_proto(space, "t0000001").action_trace
+    assert msg.agent_subject == "mario_1_1_basic" and dict(msg.labels) == {"suite": "ST"}
 
 
 # -- plan ----------------------------------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ import pytest
 
 from cli.launcher import SIMULATOR_ENVIRONMENTS, LocalSuite, environments_for
 from common.generated.gauntlet.v1 import (
+    agent_pb2_grpc,
     common_pb2,
     generator_pb2,
     generator_pb2_grpc,
@@ -304,3 +305,72 @@ def test_replay_of_a_stored_mario_failure_reproduces_its_verdict_and_writes_an_a
     assert "same verdict" in out.stdout and f"replayed fail: {found.group(2)}" in out.stdout
     with Image.open(gif) as animation:
         assert sum(1 for _ in ImageSequence.Iterator(animation)) > 10
+
+
+def trace_case(case_id: str, actions: list[int], agent_steps: int, agent_subject: str = "") -> common_pb2.TestCase:
+    case = noop_case(0)
+    case.id = case_id
+    case.action_trace.actions.extend(actions)
+    case.action_trace.agent_steps = agent_steps
+    case.action_trace.agent_subject = agent_subject
+    return case
+
+
+def run_cases(
+    sim: simulator_pb2_grpc.SimulatorServiceStub, model: str, cases: list[common_pb2.TestCase]
+) -> list[common_pb2.EpisodeResult]:
+    request = simulator_pb2.RunEpisodesRequest(
+        subject="mario_1_1_short", model=common_pb2.ModelRef(name=model), test_cases=cases, seed=0
+    )
+    return [r.result for r in sim.RunEpisodes(request, timeout=300) if r.HasField("result")]
+
+
+def test_an_agent_with_another_action_set_acts_from_the_searched_subjects_prefix_in_its_variant(
+    mario_suite: LocalSuite,
+) -> None:
+    """Issue 29: a prefix found with the 2-moves actions, after which the basic agent acts with its own 4 actions.
+    Without the variant the model does not fit (FAILED_PRECONDITION); a name that is no declared variant, or two
+    different names in one request, are refused before any episode runs."""
+    sim = simulator(mario_suite)
+    info = sim.DescribeEnvironment(simulator_pb2.DescribeEnvironmentRequest(subject="mario_1_1_short"), timeout=120)
+    assert list(info.variants) == ["mario_1_1_basic", "mario_1_1_right_complex"]
+    prefix = [0, 1, 0, 0, 1, 0, 0, 0]
+    with pytest.raises(grpc.RpcError) as misfit:
+        run_cases(sim, "mario-1-1-basic-ddqn", [trace_case("plain", prefix, 5)])
+    assert misfit.value.code() == grpc.StatusCode.FAILED_PRECONDITION and "does not fit" in str(misfit.value.details())
+    results = run_cases(
+        sim,
+        "mario-1-1-basic-ddqn",
+        [trace_case("basic", prefix, 5, "mario_1_1_basic"), trace_case("basic2", prefix[:3], 4, "mario_1_1_basic")],
+    )
+    assert sorted((r.test_case_id, r.steps) for r in results) == [("basic", 13), ("basic2", 7)]
+    assert all(not r.violations for r in results)
+    for bad, detail in (
+        ([trace_case("other", prefix, 5, "mario_1_2")], "not a variant of subject mario_1_1_short"),
+        (
+            [trace_case("a", prefix, 5, "mario_1_1_basic"), trace_case("b", prefix, 5, "mario_1_1_right_complex")],
+            "every test case of one request must name the same variant",
+        ),
+    ):
+        with pytest.raises(grpc.RpcError) as refused:
+            run_cases(sim, "mario-1-1-basic-ddqn", bad)
+        assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT and detail in str(refused.value.details())
+
+
+def test_the_search_based_bench_checks_every_model_fits_before_it_searches(mario_suite: LocalSuite) -> None:
+    """Issue 29: the replication resolves each model's acting subject before the DFS (23 minutes on Mario 1-1); a
+    model that fits neither the subject nor a declared variant stops it at once, naming the model."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from replications.replicate_search_based import acting_subjects, run_pipeline
+
+    sim = simulator(mario_suite)
+    agent = agent_pb2_grpc.AgentServiceStub(client_channel(mario_suite.endpoint("agent")))
+    models = ["mario-1-1-2moves-ddqn", "mario-1-1-basic-ddqn", "mario-1-1-right-complex-ddqn"]
+    assert acting_subjects(sim, agent, "mario_1_1", models) == {
+        "mario-1-1-2moves-ddqn": "",
+        "mario-1-1-basic-ddqn": "mario_1_1_basic",
+        "mario-1-1-right-complex-ddqn": "mario_1_1_right_complex",
+    }
+    with pytest.raises(SystemExit, match=r"model 'cartpole-ppo' .* fits neither subject 'mario_1_1' nor a variant"):
+        run_pipeline(mario_suite, "mario_1_1", ["mario-1-1-2moves-ddqn", "cartpole-ppo"], max_samples=5)
+    assert not (mario_suite.artifact_root / "search" / "mario_1_1.json").exists()  # nothing was searched

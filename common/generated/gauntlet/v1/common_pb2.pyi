@@ -566,6 +566,7 @@ class ActionTrace(_message.Message):
     ARTIFACT_FIELD_NUMBER: _builtins.int
     PREFIX_LENGTH_FIELD_NUMBER: _builtins.int
     LABELS_FIELD_NUMBER: _builtins.int
+    AGENT_SUBJECT_FIELD_NUMBER: _builtins.int
     agent_steps: _builtins.int
     """Steps the agent acts for after the replay; 0 = none (a fuzz trace executed on its own)."""
     reset_seed: _builtins.int
@@ -576,6 +577,13 @@ class ActionTrace(_message.Message):
     """Provenance only: the stored artifact the prefix came from ("" = an explicit list) ..."""
     prefix_length: _builtins.int
     """... and how many of its reference actions the prefix holds (the rest of `actions` was appended)."""
+    agent_subject: _builtins.str
+    """The subject variant the agent acts in after the replay; "" = the request's subject. A prefix is a state
+    reached by replaying the search's actions; after it an agent trained on another action set acts with its own.
+    It must be one of the request's subject's declared variants (DescribeEnvironmentResponse.variants), and
+    every test case of one RunEpisodes request must name the same one: the episode runs in the variant's
+    environment, the model must fit the variant, and `actions` are indices of the variant's action space.
+    """
     @_builtins.property
     def actions(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
         """Indices into the subject's discrete action space, replayed in order."""
@@ -593,10 +601,11 @@ class ActionTrace(_message.Message):
         artifact: _builtins.str = ...,
         prefix_length: _builtins.int = ...,
         labels: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
+        agent_subject: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_reset_seed", b"_reset_seed", "reset_seed", b"reset_seed"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_reset_seed", b"_reset_seed", "actions", b"actions", "agent_steps", b"agent_steps", "artifact", b"artifact", "labels", b"labels", "prefix_length", b"prefix_length", "reset_seed", b"reset_seed"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_reset_seed", b"_reset_seed", "actions", b"actions", "agent_steps", b"agent_steps", "agent_subject", b"agent_subject", "artifact", b"artifact", "labels", b"labels", "prefix_length", b"prefix_length", "reset_seed", b"reset_seed"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__reset_seed: _TypeAlias = _typing.Literal["reset_seed"]  # noqa: Y015
     _WhichOneofArgType__reset_seed: _TypeAlias = _typing.Literal["_reset_seed", b"_reset_seed"]  # noqa: Y015

@@ -174,6 +174,7 @@ class DescribeEnvironmentResponse(_message.Message):
     VALIDITY_RULES_FIELD_NUMBER: _builtins.int
     SEARCH_OPERATORS_FIELD_NUMBER: _builtins.int
     SEARCH_FIELD_NUMBER: _builtins.int
+    VARIANTS_FIELD_NUMBER: _builtins.int
     default_oracle: _builtins.str
     max_steps: _builtins.int
     deterministic: _builtins.bool
@@ -211,6 +212,13 @@ class DescribeEnvironmentResponse(_message.Message):
         subject declares no `search` section.
         """
 
+    @_builtins.property
+    def variants(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Subjects whose environment is this one's with another action set (the same level, dynamics, parameters and
+        search declaration; the search's actions are the same indices there): an action trace of this subject may
+        name one as ActionTrace.agent_subject, so an agent trained on that set is tested from this subject's states.
+        """
+
     def __init__(
         self,
         *,
@@ -225,10 +233,11 @@ class DescribeEnvironmentResponse(_message.Message):
         validity_rules: _abc.Iterable[Global___ValidityRule] | None = ...,
         search_operators: _abc.Iterable[Global___SearchOperator] | None = ...,
         search: Global___SearchDeclaration | None = ...,
+        variants: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["action_space", b"action_space", "observation_space", b"observation_space", "parameter_space", b"parameter_space", "search", b"search", "summary", b"summary"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["action_space", b"action_space", "default_oracle", b"default_oracle", "deterministic", b"deterministic", "max_steps", b"max_steps", "observation_space", b"observation_space", "parameter_space", b"parameter_space", "search", b"search", "search_operators", b"search_operators", "signals", b"signals", "summary", b"summary", "validity_rules", b"validity_rules"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["action_space", b"action_space", "default_oracle", b"default_oracle", "deterministic", b"deterministic", "max_steps", b"max_steps", "observation_space", b"observation_space", "parameter_space", b"parameter_space", "search", b"search", "search_operators", b"search_operators", "signals", b"signals", "summary", b"summary", "validity_rules", b"validity_rules", "variants", b"variants"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -474,6 +474,17 @@ export declare type ActionTrace = Message<"gauntlet.v1.ActionTrace"> & {
    * @generated from field: map<string, string> labels = 6;
    */
   labels: { [key: string]: string };
+
+  /**
+   * The subject variant the agent acts in after the replay; "" = the request's subject. A prefix is a state
+   * reached by replaying the search's actions; after it an agent trained on another action set acts with its own.
+   * It must be one of the request's subject's declared variants (DescribeEnvironmentResponse.variants), and
+   * every test case of one RunEpisodes request must name the same one: the episode runs in the variant's
+   * environment, the model must fit the variant, and `actions` are indices of the variant's action space.
+   *
+   * @generated from field: string agent_subject = 7;
+   */
+  agentSubject: string;
 };
 
 /**

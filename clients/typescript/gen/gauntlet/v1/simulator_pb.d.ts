@@ -188,6 +188,15 @@ export declare type DescribeEnvironmentResponse = Message<"gauntlet.v1.DescribeE
    * @generated from field: gauntlet.v1.SearchDeclaration search = 11;
    */
   search?: SearchDeclaration | undefined;
+
+  /**
+   * Subjects whose environment is this one's with another action set (the same level, dynamics, parameters and
+   * search declaration; the search's actions are the same indices there): an action trace of this subject may
+   * name one as ActionTrace.agent_subject, so an agent trained on that set is tested from this subject's states.
+   *
+   * @generated from field: repeated string variants = 12;
+   */
+  variants: string[];
 };
 
 /**
