@@ -79,7 +79,7 @@ def main() -> None:
     args = parser.parse_args()
     with BenchRecord("donkey_tracks") as record:
         m = record.metrics
-        m.update(seconds=args.seconds, seed=args.seed)
+        m.update(seconds=args.seconds, seed=args.seed, crossover_tries=TrackOperators(TrackRules()).crossover_tries)
         for name, rules in SETTINGS.items():
             rng = np.random.default_rng(args.seed)
             gen = generation(rules, args.seconds, rng)
@@ -95,7 +95,8 @@ def main() -> None:
             print(
                 f"{name}: valid after one mutation: one pair {ops['mutation_one_valid']:.2f}, every pair "
                 f"{ops['mutation_all_valid']:.2f}; crossover gives two valid children: one try "
-                f"{ops['crossover_single_try_valid']:.2f}, within 20 tries {ops['crossover_20_tries_valid']:.2f}"
+                f"{ops['crossover_single_try_valid']:.2f}, within {m['crossover_tries']} tries "
+                f"{ops['crossover_20_tries_valid']:.2f}"
             )
 
 
