@@ -37,6 +37,22 @@ PARAMS: dict[str, dict[str, Any]] = {
     "designate": {"seed_populations": 2, "population_size": 6},
 }
 SURROGATE = {"indago", "indago_sampling", "train_fail_replay"}  # need an artifact trained for the subject's space
+# (strategy, subject) pairs refused up front today: donkey's `track` is a sequence of records, which the box
+# strategies (PRT, G-Model, DESIGNATE's SBX) and mutation.py's mutators cannot search. A refusal not listed here
+# fails the test (a strategy that newly refuses a subject it accepted is a regression, not a skip); so does a
+# listed pair that is accepted now (remove it, so the list stays exact).
+KNOWN_REFUSALS = frozenset(
+    {
+        ("curefuzz", "donkey"),
+        ("designate", "donkey"),
+        ("fuzzer", "donkey"),
+        ("g_model", "donkey"),
+        ("map_elites", "donkey"),
+        ("mdpfuzz", "donkey"),
+        ("novelty_search", "donkey"),
+        ("prt", "donkey"),
+    }
+)
 
 
 def representative_subjects() -> list[str]:
@@ -128,6 +144,16 @@ def params_for(name: str, subject: str, request: pytest.FixtureRequest) -> dict[
     return params
 
 
+def test_known_refusals_name_strategies_and_subjects_that_are_tested() -> None:
+    """A listed pair that the property test never runs would hide nothing and check nothing."""
+    stale = [
+        (name, subject)
+        for name, subject in sorted(KNOWN_REFUSALS)
+        if name not in strategies() or subject not in representative_subjects()
+    ]
+    assert not stale, f"KNOWN_REFUSALS lists pairs the property test does not run: {stale}"
+
+
 @pytest.mark.parametrize("subject", representative_subjects())
 @pytest.mark.parametrize("name", sorted(strategies()))
 def test_every_strategy_asks_inside_the_space_and_repeats_with_its_seed(
@@ -139,7 +165,11 @@ def test_every_strategy_asks_inside_the_space_and_repeats_with_its_seed(
         first = drive(name, space, 4, params)
     except (StrategyParamError, ValueError) as exc:  # e.g. PRT on a space that is not a box: refused up front
         assert any(repr(p) in str(exc) or p in str(exc) for p in space.names), f"refusal names no parameter: {exc}"
-        pytest.skip(f"{name} refuses {subject}'s space: {exc}")
+        assert (name, subject) in KNOWN_REFUSALS, (
+            f"{name} newly refuses {subject}: {exc} (a deliberate refusal goes in KNOWN_REFUSALS)"
+        )
+        return  # a known refusal, made up front and naming the parameter: what the strategy should do
+    assert (name, subject) not in KNOWN_REFUSALS, f"{name} now accepts {subject}: remove it from KNOWN_REFUSALS"
     assert first, f"{name} asked nothing on {subject}"
     outside = [(v, space.violations(v)) for v in first if space.violations(v)]
     assert not outside, outside[:2]
