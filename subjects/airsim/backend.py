@@ -311,7 +311,8 @@ class AirSimEnv(gym.Env):
 class AirSimCaptureEnv(AirSimEnv):
     """One camera capture per episode, with the signals of the urban pack's contract (subjects/urban/backend.py):
     ``image``, ``label_map`` (uint8 class index per pixel), ``on_road``, and the image stage's ``realistic_image``,
-    ``features``, ``prediction_simulated``, ``prediction_realistic``, ``t_relevance``, ``iou_threshold``."""
+    ``features``, ``prediction_simulated``, ``prediction_realistic``, ``t_relevance``, ``iou_threshold``,
+    ``min_class_share``."""
 
     def __init__(
         self,
@@ -324,6 +325,7 @@ class AirSimCaptureEnv(AirSimEnv):
         background_id: int = 0,
         t_relevance: float = 0.1,
         iou_threshold: float = 0.5,
+        min_class_share: float = 0.0,
         **kwargs: Any,
     ) -> None:
         height, width = int(image["height"]), int(image["width"])
@@ -343,6 +345,7 @@ class AirSimCaptureEnv(AirSimEnv):
         self.background_id = int(background_id)
         self.scene_of, self.lanes = scene_of, list(lanes)
         self.t_relevance, self.iou_threshold = np.float64(t_relevance), np.float64(iou_threshold)
+        self.min_class_share = np.float64(min_class_share)
         self.action_space = gym.spaces.Box(0, len(self.classes) - 1, (height, width), dtype=np.uint8)
         self._clear()
 

@@ -17,6 +17,8 @@ Signals (the contract of every image backend, whatever renders the scene; shapes
                                            (realistic_image with a translator, image without); (0,) if not asked
     t_relevance           float64 ()       the subject's delta_IoU threshold (env_kwargs.t_relevance)
     iou_threshold         float64 ()       IoU (or mIoU) below this fails (env_kwargs.iou_threshold)
+    min_class_share       float64 ()       judged class (car / sky) share below this: irrelevant
+                                           (env_kwargs.min_class_share; 0 = the paper's rule)
 
 A backend produces image, label_map and on_road; the simulator's image stage (simulator_service/image_stage.py)
 fills realistic_image and features before the step, and the step stores the two predictions: the action is
@@ -65,6 +67,9 @@ class SceneEnv(gym.Env):
         self.classes = CLASSES[kind]
         self.t_relevance = np.float64(kwargs.get("t_relevance", 0.1))
         self.iou_threshold = np.float64(kwargs.get("iou_threshold", 0.5))
+        self.min_class_share = np.float64(kwargs.get("min_class_share", 0.0))
+        if not 0.0 <= float(self.min_class_share) < 1.0:
+            raise ValueError(f"subject {subject.name}: env_kwargs.min_class_share must be in [0, 1)")
         lanes = [v.options.get("lanes") for v in subject.validators if v.kind == "road_lanes"]
         self._lanes = parse_lanes(lanes[0]) if lanes else []
         self.render_mode = render_mode

@@ -9,6 +9,11 @@ From "Search-based DNN Testing and Retraining with GAN-enhanced Simulations" (DE
   the prose, which says the image is relevant inside the range, is what is implemented;
 * F_accuracy (Eq. 3): 2 for an irrelevant image, the accuracy otherwise.
 
+Our deviation (measured by replications/designate_object_size.py): a minimum object share, ``min_share`` (the
+subject's ``env_kwargs.min_class_share``), below which an image is irrelevant too. At our 64 x 128 render a car of a
+few dozen pixels cannot be segmented, and without it the search converges on such images (IoU_car = 0 for every
+variant). 0 keeps the paper's rule.
+
 Conventions where the paper is silent: a class absent from both maps has no IoU (NaN) and is left out of the mean;
 IoU_car of an image without cars in either map is NaN (such an image is irrelevant anyway). The pack's oracles
 (oracle.py) and the offline segmentation training read them; the archive's distances are common/image_diversity.py's.
@@ -69,12 +74,17 @@ class Relevance:
     reason: str  # one sentence: which rule decided
 
 
-def urban_relevance(car_share: float, on_road: bool, delta_iou: float | None, t_relevance: float) -> Relevance:
+def urban_relevance(
+    car_share: float, on_road: bool, delta_iou: float | None, t_relevance: float, min_share: float = 0.0
+) -> Relevance:
     """DESIGNATE's urban relevance: cars in view but no close-up, the ego on the road, and the GAN not suspected
-    of losing objects (delta_IoU <= T_relevance; skipped when there is no realistic image, as in DESIGNATE_NoGAN)."""
+    of losing objects (delta_IoU <= T_relevance; skipped when there is no realistic image, as in DESIGNATE_NoGAN);
+    with ``min_share`` > 0, also cars large enough to be segmented at the render's resolution (our deviation)."""
     if not share_in_range(car_share, CAR_SHARE_RANGE):
         low, high = CAR_SHARE_RANGE
         return Relevance(False, f"car share {car_share:.3f} is outside ({low:g}, {high:g})")
+    if car_share < min_share:
+        return Relevance(False, f"car share {car_share:.4f} is below the minimum {min_share:g}")
     if not on_road:
         return Relevance(False, "the ego is off the road")
     if delta_iou is not None and not delta_iou <= t_relevance:
@@ -82,11 +92,14 @@ def urban_relevance(car_share: float, on_road: bool, delta_iou: float | None, t_
     return Relevance(True, "relevant")
 
 
-def mars_relevance(sky_share: float) -> Relevance:
-    """DESIGNATE's Mars relevance: some sky, but under 70 % of the image."""
+def mars_relevance(sky_share: float, min_share: float = 0.0) -> Relevance:
+    """DESIGNATE's Mars relevance: some sky, but under 70 % of the image (and at least ``min_share``, 0 = the
+    paper's rule)."""
     if not share_in_range(sky_share, SKY_SHARE_RANGE):
         low, high = SKY_SHARE_RANGE
         return Relevance(False, f"sky share {sky_share:.3f} is outside ({low:g}, {high:g})")
+    if sky_share < min_share:
+        return Relevance(False, f"sky share {sky_share:.4f} is below the minimum {min_share:g}")
     return Relevance(True, "relevant")
 
 

@@ -48,6 +48,7 @@ SIGNALS = (
     "features",
     "t_relevance",
     "iou_threshold",
+    "min_class_share",
 )
 PIX_SIGNALS = (*(s for s in SIGNALS if s != "features"), "image", "realistic_image")  # no Embed call needed
 DESCRIPTORS = (
@@ -70,7 +71,7 @@ def _finite(value: float) -> float:
 def _judge(
     ep: Episode,
     accuracy: Callable[[np.ndarray, np.ndarray], float],
-    relevance: Callable[[float, bool, float | None, float], Relevance],
+    relevance: Callable[[float, bool, float | None, float, float], Relevance],
     share_of: int,
     metric: str,
     pixels: bool = False,
@@ -86,7 +87,8 @@ def _judge(
     judged = iou_real  # the realistic image's, or the simulator's without a translator (NoGAN)
     delta = _finite(iou_sim) - _finite(iou_real) if has_realistic else None
     share = class_share(truth, share_of)
-    rel = relevance(share, on_road, delta, float(np.asarray(ep.signals["t_relevance"]).item()))
+    t_relevance = float(np.asarray(ep.signals["t_relevance"]).item())
+    rel = relevance(share, on_road, delta, t_relevance, float(np.asarray(ep.signals["min_class_share"]).item()))
     fitness = f_accuracy(rel, judged)
     if pixels:  # the judged image's digest: the realistic image, or the simulator's without a translator
         judged_image = np.asarray(ep.signals["realistic_image" if has_realistic else "image"])
@@ -114,15 +116,15 @@ def _judge(
 
 
 def _urban(ep: Episode, pixels: bool = False) -> Judgement:
-    def relevance(share: float, on_road: bool, delta: float | None, t: float) -> Relevance:
-        return urban_relevance(share, on_road, delta, t)
+    def relevance(share: float, on_road: bool, delta: float | None, t: float, low: float) -> Relevance:
+        return urban_relevance(share, on_road, delta, t, low)
 
     return _judge(ep, lambda t, p: class_iou(t, p, URBAN_CAR), relevance, URBAN_CAR, "IoU_car", pixels)
 
 
 def _mars(ep: Episode, pixels: bool = False) -> Judgement:
-    def relevance(share: float, on_road: bool, delta: float | None, t: float) -> Relevance:
-        return mars_relevance(share)  # no delta_IoU filter on Mars (Section IV)
+    def relevance(share: float, on_road: bool, delta: float | None, t: float, low: float) -> Relevance:
+        return mars_relevance(share, low)  # no delta_IoU filter on Mars (Section IV)
 
     return _judge(ep, lambda t, p: mean_iou(t, p, MARS_CLASSES), relevance, MARS_SKY, "mIoU", pixels)
 
@@ -132,7 +134,8 @@ MARGIN = "F_accuracy: the accuracy on the judged image (lower is worse), 2.0 for
 IOU_CAR = Oracle(
     "iou_car",
     "DESIGNATE urban: IoU of the car class on the realistic image (the simulator's without a translator); "
-    "relevant iff 0 < car share < 0.4, the ego on the road and delta_IoU <= t_relevance; fails below iou_threshold.",
+    "relevant iff 0 < car share < 0.4, car share >= min_class_share (the subject's; our deviation), the ego on the "
+    "road and delta_IoU <= t_relevance; fails below iou_threshold.",
     SIGNALS,
     DESCRIPTORS,
     MARGIN,
@@ -142,7 +145,7 @@ IOU_CAR = Oracle(
 MIOU = Oracle(
     "miou",
     "DESIGNATE Mars: per-image mean IoU on the realistic image (the simulator's without a translator); relevant iff "
-    "0 < sky share < 0.7; fails below iou_threshold.",
+    "0 < sky share < 0.7 (and >= min_class_share, 0 on mars: the paper's rule); fails below iou_threshold.",
     SIGNALS,
     DESCRIPTORS,
     MARGIN,

@@ -72,7 +72,9 @@ def test_a_subject_whose_class_table_differs_from_the_renderer_is_refused(subjec
         make_env(dataclasses.replace(subjects["urban"], env_kwargs=kwargs))
 
 
-def _episode(truth: np.ndarray, simulated: np.ndarray, realistic: np.ndarray, on_road: int = 1) -> Episode:
+def _episode(
+    truth: np.ndarray, simulated: np.ndarray, realistic: np.ndarray, on_road: int = 1, min_share: float = 0.0
+) -> Episode:
     signals = {
         "label_map": truth,
         "on_road": np.uint8(on_road),
@@ -81,6 +83,7 @@ def _episode(truth: np.ndarray, simulated: np.ndarray, realistic: np.ndarray, on
         "features": np.array([1.0, 2.0], dtype=np.float32),
         "t_relevance": np.float64(0.1),
         "iou_threshold": np.float64(0.5),
+        "min_class_share": np.float64(min_share),
     }
     return Episode(1, 0.0, True, False, signals)
 
@@ -108,6 +111,10 @@ def test_iou_car_oracle_margin_is_f_accuracy() -> None:
     # without a translator (NoGAN) the simulator image is judged and there is no delta filter
     no_gan = oracle.evaluate(_episode(truth, half, np.zeros((0,), dtype=np.uint8)))
     assert no_gan.failed and no_gan.margin == pytest.approx(0.4) and "simulator image" in no_gan.reason
+    # the subject's minimum car share (our deviation): a 10 % car is too small under 0.11, not under 0.1
+    small = oracle.evaluate(_episode(truth, half, half, min_share=0.11))
+    assert not small.failed and small.margin == 2.0 and "below the minimum 0.11" in small.reason
+    assert oracle.evaluate(_episode(truth, half, half, min_share=0.1)).margin == pytest.approx(0.4)
 
 
 def test_miou_oracle_uses_the_sky_share_rule() -> None:
