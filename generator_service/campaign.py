@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 from contextlib import closing
+from dataclasses import replace
 from typing import Any
 
 import grpc
@@ -30,7 +31,7 @@ from generator_service.pipeline.record import Recorder
 from generator_service.replay import Replayer
 from generator_service.shrink import distinct_failures, shrink_and_store
 from generator_service.simulators import SimulatorPool
-from generator_service.store import CampaignStore, Totals
+from generator_service.store import CampaignStore, Totals, storable
 
 __all__ = [
     "INVALID_ALLOWANCE",
@@ -46,7 +47,13 @@ log = logging.getLogger("generator")
 # A campaign stops once it has stored this many rejected inputs per run test (or per 100, early on):
 # a strategy that keeps proposing inputs the subject rejects would otherwise never end.
 INVALID_ALLOWANCE = 10
-JUDGE_EVERY = 8  # cases judged and stored together while a batch runs (a stop reason is checked after each group)
+JUDGE_EVERY = 8  # a stop reason is checked after every this many cases of a batch, in arrival order
+# While a batch runs, the cases that arrived are judged in one oracle call and stored in one transaction once this
+# many are ready, or once the oldest waited JUDGE_WAIT seconds (slow episodes); always a multiple of JUDGE_EVERY but
+# at the batch's end, and each JUDGE_EVERY is stop-checked as if judged alone (an oracle call and a commit per 8
+# cases were most of the generator's time at one-step episodes: bench/first_execution.py).
+JUDGE_GROUP = 64
+JUDGE_WAIT = 0.05
 
 SHUTDOWN_ERROR = "the generator service stopped while the campaign ran; a restarted generator resumes it"
 
@@ -102,11 +109,12 @@ class CampaignRunner:
     def elapsed(self) -> float:
         return self._prior_wall + time.monotonic() - self._started
 
-    def stop_reason(self) -> str:
+    def stop_reason(self, totals: Totals | None = None) -> str:
+        """Why the campaign stops now ("" to go on), given its totals (default: what the recorder counted)."""
         if self.cancelled.is_set():
             return "cancelled"
         b = self.config.budget
-        t = self.totals
+        t = self.totals if totals is None else totals
         # The execution budget counts run tests: inputs the subject rejects are stored as invalid and cost
         # nothing, so a strategy that cannot see validity rules (random on Parking) still gets its N tests.
         if b.max_executions and t.run >= b.max_executions:
@@ -237,6 +245,7 @@ class CampaignRunner:
             if reason := self.stop_reason():
                 return reason
             ready: list[Ran] = []
+            oldest = 0.0  # when the first of `ready` arrived
             failure: grpc.RpcError | None = None
             # closing(): a return mid-batch cancels every shard's stream at once, not when the generator is collected
             with closing(self.executor.run(batch.number, pending)) as items:
@@ -244,13 +253,21 @@ class CampaignRunner:
                     if isinstance(item, ShardFailed):  # one shard's stream ended with an error; others go on
                         failure = failure or item.error
                         continue
+                    if not ready:
+                        oldest = time.monotonic()
                     ready.append(item)
-                    if len(ready) >= JUDGE_EVERY:
-                        self._judge(judge, batch, ready)
-                        ready = []
-                        if reason := self.stop_reason():
+                    if len(ready) >= JUDGE_GROUP or (
+                        len(ready) >= JUDGE_EVERY and time.monotonic() - oldest >= JUDGE_WAIT
+                    ):
+                        cut = len(ready) - len(ready) % JUDGE_EVERY
+                        if reason := self._judge(judge, batch, ready[:cut]):
                             return reason
-            self._judge(judge, batch, ready)  # with a failed shard: keep what finished
+                        ready = ready[cut:]
+                        oldest = time.monotonic()
+                        if reason := self.stop_reason():  # e.g. cancelled during the oracle call
+                            return reason
+            if reason := self._judge(judge, batch, ready):  # with a failed shard: keep what finished
+                return reason
             if failure is None:
                 continue  # every shard ended: the loop's store check finds the batch done
             code = status_code(failure)
@@ -262,12 +279,27 @@ class CampaignRunner:
             self.publish("progress", f"simulator {describe(failure)}; retrying in {delay:.1f}s")
             retry.sleep(delay)
 
-    def _judge(self, judge: Judge, batch: Batch, ready: list[Ran]) -> None:
+    def _judge(self, judge: Judge, batch: Batch, ready: list[Ran]) -> str:
+        """Judges `ready` in one oracle call and stores its rows in one transaction, up to the first JUDGE_EVERY
+        after which a stop reason holds (the rows after it are dropped, as if they had not run); returns that
+        reason, or ""."""
         if not ready:
-            return
+            return ""
         rows = judge.judge(batch.number, ready, self.elapsed())
-        if rows is not None:  # None: cancelled during the oracle call
-            self.recorder.record(rows)  # `ready` holds only cases pending in the store, so none is skipped
+        if rows is None:  # cancelled during the oracle call
+            return ""
+        # `ready` holds only cases pending in the store, so the store takes every row, as storable() makes it (a
+        # non-finite number makes an invalid execution), and the recorder counts it as here
+        rows = [storable(row) for row in rows]
+        totals, reason, cut = replace(self.totals), "", len(rows)
+        for start in range(0, len(rows), JUDGE_EVERY):
+            for row in rows[start : start + JUDGE_EVERY]:
+                totals.add(row)
+            if reason := self.stop_reason(totals):
+                cut = min(start + JUDGE_EVERY, len(rows))
+                break
+        self.recorder.record(rows[:cut])
+        return reason
 
     # -- remote calls ----------------------------------------------------------------------------
     def _retry(self) -> Retry:

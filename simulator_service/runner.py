@@ -53,6 +53,11 @@ class Outcome:
     prefix_terminal: bool = False  # the episode ended during its action-trace prefix
 
 
+# With run_lockstep(..., boundaries=True): yielded after each lock-step in which episodes ended (compare with `is`),
+# so a caller can send the outcomes of one lock-step together (RunEpisodesRequest.batch_results).
+LOCKSTEP_END = Outcome(Job("", {}, 0))
+
+
 class AgentError(RuntimeError):
     """The agent could not act (its service failed); the episodes in flight are lost, not judged."""
 
@@ -110,6 +115,7 @@ def run_lockstep(
     max_steps: int | None = None,
     groups: int = 1,
     stage: ObservationStage | None = None,
+    boundaries: bool = False,
 ) -> Iterator[Outcome]:
     """Runs every job on the given environments (len(envs) = parallelism) and yields outcomes as episodes end.
 
@@ -121,6 +127,7 @@ def run_lockstep(
     yields an Outcome with `error` set; an AgentError propagates (the agent is shared by all slots).
     A `stage` runs between the environments and the agent at every lock-step (see ObservationStage).
     Given several actors (e.g. streams to several agent replicas), group g sends to actor g % len(actors).
+    With `boundaries`, LOCKSTEP_END follows the outcomes of each lock-step that had any.
     """
     if isinstance(act, Sequence):
         actors: list[Actor] = list(act)
@@ -208,8 +215,11 @@ def run_lockstep(
     for g in range(groups):
         launch(g)
 
+    if boundaries:
+        yield LOCKSTEP_END  # the outcomes of the first fills (failed resets, traces over before the agent acts)
     while in_flight:
         active, actor = in_flight.popleft()
+        ended = False  # an outcome was yielded in this lock-step
         actions = actor.receive()
         if stage is not None:
             actions = stage.contract(actions, len(active))
@@ -223,6 +233,7 @@ def run_lockstep(
                 env_action = action.item() if action.shape == () else action
                 obs, reward, terminated, truncated, _ = slot.env.step(env_action)
             except Exception as exc:  # noqa: BLE001
+                ended = True
                 yield _fail(i, exc)
                 while (err := fill(i)) is not None:
                     yield err
@@ -237,7 +248,10 @@ def run_lockstep(
             if trace is not None and out.steps >= len(trace.actions) + trace.agent_steps and not terminated:
                 truncated = True
             if terminated or truncated:
+                ended = True
                 yield finish(i, bool(terminated), bool(truncated))
                 while (err := fill(i)) is not None:
                     yield err
         launch(active[0] % groups)  # slot i belongs to group i % groups
+        if boundaries and ended:  # after the launch: the agent answers it while the caller sends these outcomes
+            yield LOCKSTEP_END

@@ -44,7 +44,8 @@ from simulator_service.backends import check_first_observation, make_env
 from simulator_service.frames import DEFAULT_FRAMES, DEFAULT_WIDTH, MAX_FRAMES, MAX_WIDTH, FrameCapture
 from simulator_service.image_stage import ImageStage, is_image_env
 from simulator_service.peers import Peers
-from simulator_service.runner import AgentError, Job, TracePrefix, run_lockstep
+from simulator_service.result_messages import ResultMessages
+from simulator_service.runner import LOCKSTEP_END, AgentError, Job, TracePrefix, run_lockstep
 from simulator_service.search_spec import to_proto as search_to_proto
 from simulator_service.subject import NO_TRANSLATOR, Subject, SubjectError
 from simulator_service.trace import TraceRecorder
@@ -402,10 +403,10 @@ class SimulatorServicer(simulator_pb2_grpc.SimulatorServiceServicer):
 
         repetitions = max(request.repetitions, 1)
         traces = {c.id: self._trace(subject, c) for c in cases if c.HasField("action_trace")}
+        messages = ResultMessages(request.batch_results)
         for case_id, violations in invalid.items():  # invalid_as_results: one result each, not run
-            yield simulator_pb2.RunEpisodesResponse(
-                result=common_pb2.EpisodeResult(test_case_id=case_id, violations=violations)
-            )
+            yield from messages.add(common_pb2.EpisodeResult(test_case_id=case_id, violations=violations))
+        yield from messages.flush()
         jobs = [
             Job(c.id, case_values(c), self._reset_seed(request.seed, c, r), r, traces.get(c.id))
             for c in cases
@@ -454,7 +455,11 @@ class SimulatorServicer(simulator_pb2_grpc.SimulatorServiceServicer):
                 max_steps=request.max_steps or None,
                 groups=groups,
                 stage=stage,
+                boundaries=request.batch_results,
             ):
+                if out is LOCKSTEP_END:  # the results of one lock-step go together
+                    yield from messages.flush()
+                    continue
                 QUEUE.dec()
                 EPISODES.labels(subject.name, "error" if out.error else "ok").inc()
                 result = common_pb2.EpisodeResult(
@@ -470,7 +475,8 @@ class SimulatorServicer(simulator_pb2_grpc.SimulatorServiceServicer):
                 )
                 for name, value in out.signals.items():
                     result.signals[name].CopyFrom(to_tensor(value))
-                yield simulator_pb2.RunEpisodesResponse(result=result)
+                yield from messages.add(result)
+            yield from messages.flush()
         except AgentError as exc:  # the agent answered, but not with one action per observation: retrying won't help
             healthy = False
             raise FailedPrecondition(str(exc)) from None

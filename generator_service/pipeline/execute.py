@@ -97,6 +97,7 @@ class Executor:
             test_cases=[c.case.to_proto(self.space, c.id) for c in cases],
             observation_translator=cfg.observation_translator,
             invalid_as_results=True,
+            batch_results=True,  # a lock-step's results in one message: fewer messages at short episodes
         )
         request.model.name = cfg.model
         return request
@@ -119,7 +120,7 @@ class Executor:
             if isinstance(item, ShardFailed):
                 yield item
                 continue
-            result = item.result
+            result = item
             if result.test_case_id not in by_id:
                 continue  # not asked for in this call: never stored under another case's name
             got = episodes.setdefault(result.test_case_id, [])
@@ -129,7 +130,7 @@ class Executor:
 
     def _stream(
         self, batch: int, pending: Sequence[PlannedCase]
-    ) -> Generator[simulator_pb2.RunEpisodesResponse | ShardFailed, None, None]:
+    ) -> Generator[common_pb2.EpisodeResult | ShardFailed, None, None]:
         chunks = shards(pending, self.simulators.streams)
         targets = self.simulators.shard_targets(len(chunks))
         inbox: queue.Queue[Any] = queue.Queue()
@@ -146,8 +147,9 @@ class Executor:
                     late = abandoned.is_set() or self.cancelled.is_set()
                 if late:
                     call.cancel()
-                for response in call:
-                    inbox.put(response)
+                for response in call:  # several results, or one (a simulator that predates batch_results)
+                    for result in response.results if len(response.results) else (response.result,):
+                        inbox.put(result)
             except grpc.RpcError as exc:
                 if status_code(exc) != grpc.StatusCode.CANCELLED:
                     self.simulators.mark_failed(target)  # the next attempt's shards go to the others

@@ -493,6 +493,7 @@ class RunEpisodesRequest(_message.Message):
     OBSERVATION_TRANSLATOR_FIELD_NUMBER: _builtins.int
     TRANSLATOR_ENDPOINT_FIELD_NUMBER: _builtins.int
     INVALID_AS_RESULTS_FIELD_NUMBER: _builtins.int
+    BATCH_RESULTS_FIELD_NUMBER: _builtins.int
     request_id: _builtins.str
     """Idempotency key of the whole batch (e.g. "<campaign id>/batch/<n>")."""
     subject: _builtins.str
@@ -525,6 +526,12 @@ class RunEpisodesRequest(_message.Message):
     violation. Set: each invalid test case gets one result with EpisodeResult.violations and is not run, and
     the valid ones run as usual, so one call both checks and runs a batch (what the generator does).
     """
+    batch_results: _builtins.bool
+    """How results are streamed. Unset: one result per message (RunEpisodesResponse.result). Set: the results that
+    are ready together (the episodes that ended in one lock-step, up to about 4 MB) come in one message, in
+    RunEpisodesResponse.results, in the order they ended; a message per result costs more than a one-step
+    episode. A simulator that predates the field answers one result per message, so a client reads both.
+    """
     @_builtins.property
     def model(self) -> _common_pb2.ModelRef: ...
     @_builtins.property
@@ -547,10 +554,11 @@ class RunEpisodesRequest(_message.Message):
         observation_translator: _builtins.str = ...,
         translator_endpoint: _builtins.str = ...,
         invalid_as_results: _builtins.bool = ...,
+        batch_results: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["model", b"model", "trace", b"trace"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_endpoint", b"agent_endpoint", "invalid_as_results", b"invalid_as_results", "max_steps", b"max_steps", "model", b"model", "observation_translator", b"observation_translator", "parallelism", b"parallelism", "repetitions", b"repetitions", "request_id", b"request_id", "seed", b"seed", "subject", b"subject", "test_cases", b"test_cases", "trace", b"trace", "translator_endpoint", b"translator_endpoint"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_endpoint", b"agent_endpoint", "batch_results", b"batch_results", "invalid_as_results", b"invalid_as_results", "max_steps", b"max_steps", "model", b"model", "observation_translator", b"observation_translator", "parallelism", b"parallelism", "repetitions", b"repetitions", "request_id", b"request_id", "seed", b"seed", "subject", b"subject", "test_cases", b"test_cases", "trace", b"trace", "translator_endpoint", b"translator_endpoint"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -561,16 +569,24 @@ class RunEpisodesResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     RESULT_FIELD_NUMBER: _builtins.int
+    RESULTS_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def result(self) -> _common_pb2.EpisodeResult: ...
+    def result(self) -> _common_pb2.EpisodeResult:
+        """One result (a request without batch_results)."""
+
+    @_builtins.property
+    def results(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.EpisodeResult]:
+        """Several results, in the order they ended (a request with batch_results); `result` is then unset."""
+
     def __init__(
         self,
         *,
         result: _common_pb2.EpisodeResult | None = ...,
+        results: _abc.Iterable[_common_pb2.EpisodeResult] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["result", b"result", "results", b"results"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

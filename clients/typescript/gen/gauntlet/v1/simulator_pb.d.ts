@@ -509,6 +509,16 @@ export declare type RunEpisodesRequest = Message<"gauntlet.v1.RunEpisodesRequest
    * @generated from field: bool invalid_as_results = 13;
    */
   invalidAsResults: boolean;
+
+  /**
+   * How results are streamed. Unset: one result per message (RunEpisodesResponse.result). Set: the results that
+   * are ready together (the episodes that ended in one lock-step, up to about 4 MB) come in one message, in
+   * RunEpisodesResponse.results, in the order they ended; a message per result costs more than a one-step
+   * episode. A simulator that predates the field answers one result per message, so a client reads both.
+   *
+   * @generated from field: bool batch_results = 14;
+   */
+  batchResults: boolean;
 };
 
 /**
@@ -522,9 +532,18 @@ export declare const RunEpisodesRequestSchema: GenMessage<RunEpisodesRequest>;
  */
 export declare type RunEpisodesResponse = Message<"gauntlet.v1.RunEpisodesResponse"> & {
   /**
+   * One result (a request without batch_results).
+   *
    * @generated from field: gauntlet.v1.EpisodeResult result = 1;
    */
   result?: EpisodeResult | undefined;
+
+  /**
+   * Several results, in the order they ended (a request with batch_results); `result` is then unset.
+   *
+   * @generated from field: repeated gauntlet.v1.EpisodeResult results = 2;
+   */
+  results: EpisodeResult[];
 };
 
 /**
