@@ -208,7 +208,7 @@ def evaluate_model(
         "tests": tests,
         "seed": seed,
         "chunk": chunk,
-        "model_sha256": file_sha256(model_root / model / model_file_name(entry.algorithm)),
+        "model_sha256": file_sha256(registry.folder(model) / model_file_name(entry.algorithm)),
     }
     if inputs is not None:
         header["inputs_sha256"] = hashlib.sha256(

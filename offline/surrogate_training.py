@@ -435,7 +435,8 @@ def zoo_model(name: str, model_root: Path | None = None) -> tuple[str, Path]:
     models = (yaml.safe_load(manifest.read_text()) or {}).get("models") or {}
     if name not in models:
         raise ValueError(f"unknown model {name!r}; models in {manifest}: {', '.join(sorted(models)) or 'none'}")
-    return str(models[name]["subject"]), root / name / INTERACTION_LOG_NAME
+    # a model listed again for another subject (files: OTHER) learnt from OTHER's training episodes
+    return str(models[name]["subject"]), root / str(models[name].get("files", name)) / INTERACTION_LOG_NAME
 
 
 def default_out_dir(model: str, kind: str, root: Path = Path("runs/surrogates")) -> Path:

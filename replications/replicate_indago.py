@@ -19,13 +19,18 @@ Sec. 5-6):
    Gini purity of train. fail. against hc_sal+fail and ga_sal+fail (the paper's Table 5 pairs), and writes
    results/indago_table2_<subject>.{md,json}.
 
-It ends with exactly two lines, the best Indago setting (most failures on average) against the baselines:
+It ends with three lines, the best Indago setting (most failures on average) against the baselines, each ratio
+with its 95 % percentile-bootstrap interval (the runs of each approach resampled, 10,000 times):
 
-    indago_vs_random_failures=<best setting's mean failures / random's mean failures>
-    indago_vs_sampling_failures=<best setting's mean failures / sampling's mean failures>
+    indago_vs_random_failures=<best setting's mean failures / random's mean failures> (95 % CI <low>-<high>)
+    indago_vs_sampling_failures=<best setting's mean failures / sampling's mean failures> (95 % CI <low>-<high>)
+    indago_table2: subject=<subject> best=<setting> vs_random=<ratio> (95 % CI ..) vs_sampling=<ratio> (95 % CI ..)
+        p_random=<one-sided Mann-Whitney p> p_sampling=<p>
 
 When a baseline found no failure in any run, that ratio is (best + 1) / (baseline + 1) instead, and a line
-before the last two says so.
+before the last ones says so. Besides the paper's 8 settings, hc_sal+rnd_reg runs hc_sal+rnd on a regressor
+surrogate (trained on margins with label-distribution smoothing), as the paper's RQ4 does; it takes part in the
+choice of the best setting.
 
 Stochastic subjects (DescribeEnvironment says not deterministic) run each input 10 times and count it failing
 when more than half of the runs fail (the paper's "> 0.5"); their trajectory is the mean of the failing runs'.
@@ -68,13 +73,20 @@ from common.space import ParameterSpace, value_from_proto
 from generator_service.api import INDAGO_SETTINGS, CampaignConfig
 from replications.harness import Clients, failing_traces, temporary_suite
 
-# approach name -> (strategy, needs the surrogate); the paper's row order, train. fail. last (Table 5's baseline)
-APPROACHES: dict[str, tuple[str, bool]] = {
-    "random": ("random", False),
-    "sampling": ("indago_sampling", True),
-    **{name: ("indago", True) for name in INDAGO_SETTINGS},
-    "train_fail": ("train_fail_replay", True),
+# The paper's RQ4 runs hc_sal+rnd on a regressor surrogate too (trained on margins with label-distribution
+# smoothing, for logs with few failures): the same search on the other kind of surrogate.
+REGRESSOR_APPROACH = "hc_sal+rnd_reg"
+INDAGO_APPROACHES = (*INDAGO_SETTINGS, REGRESSOR_APPROACH)  # compared with the baselines; the best is one of them
+# approach name -> (strategy, the surrogate kind it needs or None); the paper's row order, train. fail. last
+# (Table 5's baseline)
+APPROACHES: dict[str, tuple[str, str | None]] = {
+    "random": ("random", None),
+    "sampling": ("indago_sampling", "classifier"),
+    **{name: ("indago", "classifier") for name in INDAGO_SETTINGS},
+    REGRESSOR_APPROACH: ("indago", "regressor"),
+    "train_fail": ("train_fail_replay", "classifier"),
 }
+RATIO_RESAMPLES = 10_000  # bootstrap resamples of the runs behind each ratio's 95 % interval
 METRICS = ("failures", "in_coverage", "in_entropy", "out_coverage", "out_entropy")
 HEADERS = ("#F", "InC", "InE", "OutC", "OutE")
 GINI_PAIRS = ("hc_sal+fail", "ga_sal+fail")  # Table 5: train. fail. against these two
@@ -139,7 +151,7 @@ def paper_case(subject: str) -> str | None:
     """The paper's case study a subject stands for, if any."""
     if subject.startswith("parking"):
         return "Parking"
-    if subject == "humanoid_indago":
+    if subject in ("humanoid_indago", "hopper_wide"):  # hopper_wide: our MuJoCo subject in Humanoid's regime
         return "Humanoid"
     if "donkey" in subject:
         return "Driving"
@@ -152,6 +164,7 @@ OUTPUT_SIGNALS: dict[str, tuple[str, tuple[int, ...] | None, str]] = {
     "parking": ("ego_xy", None, "ego (x, y) in metres per step (the paper's vehicle trajectory)"),
     "humanoid_indago": ("torso_z", None, "torso height per step (the paper's)"),
     "humanoid": ("torso_z", None, "torso height per step (the paper's)"),
+    "hopper_wide": ("torso_z", None, "torso height per step (as the paper's Humanoid)"),
     "lunarlander": ("observations", (0, 1), "lander position (x, y): observation[0:2] per step"),
     "lunarlander_continuous": ("observations", (0, 1), "lander position (x, y): observation[0:2] per step"),
     "lunarlander_qd": ("observations", (0, 1), "lander position (x, y): observation[0:2] per step"),
@@ -182,6 +195,7 @@ class BenchSpec:
     subject: str
     model: str
     surrogate: Path
+    regressor: Path | None = None  # the regressor surrogate, for REGRESSOR_APPROACH
     runs: int = 10
     configs: int = 100
     approaches: tuple[str, ...] = tuple(APPROACHES)
@@ -208,12 +222,17 @@ class ApproachRun:
     replay_mismatches: int  # failures whose re-run did not fail (non-determinism)
 
 
-def strategy_for(approach: str, surrogate: str, search_params: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
-    """`surrogate` as the campaign names it: relative to the generator's artifact root."""
-    strategy, needs = APPROACHES[approach]
-    params: dict[str, Any] = {"surrogate": surrogate} if needs else {}
+def strategy_for(
+    approach: str, surrogates: Mapping[str, str], search_params: Mapping[str, Any]
+) -> tuple[str, dict[str, Any]]:
+    """`surrogates`: kind -> the artifact as the campaign names it (relative to the generator's artifact root)."""
+    strategy, kind = APPROACHES[approach]
+    if kind is not None and kind not in surrogates:
+        raise ValueError(f"approach {approach} needs a {kind} surrogate")
+    params: dict[str, Any] = {"surrogate": surrogates[kind]} if kind else {}
     if strategy == "indago":
-        params.update(setting=approach, **search_params)
+        setting = "hc_sal+rnd" if approach == REGRESSOR_APPROACH else approach
+        params.update(setting=setting, **search_params)
     elif strategy == "indago_sampling" and "time_budget_s" in search_params:
         params["time_budget_s"] = search_params["time_budget_s"]
     return strategy, params
@@ -230,7 +249,10 @@ def run_approach(
     signal: str,
     columns: tuple[int, ...] | None,
 ) -> ApproachRun:
-    strategy, params = strategy_for(approach, clients.artifact_path(spec.surrogate), spec.search_params)
+    surrogates = {"classifier": clients.artifact_path(spec.surrogate)}
+    if spec.regressor is not None:
+        surrogates["regressor"] = clients.artifact_path(spec.regressor)
+    strategy, params = strategy_for(approach, surrogates, spec.search_params)
     config = CampaignConfig(
         name=f"indago-table2-{spec.subject}-{approach}-run{run}",
         subject=spec.subject,
@@ -405,7 +427,7 @@ def _result(
     started: float,
 ) -> dict[str, Any]:
     return {
-        "spec": {**asdict(spec), "surrogate": str(spec.surrogate)},
+        "spec": spec_record(spec),
         "repetitions": repetitions,
         "deterministic": bool(info.deterministic),
         "output_signal": {"signal": signal, "columns": columns, "what": what},
@@ -424,7 +446,7 @@ def summarise(runs: Sequence[Mapping[str, Any]], approaches: Sequence[str]) -> d
     sds = {a: {m: statistics.pstdev(v) for m, v in ms.items()} for a, ms in values.items()}
     tests: dict[str, dict[str, dict[str, dict[str, float | str]]]] = {}
     for a in approaches:
-        if a not in INDAGO_SETTINGS:
+        if a not in INDAGO_APPROACHES:
             continue
         for base in ("random", "sampling"):
             if base in values:
@@ -445,14 +467,18 @@ def _mean_or_none(xs: Sequence[float | None]) -> float | None:
     return statistics.mean(kept) if kept else None
 
 
+def spec_record(spec: BenchSpec) -> dict[str, Any]:
+    return {**asdict(spec), "surrogate": str(spec.surrogate), "regressor": str(spec.regressor or "") or None}
+
+
 def failure_ratios(summary: Mapping[str, Any]) -> tuple[str, dict[str, float], list[str]]:
     """(best Indago setting, {baseline: ratio}, notes): best mean failures over each baseline's, smoothed
     (x + 1) / (y + 1) when the baseline's mean is 0 (then a note says so)."""
     means = summary["means"]
-    settings = [a for a in INDAGO_SETTINGS if a in means]
+    settings = [a for a in INDAGO_APPROACHES if a in means]
     if not settings:
         raise ValueError("no Indago setting was run: the ratios need at least one")
-    best = max(settings, key=lambda a: (means[a]["failures"], -list(INDAGO_SETTINGS).index(a)))
+    best = max(settings, key=lambda a: (means[a]["failures"], -list(INDAGO_APPROACHES).index(a)))
     x = means[best]["failures"]
     ratios, notes = {}, []
     for base in ("random", "sampling"):
@@ -468,6 +494,40 @@ def failure_ratios(summary: Mapping[str, Any]) -> tuple[str, dict[str, float], l
                 f"(best + 1) / ({base} + 1) = ({x:.2f} + 1) / ({y:.2f} + 1)"
             )
     return best, ratios, notes
+
+
+def ratio_interval(
+    best: Sequence[float], base: Sequence[float], smoothed: bool, resamples: int = RATIO_RESAMPLES, seed: int = 0
+) -> tuple[float, float]:
+    """Percentile-bootstrap 95 % interval of mean(best) / mean(base), the runs of each resampled with replacement
+    (independent samples); `smoothed` gives (x + 1) / (y + 1) as the point estimate did. A resample whose base
+    mean is 0 gives an infinite ratio (unsmoothed), so the upper end can be inf."""
+    rng = np.random.default_rng(seed)
+    x = rng.choice(np.asarray(best, dtype=float), size=(resamples, len(best))).mean(axis=1)
+    y = rng.choice(np.asarray(base, dtype=float), size=(resamples, len(base))).mean(axis=1)
+    if smoothed:
+        ratios = (x + 1.0) / (y + 1.0)
+    else:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratios = np.where(y > 0, x / np.where(y > 0, y, 1.0), np.where(x > 0, np.inf, 1.0))
+    low, high = np.percentile(ratios, [2.5, 97.5])
+    return float(low), float(high)
+
+
+def ratio_intervals(summary: Mapping[str, Any], best: str, notes: Sequence[str]) -> dict[str, tuple[float, float]]:
+    """The 95 % interval of each ratio of failure_ratios, smoothed where its note says so."""
+    values = summary["values"]
+    return {
+        base: ratio_interval(
+            values[best]["failures"], values[base]["failures"], any(f"indago_vs_{base}_" in n for n in notes)
+        )
+        for base in ("random", "sampling")
+        if base in values
+    }
+
+
+def _interval(ci: tuple[float, float] | None) -> str:
+    return "" if ci is None else f" (95 % CI {ci[0]:.3f}-{ci[1]:.3f})"
 
 
 def _cell(v: float | None, digits: int = 2) -> str:
@@ -488,7 +548,8 @@ def render(result: Mapping[str, Any], surrogate_meta: Mapping[str, Any], wall: f
         f"{surrogate_meta.get('filter_percent')} %, {surrogate_meta.get('layers')} layer(s); held-out precision "
         f"{_cell(100 * held['precision'] if held.get('precision') is not None else None, 1)} %, recall "
         f"{_cell(100 * held['recall'] if held.get('recall') is not None else None, 1)} %). "
-        f"Output trajectory: {result['output_signal']['what']}. "
+        + (f"Regressor surrogate ({REGRESSOR_APPROACH}): {spec['regressor']}. " if spec.get("regressor") else "")
+        + f"Output trajectory: {result['output_signal']['what']}. "
         f"Search: {json.dumps(spec['search_params']) if spec['search_params'] else 'strategy defaults'}.",
         "",
         f"Means over runs (ours) and the paper's Table 2 for {case or 'no matching case study'} "
@@ -549,22 +610,26 @@ def render(result: Mapping[str, Any], surrogate_meta: Mapping[str, Any], wall: f
 
 # -- surrogate --------------------------------------------------------------------------------------------
 def cached_surrogate(
-    model: str, grid: str, say: Callable[[str], None] = print, root: Path = ROOT / "runs" / "surrogates" / "bench"
+    model: str,
+    grid: str,
+    say: Callable[[str], None] = print,
+    root: Path = ROOT / "runs" / "surrogates" / "bench",
+    kind: str = "classifier",
 ) -> Path:
-    """The classifier for ``model`` trained on ``grid``, from the cache when its log is unchanged."""
+    """The surrogate of ``kind`` for ``model`` trained on ``grid``, from the cache when its log is unchanged."""
     from generator_service.api import file_sha256
     from offline.surrogate_training import train_zoo_surrogate, zoo_model
 
     _, log = zoo_model(model)
     if not log.exists():
         raise ValueError(f"model {model} has no training log at {log}: Indago's surrogate learns from it")
-    out = root / f"{model}-classifier-{grid}-{file_sha256(log)[:12]}"
+    out = root / f"{model}-{kind}-{grid}-{file_sha256(log)[:12]}"
     if (out / "surrogate.json").exists():
         say(f"surrogate: cached {out}")
         return out
-    say(f"surrogate: training a classifier for {model} on the {grid} grid ...")
+    say(f"surrogate: training a {kind} for {model} on the {grid} grid ...")
     t = time.perf_counter()
-    train_zoo_surrogate(model, kind="classifier", grid=grid, out_dir=out)
+    train_zoo_surrogate(model, kind=kind, grid=grid, out_dir=out)
     say(f"surrogate: {out} ({time.perf_counter() - t:.0f} s)")
     return out
 
@@ -603,9 +668,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--surrogate", type=Path, help="use this surrogate artifact instead of the cached/trained one")
     parser.add_argument(
+        "--regressor",
+        type=Path,
+        help=f"regressor artifact for {REGRESSOR_APPROACH} instead of the cached/trained one (same folder as the "
+        "classifier's: the suite's artifact root is that folder)",
+    )
+    parser.add_argument(
         "--approaches",
         default=",".join(APPROACHES),
-        help="comma-separated subset (default: all 11: " + ", ".join(APPROACHES) + ")",
+        help=f"comma-separated subset (default: all {len(APPROACHES)}: " + ", ".join(APPROACHES) + ")",
     )
     parser.add_argument(
         "--repetitions",
@@ -661,7 +732,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     unknown = [a for a in approaches if a not in APPROACHES]
     if unknown:
         parser.error(f"--approaches: unknown {', '.join(unknown)}; known: {', '.join(APPROACHES)}")
-    if not any(a in INDAGO_SETTINGS for a in approaches) or not {"random", "sampling"} & set(approaches):
+    if not any(a in INDAGO_APPROACHES for a in approaches) or not {"random", "sampling"} & set(approaches):
         parser.error("--approaches needs at least one Indago setting and random or sampling (the final ratios)")
     args.approaches = tuple(approaches)
     return args
@@ -685,6 +756,23 @@ def main(argv: Sequence[str] | None = None) -> None:
         raise SystemExit(f"error: {exc}") from None
     if meta["subject"] != args.subject:
         raise SystemExit(f"error: surrogate {surrogate} was trained for {meta['subject']!r}, not {args.subject!r}")
+    regressor = None
+    if REGRESSOR_APPROACH in args.approaches:
+        try:
+            regressor = args.regressor or cached_surrogate(model, args.grid, say, kind="regressor")
+            reg_meta = read_meta(regressor)
+        except ValueError as exc:
+            raise SystemExit(f"error: {exc}") from None
+        if reg_meta["subject"] != args.subject or reg_meta["kind"] != "regressor":
+            raise SystemExit(
+                f"error: {regressor} is a {reg_meta['kind']} for {reg_meta['subject']!r}, not a regressor "
+                f"for {args.subject!r}"
+            )
+        if regressor.resolve().parent != surrogate.resolve().parent:
+            raise SystemExit(
+                f"error: the regressor {regressor} must be in the classifier's folder {surrogate.parent} "
+                "(the suite's artifact root)"
+            )
     search: dict[str, Any] = {}
     if args.max_iterations is not None:
         search["max_iterations"] = args.max_iterations
@@ -694,6 +782,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         subject=args.subject,
         model=model,
         surrogate=surrogate,
+        regressor=regressor,
         runs=args.runs,
         configs=args.configs,
         approaches=args.approaches,
@@ -767,7 +856,7 @@ def resumable_runs(path: Path, spec: BenchSpec) -> tuple[list[dict[str, Any]], l
         runs = list(stored["runs"])
     except (ValueError, KeyError, TypeError) as exc:
         raise SystemExit(f"error: --resume: {path} is not a results file of this bench ({exc})") from None
-    new = {**asdict(spec), "surrogate": str(spec.surrogate)}
+    new = spec_record(spec)
     differ = [k for k in new if k != "runs" and json.dumps(old.get(k), default=str) != json.dumps(new[k], default=str)]
     if differ:
         raise SystemExit(
@@ -799,7 +888,8 @@ def write_results(
     result["load_average_at_start"] = [round(x, 2) for x in load]
     result["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     best, ratios, notes = failure_ratios(result["summary"])
-    result["best_setting"], result["ratios"] = best, ratios
+    intervals = ratio_intervals(result["summary"], best, notes)
+    result["best_setting"], result["ratios"], result["ratio_ci95"] = best, ratios, intervals
     text = render(result, meta, seconds)
     if result["runs_done"] < args.runs:
         text = (
@@ -819,9 +909,18 @@ def write_results(
             f" An earlier session (--resume) ran {earlier['runs']} run(s) in {(earlier['wall_seconds'] or 0) / 60:.1f}"
             f" min wall, {(earlier['cpu_seconds'] or 0) / 60:.1f} min CPU."
         )
+    tests = result["summary"]["tests"].get(best, {})
+    p = {base: tests[base]["failures"]["p"] for base in ("random", "sampling") if base in tests}
     tail = notes + [
-        f"indago_vs_random_failures={ratios.get('random', float('nan')):.3f}",
-        f"indago_vs_sampling_failures={ratios.get('sampling', float('nan')):.3f}",
+        f"indago_vs_random_failures={ratios.get('random', float('nan')):.3f}{_interval(intervals.get('random'))}",
+        f"indago_vs_sampling_failures={ratios.get('sampling', float('nan')):.3f}{_interval(intervals.get('sampling'))}",
+        f"indago_table2: subject={args.subject} best={best} "
+        + " ".join(
+            f"vs_{base}={ratios[base]:.3f}{_interval(intervals.get(base))}"
+            for base in ("random", "sampling")
+            if base in ratios
+        )
+        + "".join(f" p_{base}={v:.4f}" for base, v in p.items()),
     ]
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"indago_table2_{args.subject}.md").write_text(text + "\n\n" + "\n".join(tail) + "\n")

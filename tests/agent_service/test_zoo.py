@@ -94,7 +94,15 @@ def test_manifest_lists_every_recipe_with_measurements() -> None:
         if entry["algorithm"] == "DDQN":  # Mario's agents: offline/mario_dqn.py trains them in .venv-mario
             _check_ddqn_model(name, entry)
             continue
-        assert name in load_recipes(), name
+        folder = name
+        if "files" in entry:  # the network of another entry, listed again for a second subject (no copy, no recipe)
+            folder = entry["files"]
+            trained = MANIFEST[folder]
+            assert "files" not in trained and trained["algorithm"] == entry["algorithm"], name
+            assert trained["subject"] != entry["subject"], f"{name}: a second listing is for another subject"
+            for key in ("seed", "timesteps", "train_wall_seconds", "file_bytes"):
+                assert entry[key] == trained[key], f"{name}: {key} differs from {folder}'s, whose files it uses"
+        assert folder in load_recipes(), name
         if entry["algorithm"] == "SEGMENTATION":  # DESIGNATE's DNN under test: measured on the real test split
             _check_image_model(DEFAULT_MODEL_ROOT / name / "model.pt", entry, ("test_pairs", "test_miou"))
             continue
@@ -115,9 +123,9 @@ def test_manifest_lists_every_recipe_with_measurements() -> None:
             assert entry["eval_failure_rate"] == pytest.approx(entry["eval_failures"] / judged, abs=1e-5), name
             low, high = entry["eval_failure_rate_ci95"]
             assert low <= entry["eval_failure_rate"] <= high, name
-        model = DEFAULT_MODEL_ROOT / name / model_file_name(entry["algorithm"])  # model.zip, or model.npz (Q-table)
+        model = DEFAULT_MODEL_ROOT / folder / model_file_name(entry["algorithm"])  # model.zip, or model.npz (Q-table)
         assert model.stat().st_size == entry["file_bytes"] < 5 * 1024 * 1024
-        assert (DEFAULT_MODEL_ROOT / name / "training_log.jsonl.gz").exists()
+        assert (DEFAULT_MODEL_ROOT / folder / "training_log.jsonl.gz").exists()
 
 
 def _check_ddqn_model(name: str, entry: dict) -> None:
@@ -200,3 +208,30 @@ def test_an_observations_action_does_not_depend_on_the_lock_step_batch_size() ->
     reference = registry.act("mountaincar-continuous-sac", observations)
     for size in (1, 2, 3, 79, 97, 129, 200):
         assert np.array_equal(registry.act("mountaincar-continuous-sac", observations[:size]), reference[:size]), size
+
+
+def test_a_model_listed_again_for_another_subject_uses_the_same_files(tmp_path: Path) -> None:
+    from agent_service.registry import ModelRegistry
+    from common.errors import FailedPrecondition
+
+    listed = {
+        "models": {
+            "cartpole-ppo": {"subject": "cartpole", "algorithm": "PPO"},
+            "cartpole-ppo-again": {"subject": "cartpole_other", "algorithm": "PPO", "files": "cartpole-ppo"},
+            "nowhere": {"subject": "cartpole", "algorithm": "PPO", "files": "missing-model"},
+            "chained": {"subject": "cartpole", "algorithm": "PPO", "files": "cartpole-ppo-again"},
+            "other-kind": {"subject": "cartpole", "algorithm": "SAC", "files": "cartpole-ppo"},
+        }
+    }
+    (tmp_path / "manifest.yaml").write_text(yaml.safe_dump(listed))
+    (tmp_path / "cartpole-ppo").mkdir()
+    (tmp_path / "cartpole-ppo" / "model.zip").write_bytes(
+        (DEFAULT_MODEL_ROOT / "cartpole-ppo" / "model.zip").read_bytes()
+    )
+    registry = ModelRegistry(tmp_path)
+    assert registry.folder("cartpole-ppo-again") == tmp_path / "cartpole-ppo"
+    obs = np.random.default_rng(0).uniform(-0.05, 0.05, size=(16, 4)).astype(np.float32)
+    assert np.array_equal(registry.act("cartpole-ppo-again", obs), registry.act("cartpole-ppo", obs))
+    for name in ("nowhere", "chained", "other-kind"):
+        with pytest.raises(FailedPrecondition, match=f"model '{name}': files must name another listed"):
+            registry.load(name)

@@ -15,8 +15,10 @@ from replications.replicate_indago import (
     failure_ratios,
     output_signal,
     parse_args,
+    ratio_intervals,
     render,
     replicate,
+    strategy_for,
     summarise,
 )
 
@@ -68,6 +70,27 @@ def test_a_baseline_without_failures_gives_a_declared_smoothed_ratio() -> None:
     assert len(notes) == 1 and "smoothed" in notes[0] and "random" in notes[0]
 
 
+def test_every_ratio_has_a_bootstrap_interval_and_the_regressor_setting_competes() -> None:
+    runs = fake_runs({"random": [1, 2, 0, 1], "sampling": [2, 3, 2, 1], "hc_sal+rnd_reg": [6, 8, 7, 5]})
+    summary = summarise(runs, ["random", "sampling", "hc_sal+rnd_reg"])
+    best, ratios, notes = failure_ratios(summary)
+    assert best == "hc_sal+rnd_reg" and "hc_sal+rnd_reg" in summary["tests"]
+    intervals = ratio_intervals(summary, best, notes)
+    for base in ("random", "sampling"):
+        low, high = intervals[base]
+        assert low < ratios[base] < high, base
+    assert intervals == ratio_intervals(summary, best, notes)  # seeded: the same interval every time
+    # a baseline with no failure: the interval is of the smoothed ratio, like the point estimate
+    zero = summarise(fake_runs({"random": [0, 0, 0], "hc_rnd": [2, 3, 4]}), ["random", "hc_rnd"])
+    best, ratios, notes = failure_ratios(zero)
+    assert ratio_intervals(zero, best, notes)["random"] == (pytest.approx(3.0), pytest.approx(5.0))
+    # the regressor setting runs hc_sal+rnd on the regressor artifact
+    strategy, params = strategy_for("hc_sal+rnd_reg", {"classifier": "c", "regressor": "r"}, {})
+    assert strategy == "indago" and params == {"surrogate": "r", "setting": "hc_sal+rnd"}
+    with pytest.raises(ValueError, match="needs a regressor surrogate"):
+        strategy_for("hc_sal+rnd_reg", {"classifier": "c"}, {})
+
+
 def test_trajectory_signal_choice() -> None:
     assert output_signal("parking", [])[0] == "ego_xy"
     assert output_signal("lunarlander", [])[:2] == ("observations", (0, 1))
@@ -87,7 +110,7 @@ def test_bad_arguments_are_named() -> None:
     with pytest.raises(SystemExit):
         parse_args(["--subject", "cartpole", "--approaches", "random,sampling"])  # no Indago setting
     args = parse_args(["--subject", "cartpole"])
-    assert args.approaches == tuple(APPROACHES) and len(APPROACHES) == 11
+    assert args.approaches == tuple(APPROACHES) and len(APPROACHES) == 12
 
 
 def test_tiny_replication_through_the_suite(suite: Any, tmp_path: Path) -> None:
