@@ -7,16 +7,28 @@ layers on 4x84x84 grey frames, gamma 0.9, replay memory 30,000, batch 20, learn 
 network every 1,000, burn-in 100. What the paper does not give is ours (docs/subjects/mario.md): the PyTorch Mario
 tutorial's conv widths (32/64/64) with a 256-wide hidden layer (so a model stays < 5 MB), Adam at 2.5e-4, smooth-L1
 loss, and an epsilon that decays linearly from 1 to 0.1 over the first 60 % of the budget (steps or wall clock,
-whichever is used up faster) (the paper's
-per-step factor 0.9999995 needs millions of steps; our budget is tens of thousands).
+whichever is used up faster) (the paper's per-step factor 0.9999995 needs millions of steps; our budget is tens of
+thousands).
+
+A recipe of offline/recipes.yaml (algorithm DDQN; `gauntlet train <name>` runs this module in .venv-mario) may add
+what makes a flag-reaching agent affordable on 2 CPU cores, our documented deviation from the paper:
+
+* ``demonstrations``: DQfD-style pre-training ("Deep Q-learning from Demonstrations", Hester et al., AAAI 2018):
+  the search-based DFS's own reference trace (offline/mario_demos.py; found once, stored beside the model) replayed
+  from several ``noop_frames`` starts (each replay is cut where Mario dies), plus from each boundary prefix the other
+  action held until Mario dies (transitions that teach what is unsafe). ``pretrain_updates`` updates on them with a
+  large-margin loss (``margin``, weight ``margin_weight``, on the replayed reference actions only) plus double-DQN TD
+  and L2, then online training where a ``demo_fraction`` of every batch comes from them (with the margin loss).
+* ``network: small``: the frame stack averaged 2x2 (42x42) before 3 narrower conv layers; the model still takes the
+  subject's 4x84x84 uint8 stack, so the agent service and the manifest's observation shape stay the same.
 
 The result is a TorchScript Q-network (model.pt, algorithm "DDQN", served by agent_service/qnetwork.py with the
-observation space its manifest entry declares), summary.json and a gzipped per-episode training log. It is no recipe
-of offline/recipes.yaml (those train in .venv); torch goes into .venv-mario by hand for it
-(`.venv-mario/bin/pip install torch==2.13.0`, the CPU build). Usage::
+observation space its manifest entry declares), summary.json and a gzipped per-episode training log. A recipe's run
+checkpoints into out/resume/ every ``--checkpoint-every`` online steps (at an episode's end) and when it stops
+(``--stop-at`` or SIGINT/SIGTERM); ``--resume`` continues from there and gives the same run as not stopping. Usage::
 
-    .venv-mario/bin/python -m offline.mario_dqn --subject mario_1_1 --out agent_service/zoo/mario-1-1-2moves-ddqn \\
-        --steps 40000 --wall-seconds 1500 --seed 0 --eval-episodes 10
+    .venv-mario/bin/python -m offline.mario_dqn --recipe mario-1-1-2moves-dqfd --out runs/mario-1-1-2moves-dqfd
+    .venv-mario/bin/python -m offline.mario_dqn --subject mario_1_1 --out runs/mario --steps 40000 --wall-seconds 1500
 """
 
 from __future__ import annotations
@@ -24,12 +36,15 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import signal
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+import yaml
 from torch import nn
 
 from simulator_service.api import load_subjects, make_env
@@ -43,33 +58,89 @@ BURN_IN = 100
 EPS_MIN = 0.1
 HIDDEN = 256
 LR = 2.5e-4
+RECIPES = Path(__file__).parent / "recipes.yaml"
+RESUME_DIR = "resume"
+
+
+@dataclass(frozen=True)
+class Options:
+    """A recipe's hyperparams (the defaults are the paper's plain Double DQN)."""
+
+    network: str = "paper"  # "paper" or "small"
+    memory: int = MEMORY
+    eps_start: float = 1.0
+    eps_min: float = EPS_MIN
+    eps_fraction: float = 0.6  # of the budget over which epsilon decays
+    lr: float = LR
+    demonstrations: dict[str, Any] = field(default_factory=dict)  # {reference, noop_starts, boundary_hold}
+    pretrain_updates: int = 0
+    pretrain_batch: int = 32
+    margin: float = 0.8
+    margin_weight: float = 1.0
+    l2: float = 1e-5
+    demo_fraction: float = 0.25
+    eval_episodes: int = 20
+
+    @staticmethod
+    def from_hyperparams(params: dict[str, Any]) -> Options:
+        known = set(Options.__dataclass_fields__)
+        unknown = sorted(set(params) - known)
+        if unknown:
+            raise ValueError(
+                f"hyperparams: unknown DDQN option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}"
+            )
+        options = Options(**params)
+        if options.network not in ("paper", "small"):
+            raise ValueError(f"hyperparams.network must be 'paper' or 'small', got {options.network!r}")
+        for name in ("eps_start", "eps_min", "eps_fraction", "demo_fraction"):
+            if not 0.0 <= float(getattr(options, name)) <= 1.0:
+                raise ValueError(f"hyperparams.{name} must be in [0, 1]")
+        if options.memory < 1_000 or options.pretrain_updates < 0 or options.eval_episodes < 1:
+            raise ValueError("hyperparams: memory >= 1000, pretrain_updates >= 0 and eval_episodes >= 1")
+        return options
 
 
 class QNetwork(nn.Module):
-    """Q-values for a (B, 4, 84, 84) uint8 frame stack: 3 conv + ReLU layers, then 2 linear layers."""
+    """Q-values for a (B, 4, 84, 84) uint8 frame stack: 3 conv + ReLU layers, then 2 linear layers ("small": the
+    stack averaged 2x2 to 42x42 first, narrower layers)."""
 
-    def __init__(self, n_actions: int) -> None:
+    def __init__(self, n_actions: int, small: bool = False) -> None:
         super().__init__()
         self.n_actions = n_actions
-        self.body = nn.Sequential(
-            nn.Conv2d(4, 32, 8, stride=4),
-            nn.ReLU(),
-            nn.Conv2d(32, 64, 4, stride=2),
-            nn.ReLU(),
-            nn.Conv2d(64, 64, 3, stride=1),
-            nn.ReLU(),
-            nn.Flatten(),
-            nn.Linear(3136, HIDDEN),
-            nn.ReLU(),
-            nn.Linear(HIDDEN, n_actions),
-        )
+        if small:
+            self.body = nn.Sequential(
+                nn.AvgPool2d(2),
+                nn.Conv2d(4, 16, 4, stride=2),
+                nn.ReLU(),
+                nn.Conv2d(16, 32, 3, stride=2),
+                nn.ReLU(),
+                nn.Conv2d(32, 32, 3, stride=1),
+                nn.ReLU(),
+                nn.Flatten(),
+                nn.Linear(1568, 128),
+                nn.ReLU(),
+                nn.Linear(128, n_actions),
+            )
+        else:
+            self.body = nn.Sequential(
+                nn.Conv2d(4, 32, 8, stride=4),
+                nn.ReLU(),
+                nn.Conv2d(32, 64, 4, stride=2),
+                nn.ReLU(),
+                nn.Conv2d(64, 64, 3, stride=1),
+                nn.ReLU(),
+                nn.Flatten(),
+                nn.Linear(3136, HIDDEN),
+                nn.ReLU(),
+                nn.Linear(HIDDEN, n_actions),
+            )
 
     def forward(self, frames: torch.Tensor) -> torch.Tensor:
         return self.body(frames.float() / 255.0)
 
 
 class Replay:
-    """A ring of (obs, action, reward, next frame, done); the next stack is obs[1:] + the next frame."""
+    """A ring of (obs, action, reward, next frame, done, expert); the next stack is obs[1:] + the next frame."""
 
     def __init__(self, size: int) -> None:
         self.obs = np.zeros((size, 4, 84, 84), dtype=np.uint8)
@@ -77,16 +148,21 @@ class Replay:
         self.action = np.zeros(size, dtype=np.int64)
         self.reward = np.zeros(size, dtype=np.float32)
         self.done = np.zeros(size, dtype=np.float32)
+        self.expert = np.zeros(size, dtype=np.float32)  # 1: a demonstrated action (the margin loss applies)
         self.size, self.count = size, 0
 
-    def add(self, obs: np.ndarray, action: int, reward: float, next_obs: np.ndarray, done: bool) -> None:
+    def add(self, obs: np.ndarray, action: int, reward: float, next_obs: np.ndarray, done: bool, expert=False) -> None:
         i = self.count % self.size
         self.obs[i], self.next_frame[i] = obs, next_obs[-1]
         self.action[i], self.reward[i], self.done[i] = action, reward, float(done)
+        self.expert[i] = float(expert)
         self.count += 1
 
-    def sample(self, rng: np.random.Generator) -> tuple[torch.Tensor, ...]:
-        idx = rng.integers(0, min(self.count, self.size), BATCH)
+    def __len__(self) -> int:
+        return min(self.count, self.size)
+
+    def sample(self, rng: np.random.Generator, n: int = BATCH) -> tuple[torch.Tensor, ...]:
+        idx = rng.integers(0, len(self), n)
         obs = self.obs[idx]
         nxt = np.concatenate([obs[:, 1:], self.next_frame[idx][:, None]], axis=1)
         return (
@@ -95,26 +171,110 @@ class Replay:
             torch.from_numpy(self.reward[idx]),
             torch.from_numpy(nxt),
             torch.from_numpy(self.done[idx]),
+            torch.from_numpy(self.expert[idx]),
         )
 
+    def state(self) -> dict[str, Any]:
+        n = len(self)
+        return {
+            "obs": self.obs[:n], "next_frame": self.next_frame[:n], "action": self.action[:n],
+            "reward": self.reward[:n], "done": self.done[:n], "expert": self.expert[:n],
+            "count": np.array(self.count),
+        }  # fmt: skip
 
-def evaluate(env: Any, net: QNetwork, episodes: int) -> dict[str, float]:
-    """Greedy episodes from noop_frames 0, 6, 12, ...: mean and max of the largest x position, flag and death rates."""
-    xs, flags, deaths, returns = [], [], [], []
+    def load(self, state: Any) -> None:
+        n = len(state["action"])
+        for name in ("obs", "next_frame", "action", "reward", "done", "expert"):
+            getattr(self, name)[:n] = state[name]
+        self.count = int(state["count"])
+
+
+def demonstrations(env: Any, reference: dict[str, Any], noop_starts: list[int], hold: int) -> Replay:
+    """The DQfD demonstration transitions: τ_ref's actions replayed from each start in `noop_starts` (expert, cut
+    where Mario dies: the dying step is kept as an ordinary transition), then from each boundary prefix (the declared
+    start) the other 2-moves action held for up to `hold` steps (ordinary transitions: what leads to a lost life)."""
+    actions = [int(a) for a in reference["reference_actions"]]
+    initial = dict(reference["initial"])
+    rows: list[tuple[np.ndarray, int, float, np.ndarray, bool, bool]] = []
+    for noop in noop_starts:
+        obs, _ = env.reset(seed=int(reference["seed"]), options={"values": {**initial, "noop_frames": int(noop)}})
+        for a in actions:
+            nxt, r, terminated, truncated, _ = env.step(a)
+            rows.append((obs, a, r / 25.0, nxt, terminated, not terminated))
+            obs = nxt
+            if terminated or truncated:
+                break
+    for boundary in reference["boundary"]:
+        depth = int(boundary["depth"])
+        if depth >= len(actions):
+            continue
+        obs, _ = env.reset(seed=int(reference["seed"]), options={"values": initial})
+        for a in actions[:depth]:
+            obs, *_ = env.step(a)
+        other = 1 - actions[depth]
+        for _ in range(hold):
+            nxt, r, terminated, truncated, _ = env.step(other)
+            rows.append((obs, other, r / 25.0, nxt, terminated, False))
+            obs = nxt
+            if terminated or truncated:
+                break
+    demo = Replay(max(len(rows), 1))
+    for obs, a, r, nxt, done, expert in rows:
+        demo.add(obs, a, r, nxt, done, expert)
+    return demo
+
+
+def dqfd_loss(online: QNetwork, target: QNetwork, batch: tuple[torch.Tensor, ...], options: Options) -> torch.Tensor:
+    """Double-DQN TD (smooth L1) plus the large-margin loss on the batch's expert transitions."""
+    o, a, r, n, d, expert = batch
+    with torch.no_grad():  # double Q-learning: the online net picks, the target net values
+        best = online(n).argmax(1, keepdim=True)
+        y = r + GAMMA * (1.0 - d) * target(n).gather(1, best).squeeze(1)
+    q_all = online(o)
+    q = q_all.gather(1, a[:, None]).squeeze(1)
+    loss = nn.functional.smooth_l1_loss(q, y)
+    if expert.sum() > 0 and options.margin_weight > 0:
+        margins = torch.full_like(q_all, options.margin)
+        margins.scatter_(1, a[:, None], 0.0)
+        large_margin = (q_all + margins).max(1).values - q
+        loss = loss + options.margin_weight * (large_margin * expert).sum() / expert.sum()
+    return loss
+
+
+def noop_for(episode: int, episodes: int) -> int:
+    """The evaluation's start for greedy episode `episode` of `episodes`: noop_frames spread evenly over 0..60."""
+    return round(episode * 60 / max(episodes - 1, 1))
+
+
+def run_greedy(env: Any, net: QNetwork, noop: int) -> tuple[int, bool, bool, float, list[int]]:
+    obs, _ = env.reset(seed=0, options={"values": {"noop_frames": noop}})
+    done, total, taken = False, 0.0, []
     with torch.no_grad():
-        for e in range(episodes):
-            obs, _ = env.reset(seed=e, options={"values": {"noop_frames": (6 * e) % 61}})
-            done, total = False, 0.0
-            while not done:
-                action = int(net(torch.from_numpy(obs[None])).argmax(1).item())
-                obs, r, terminated, truncated, _ = env.step(action)
-                total += float(r)
-                done = terminated or truncated
-            mario = env.unwrapped
-            xs.append(mario.max_x_pos)
-            flags.append(float(mario.flag_get))
-            deaths.append(float(mario.life_lost))
-            returns.append(total)
+        while not done:
+            action = int(net(torch.from_numpy(obs[None])).argmax(1).item())
+            taken.append(action)
+            obs, r, terminated, truncated, _ = env.step(action)
+            total += float(r)
+            done = terminated or truncated
+    mario = env.unwrapped
+    return int(mario.max_x_pos), bool(mario.flag_get), bool(mario.life_lost), total, taken
+
+
+def evaluate(env: Any, net: QNetwork, episodes: int, spread: bool = False) -> dict[str, float]:
+    """Greedy episodes: mean and max of the largest x position, flag and death rates. The emulator is deterministic
+    from a start, so the starts differ: noop_frames spread evenly over 0..60 (`spread`, the recipes'), else the
+    original 6e mod 61. `eval_repeat_identical` says whether the first start run again gave the same actions."""
+    xs, flags, deaths, returns = [], [], [], []
+    first: list[int] = []
+    for e in range(episodes):
+        noop = noop_for(e, episodes) if spread else (6 * e) % 61
+        x, flag, death, total, taken = run_greedy(env, net, noop)
+        first = first or taken
+        xs.append(x)
+        flags.append(float(flag))
+        deaths.append(float(death))
+        returns.append(total)
+    again = run_greedy(env, net, noop_for(0, episodes) if spread else 0)[4]
     return {
         "eval_episodes": float(episodes),
         "eval_mean_max_x": float(np.mean(xs)),
@@ -122,35 +282,163 @@ def evaluate(env: Any, net: QNetwork, episodes: int) -> dict[str, float]:
         "eval_flag_rate": float(np.mean(flags)),
         "eval_death_rate": float(np.mean(deaths)),
         "eval_mean_return": float(np.mean(returns)),
+        "eval_repeat_identical": float(again == first),
     }
 
 
-def train(subject_name: str, out: Path, steps: int, wall_seconds: float, seed: int, eval_episodes: int) -> dict:
+def read_recipe(name: str, path: Path = RECIPES) -> dict[str, Any]:
+    """One DDQN recipe of a recipe file (read here: offline/training.py needs the suite's environment)."""
+    data = yaml.safe_load(path.read_text())
+    if not isinstance(data, dict) or name not in data:
+        raise SystemExit(f"unknown recipe {name!r} in {path}")
+    recipe = data[name]
+    if recipe.get("algorithm") != "DDQN":
+        raise SystemExit(f"recipe {name!r} is not a DDQN recipe")
+    return recipe
+
+
+def reference_for(subject: str, options: Options, out: Path) -> dict[str, Any]:
+    """The DFS's reference document the demonstrations come from: out/demonstrations.json, searched once."""
+    path = out / "demonstrations.json"
+    if not path.exists():
+        from offline.mario_demos import search
+
+        document = search(subject, int(options.demonstrations.get("max_samples", 20_000)))
+        if not document["success"]:
+            raise SystemExit(f"the DFS on {subject} found no flag within its budget: no demonstrations")
+        path.write_text(json.dumps(document, indent=1))
+    return json.loads(path.read_text())
+
+
+class Interrupted:
+    """SIGINT/SIGTERM ask the sitting to stop at the next episode's end (checkpointed)."""
+
+    def __init__(self) -> None:
+        self.set = False
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, self._handle)
+
+    def _handle(self, *_: Any) -> None:
+        self.set = True
+
+
+def train(
+    subject_name: str,
+    out: Path,
+    steps: int,
+    wall_seconds: float,
+    seed: int,
+    eval_episodes: int,
+    options: Options | None = None,
+    resume: bool = False,
+    stop_at: int | None = None,
+    checkpoint_every: int | None = None,
+) -> dict:
+    options = options or Options(eval_episodes=eval_episodes)
     torch.manual_seed(seed)
     torch.set_num_threads(1)  # the CPU is shared: one core per trainer
     rng = np.random.default_rng(seed)
     subject = load_subjects()[subject_name]
-    env = make_env(subject)
+    env: Any = make_env(subject)
     n_actions = int(env.action_space.n)
-    online, target = QNetwork(n_actions), QNetwork(n_actions)
+    small = options.network == "small"
+    online, target = QNetwork(n_actions, small), QNetwork(n_actions, small)
     target.load_state_dict(online.state_dict())
-    optimiser = torch.optim.Adam(online.parameters(), lr=LR)
-    memory = Replay(MEMORY)
+    optimiser = torch.optim.Adam(online.parameters(), lr=options.lr, weight_decay=options.l2 if small else 0.0)
+    memory = Replay(options.memory)
     out.mkdir(parents=True, exist_ok=True)
     log_rows: list[dict] = []
-    start, step, episode = time.monotonic(), 0, 0
+    step, episode, spent, pretrain_seconds, sittings = 0, 0, 0.0, 0.0, 1
+    demo: Replay | None = None
+    if options.demonstrations:
+        reference = reference_for(subject_name, options, out)
+        demo = demonstrations(
+            env,
+            reference,
+            [int(n) for n in options.demonstrations.get("noop_starts", [0])],
+            int(options.demonstrations.get("boundary_hold", 20)),
+        )
+    resume_dir = out / RESUME_DIR
+    if resume:
+        if not (resume_dir / "state.pt").exists():
+            raise SystemExit(f"no checkpoint to resume in {resume_dir} (train without --resume first)")
+        saved = torch.load(resume_dir / "state.pt", weights_only=False)
+        if saved["recipe"] != {"subject": subject_name, "seed": seed, "options": options.__dict__}:
+            raise SystemExit(f"the checkpoint in {resume_dir} was trained with another subject, seed or options")
+        online.load_state_dict(saved["online"])
+        target.load_state_dict(saved["target"])
+        optimiser.load_state_dict(saved["optimiser"])
+        torch.set_rng_state(saved["torch_rng"])
+        rng.bit_generator.state = saved["numpy_rng"]
+        memory.load(np.load(resume_dir / "replay.npz"))
+        step, episode, spent, pretrain_seconds = (
+            saved["step"],
+            saved["episode"],
+            saved["spent"],
+            saved["pretrain_seconds"],
+        )
+        sittings = saved["sittings"] + 1
+        with gzip.open(resume_dir / "training_log.jsonl.gz", "rt") as fh:
+            log_rows = [json.loads(line) for line in fh]
+    elif demo is not None and options.pretrain_updates:
+        started = time.process_time()  # CPU seconds: the wall clock on a shared CPU says little
+        for update in range(options.pretrain_updates):
+            loss = dqfd_loss(online, target, demo.sample(rng, options.pretrain_batch), options)
+            optimiser.zero_grad()
+            loss.backward()
+            optimiser.step()
+            if (update + 1) % SYNC_EVERY == 0:
+                target.load_state_dict(online.state_dict())
+        target.load_state_dict(online.state_dict())
+        pretrain_seconds = time.process_time() - started
+
+    def save_checkpoint() -> None:
+        partial = out / (RESUME_DIR + ".partial")
+        partial.mkdir(exist_ok=True)
+        state = {
+            "recipe": {"subject": subject_name, "seed": seed, "options": options.__dict__},
+            "online": online.state_dict(), "target": target.state_dict(), "optimiser": optimiser.state_dict(),
+            "torch_rng": torch.get_rng_state(), "numpy_rng": rng.bit_generator.state,
+            "step": step, "episode": episode, "spent": spent + (time.monotonic() - start),
+            "pretrain_seconds": pretrain_seconds, "sittings": sittings,
+        }  # fmt: skip
+        torch.save(state, partial / "state.pt")
+        np.savez_compressed(partial / "replay.npz", **memory.state())
+        with gzip.open(partial / "training_log.jsonl.gz", "wt") as fh:
+            fh.writelines(json.dumps(row) + "\n" for row in log_rows)
+        old = out / (RESUME_DIR + ".old")
+        if resume_dir.exists():
+            resume_dir.rename(old)
+        partial.rename(resume_dir)
+        if old.exists():
+            for f in old.iterdir():
+                f.unlink()
+            old.rmdir()
+
+    interrupted = Interrupted()
+    start = time.monotonic()
+    last_saved = step
+    every = checkpoint_every or max(min(steps // 10, 10_000), 1)
     stopped_by = "steps"
+    demo_n = round(BATCH * options.demo_fraction) if demo is not None else 0
     while step < steps:
-        if time.monotonic() - start > wall_seconds:
+        if spent + time.monotonic() - start > wall_seconds:
             stopped_by = "wall_seconds"
             break
+        if interrupted.set or (stop_at is not None and step >= stop_at):
+            stopped_by = "stop_at"
+            break
+        if step - last_saved >= every:
+            save_checkpoint()
+            last_saved = step
         noop = int(rng.integers(0, 61))  # training covers the subject's input space
         obs, _ = env.reset(seed=episode, options={"values": {"noop_frames": noop}})
         done, total, length = False, 0.0, 0
         while not done and step < steps:
             # budget used so far: steps or wall clock, whichever binds first (the CPU is shared, speed varies)
-            used = max(step / steps, (time.monotonic() - start) / wall_seconds)
-            eps = max(EPS_MIN, 1.0 - (1.0 - EPS_MIN) * used / 0.6)
+            used = max(step / steps, (spent + time.monotonic() - start) / wall_seconds)
+            fraction = min(used / options.eps_fraction, 1.0) if options.eps_fraction else 1.0
+            eps = max(options.eps_min, options.eps_start - (options.eps_start - options.eps_min) * fraction)
             if rng.random() < eps:
                 action = int(rng.integers(n_actions))
             else:
@@ -161,12 +449,10 @@ def train(subject_name: str, out: Path, steps: int, wall_seconds: float, seed: i
             memory.add(obs, action, reward / 25.0, next_obs, terminated)  # rewards scaled to ~[-1, 0.6]
             obs, total, length, step = next_obs, total + reward, length + 1, step + 1
             if step > BURN_IN and step % LEARN_EVERY == 0:
-                o, a, r, n, d = memory.sample(rng)
-                with torch.no_grad():  # double Q-learning: the online net picks, the target net values
-                    best = online(n).argmax(1, keepdim=True)
-                    y = r + GAMMA * (1.0 - d) * target(n).gather(1, best).squeeze(1)
-                q = online(o).gather(1, a[:, None]).squeeze(1)
-                loss = nn.functional.smooth_l1_loss(q, y)
+                batch = memory.sample(rng, BATCH - demo_n)
+                if demo is not None and demo_n:  # DQfD keeps the demonstrations in every batch
+                    batch = tuple(torch.cat(pair) for pair in zip(batch, demo.sample(rng, demo_n)))
+                loss = dqfd_loss(online, target, batch, options)
                 optimiser.zero_grad()
                 loss.backward()
                 optimiser.step()
@@ -184,15 +470,18 @@ def train(subject_name: str, out: Path, steps: int, wall_seconds: float, seed: i
                 "life_lost": bool(mario.life_lost),
                 "epsilon": round(eps, 4),
                 "noop_frames": noop,
-                "wall_seconds": round(time.monotonic() - start, 1),
+                "wall_seconds": round(spent + time.monotonic() - start, 1),
             }
         )
         episode += 1
-    wall = time.monotonic() - start
+    wall = spent + time.monotonic() - start
+    if stopped_by == "stop_at":
+        save_checkpoint()
+        return {"finished": False, "train_steps": step, "checkpoint": str(resume_dir)}
     online.eval()
     scripted = torch.jit.script(online)
     scripted.save(str(out / "model.pt"))
-    quality = evaluate(env, online, eval_episodes)
+    quality = evaluate(env, online, options.eval_episodes, spread=demo is not None)
     summary = {
         "subject": subject_name,
         "seed": seed,
@@ -205,6 +494,17 @@ def train(subject_name: str, out: Path, steps: int, wall_seconds: float, seed: i
         **{k: round(v, 4) for k, v in quality.items()},
         "file_bytes": (out / "model.pt").stat().st_size,
     }
+    if demo is not None:
+        summary.update(
+            demonstration_transitions=len(demo),
+            expert_transitions=int(demo.expert[: len(demo)].sum()),
+            pretrain_updates=options.pretrain_updates,
+            pretrain_cpu_seconds=round(pretrain_seconds, 1),
+            network=options.network,
+            sittings=sittings,
+        )
+    if steps:
+        save_checkpoint()  # a later --resume with a larger budget trains on from here
     with gzip.open(out / "training_log.jsonl.gz", "wt") as fh:
         for row in log_rows:
             fh.write(json.dumps(row) + "\n")
@@ -215,14 +515,40 @@ def train(subject_name: str, out: Path, steps: int, wall_seconds: float, seed: i
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--subject", required=True)
+    parser.add_argument("--recipe", help="a DDQN recipe of --recipes (subject, seed, budget, options)")
+    parser.add_argument("--recipes", type=Path, default=RECIPES)
+    parser.add_argument("--recipe-json", help="the recipe itself (offline/training.py passes it this way)")
+    parser.add_argument("--subject")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--steps", type=int, default=40_000)
     parser.add_argument("--wall-seconds", type=float, default=1500.0)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--eval-episodes", type=int, default=10)
+    parser.add_argument("--resume", action="store_true", help="continue from out/resume/")
+    parser.add_argument("--stop-at", type=int, help="stop this sitting at this many online steps (checkpointed)")
+    parser.add_argument("--checkpoint-every", type=int, help="online steps between checkpoints")
     args = parser.parse_args()
-    print(json.dumps(train(args.subject, args.out, args.steps, args.wall_seconds, args.seed, args.eval_episodes)))
+    if args.recipe or args.recipe_json:
+        recipe = json.loads(args.recipe_json) if args.recipe_json else read_recipe(args.recipe, args.recipes)
+        params = dict(recipe.get("hyperparams") or {})
+        wall = float(params.pop("wall_seconds", 1e9))
+        summary = train(
+            recipe["subject"],
+            args.out,
+            int(recipe["timesteps"]),
+            wall,
+            int(recipe["seed"]),
+            0,
+            Options.from_hyperparams(params),
+            args.resume,
+            args.stop_at,
+            args.checkpoint_every,
+        )
+    else:
+        if not args.subject:
+            parser.error("--subject or --recipe is required")
+        summary = train(args.subject, args.out, args.steps, args.wall_seconds, args.seed, args.eval_episodes)
+    print(json.dumps(summary))
 
 
 if __name__ == "__main__":

@@ -144,6 +144,8 @@ def train(
     continues from there to the budget. A sitting stops early at `stop_at` total steps or on SIGINT/SIGTERM
     (checkpointed, not listed: the returned `finished` is then False and no model.zip is written).
     """
+    if recipe.algorithm == "DDQN":  # Mario's Double DQN trains in the subject's own environment (.venv-mario)
+        return _train_ddqn(recipe, out_dir, timesteps, resume, stop_at, checkpoint_every)
     check_first_observation(make_env(get_subject(recipe.subject)))
     sb3 = recipe.algorithm not in (*IMAGE_ALGORITHMS, "QLEARNING")
     if (resume or stop_at is not None) and not sb3:
@@ -157,6 +159,46 @@ def train(
 
         return train_qlearning(recipe, out_dir, timesteps=timesteps, progress=progress)
     return _train_sb3(recipe, out_dir, timesteps or recipe.timesteps, progress, resume, stop_at, checkpoint_every)
+
+
+# The environment a subject whose modules this one lacks trains in (Mario's emulator needs numpy < 2)
+SUBJECT_PYTHON = Path(__file__).resolve().parent.parent / ".venv-mario" / "bin" / "python"
+
+
+def _train_ddqn(
+    recipe: Recipe,
+    out_dir: Path,
+    timesteps: int | None,
+    resume: bool,
+    stop_at: int | None,
+    checkpoint_every: int | None,
+) -> dict[str, Any]:
+    """A DDQN recipe (offline/mario_dqn.py: Double DQN, optionally DQfD pre-training on the search's demonstrations)
+    in a child process of the subject's environment: this one when it has the subject's modules, else .venv-mario.
+    Resumable the same way (out_dir/resume/); the summary it prints is the run's metadata."""
+    import subprocess
+    import sys
+
+    subject = get_subject(recipe.subject)
+    python = Path(sys.executable) if not subject.missing_modules() else SUBJECT_PYTHON
+    if not python.exists():
+        raise RecipeError(f"recipe {recipe.name!r}: subject {recipe.subject} needs {python} (make .venv-mario)")
+    entry = {"subject": recipe.subject, "algorithm": recipe.algorithm, "seed": recipe.seed}
+    entry |= {"timesteps": recipe.timesteps if timesteps is None else timesteps, "hyperparams": recipe.hyperparams}
+    command = [str(python), "-m", "offline.mario_dqn", "--recipe-json", json.dumps(entry), "--out", str(out_dir)]
+    command += ["--resume"] if resume else []
+    command += ["--stop-at", str(stop_at)] if stop_at is not None else []
+    command += ["--checkpoint-every", str(checkpoint_every)] if checkpoint_every is not None else []
+    done = subprocess.run(command, cwd=Path(__file__).resolve().parent.parent, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RecipeError(f"recipe {recipe.name!r}: offline.mario_dqn failed: {done.stderr.strip()[-2000:]}")
+    summary: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    if summary.get("finished") is False:
+        return {**summary, "num_timesteps": summary["train_steps"]}
+    keep = ("seed", "train_wall_seconds", "file_bytes", "train_episodes")
+    meta = {"subject": recipe.subject, "algorithm": "DDQN", "observation_shape": [4, 84, 84]}
+    meta |= {"observation_dtype": "uint8", "timesteps": summary["train_steps"], **{k: summary[k] for k in keep}}
+    return meta | {k: v for k, v in summary.items() if k.startswith(("eval_", "pretrain_", "demonstration", "expert"))}
 
 
 # A run's resumable checkpoint, out_dir/resume/: written whole beside it and renamed, so a sitting killed while
