@@ -16,8 +16,9 @@ better testing), their number and their diversity. Here:
   member when the oracle stored that vector in the descriptors (features by `iou_car`/`miou`, digests by the
   `*_pix` oracles), else over the re-rendered members only (the number used is reported). The bench's pixel
   diversity compares full images (exact RGB equality), so the two do not compare;
-* the image grid: members re-rendered by ListArchive(include_images=true), only the first ``max_images`` of them
-  (the generator renders 64 per simulator call; the stream is cancelled after them), the lowest F_accuracy first.
+* the image grid: members re-rendered by ListArchive(include_images=true, max_images), only the first
+  ``max_images`` of them (the generator renders those and streams the rest as stored, from one replay), the lowest
+  F_accuracy first.
 
 report.py and comparison.py call in through small hooks (archive sections, the RQ1 table), so this module owns
 everything archive-specific.
@@ -25,8 +26,10 @@ everything archive-specific.
 
 from __future__ import annotations
 
+import base64
+import io
 import math
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,7 +55,6 @@ ARCHIVE_RETRY_SECONDS = 60.0
 ARCHIVE_TIMEOUT_SECONDS = 600.0
 SCALARS = len(SCALAR_DESCRIPTORS)
 DELTA_IOU, ON_ROAD, RELEVANT = (SCALAR_DESCRIPTORS.index(n) for n in ("delta_iou", "on_road", "relevant"))
-CLASS_COLOURS = "tab10"  # label maps: class index -> a fixed colour, the same in every panel
 
 
 @dataclass(frozen=True)
@@ -145,18 +147,6 @@ def relevant_images(
     )
 
 
-def _stream(call: Any, limit: int | None) -> Iterator[generator_pb2.ListArchiveResponse]:
-    """The summary and at most ``limit`` members of a ListArchive stream, cancelling it after them (so that the
-    generator renders no more)."""
-    members = 0
-    for response in call:
-        yield response
-        members += response.WhichOneof("item") == "member"
-        if limit is not None and members >= limit:
-            call.cancel()
-            return
-
-
 def fetch_archive(
     generator: generator_pb2_grpc.GeneratorServiceStub,
     campaign_id: str,
@@ -168,16 +158,14 @@ def fetch_archive(
     strategy keeps no archive (or the generator predates ListArchive)."""
     retry = Retry(budget_seconds=ARCHIVE_RETRY_SECONDS, idempotent=True)
 
-    def read(images: bool, limit: int | None) -> list[generator_pb2.ListArchiveResponse]:
-        request = generator_pb2.ListArchiveRequest(campaign_id=campaign_id, include_images=images)
-        return retry.call(lambda: list(_stream(generator.ListArchive(request, timeout=ARCHIVE_TIMEOUT_SECONDS), limit)))
-
+    # one call: the generator replays the campaign once, renders the first max_images members and streams the
+    # rest as stored (it used to take two calls, each replaying the whole campaign)
+    request = generator_pb2.ListArchiveRequest(
+        campaign_id=campaign_id, include_images=max_images > 0, max_images=max(max_images, 0)
+    )
     try:
-        # Each call replays the campaign through its strategy: one call when every member is rendered anyway
-        head, *rest = read(max_images > 0, max_images or None)
-        rendered_rows = rest if max_images > 0 else []
-        if len(rest) < head.summary.members:
-            rest = read(False, None)[1:]
+        head, *rest = retry.call(lambda: list(generator.ListArchive(request, timeout=ARCHIVE_TIMEOUT_SECONDS)))
+        rendered_rows = [r for r in rest if r.member.HasField("image")]
     except grpc.RpcError as exc:
         if status_code(exc) in (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.UNIMPLEMENTED):
             return None
@@ -308,27 +296,81 @@ def plot_accuracy(values: Sequence[float], name: str, title: str) -> str | None:
     return figure_png_base64(fig)
 
 
-def plot_grid(rendered: Sequence[Rendered], name: str, columns: int = 3) -> str | None:
-    """Members as (judged image | ground truth | prediction) triples, the lowest F_accuracy first."""
+# Class colours of the label maps (matplotlib's tab10, by class index) and the class names of the image subjects
+# (their subject files' env_kwargs.classes: urban and airsim_urban, Mars); another subject's classes show as indices.
+PALETTE = np.array(
+    [[31, 119, 180], [255, 127, 14], [44, 160, 44], [214, 39, 40], [148, 103, 189], [140, 86, 75], [227, 119, 194],
+     [127, 127, 127], [188, 189, 34], [23, 190, 207]],
+    dtype=np.uint8,
+)  # fmt: skip
+CLASS_NAMES = {
+    "IoU_car": ("road", "sidewalk", "building", "vegetation", "sky", "car"),
+    "mIoU": ("soil", "sand", "bedrock", "big_rock", "sky"),
+}
+TILE_SCALE = 3  # a 64 x 128 image is drawn 192 x 384 (nearest neighbour): small cars stay visible
+TILE_GAP = 4  # pixels between the three panels, before scaling
+
+
+def member_tile(member: Rendered) -> str:
+    """One member as a PNG (base64): judged image | ground truth | prediction, class colours from PALETTE."""
+    from PIL import Image  # matplotlib's dependency; lazy like matplotlib
+
+    def colour(labels: np.ndarray) -> np.ndarray:
+        return PALETTE[np.asarray(labels, dtype=np.int64) % len(PALETTE)]
+
+    image = np.asarray(member.image, dtype=np.uint8)
+    gap = np.full((image.shape[0], TILE_GAP, 3), 255, dtype=np.uint8)
+    row = np.concatenate([image, gap, colour(member.truth), gap, colour(member.prediction)], axis=1)
+    row = row.repeat(TILE_SCALE, axis=0).repeat(TILE_SCALE, axis=1)
+    buf = io.BytesIO()
+    Image.fromarray(row).save(buf, format="PNG", optimize=True)
+    return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def class_legend(name: str, rendered: Sequence[Rendered]) -> str:
+    """The class colours as swatches with the subject's class names (indices for an unknown subject)."""
+    names = CLASS_NAMES.get(name, ())
+    top = max([len(names) - 1, *(int(max(r.truth.max(), r.prediction.max())) for r in rendered)])
+    items = "".join(
+        f'<span class=swatch style="background:rgb({",".join(str(int(c)) for c in PALETTE[k % len(PALETTE)])})">'
+        f"</span>{escape(names[k] if k < len(names) else f'class {k}')} "
+        for k in range(top + 1)
+    )
+    return f"<p class=legend>{items}</p>"
+
+
+def image_grid(rendered: Sequence[Rendered], name: str, title: str) -> str:
+    """Members as (judged image | ground truth | prediction) tiles, the lowest F_accuracy first, two per row; a
+    click (focus) shows a tile over the whole window, a click elsewhere puts it back. Empty without members."""
     if not rendered:
-        return None
+        return ""
     shown = sorted(rendered, key=lambda r: (r.f_accuracy, r.index))
-    rows = math.ceil(len(shown) / columns)
-    fig = new_figure(3 * columns * 1.55, rows * 1.05 + 0.3)
-    axes = np.asarray(fig.subplots(rows, 3 * columns, squeeze=False))
-    top = max(9, *(int(max(r.truth.max(), r.prediction.max())) for r in shown))
-    for ax in axes.ravel():
-        ax.set_axis_off()
-    for i, member in enumerate(shown):
-        row, col = divmod(i, columns)
-        image_ax, truth_ax, pred_ax = axes[row, 3 * col : 3 * col + 3]
-        image_ax.imshow(member.image, interpolation="nearest")
-        truth_ax.imshow(member.truth, cmap=CLASS_COLOURS, vmin=0, vmax=top, interpolation="nearest")
-        pred_ax.imshow(member.prediction, cmap=CLASS_COLOURS, vmin=0, vmax=top, interpolation="nearest")
-        image_ax.set_title(f"#{member.index} {name} {member.f_accuracy:.3f}", fontsize=7)
-        truth_ax.set_title("ground truth", fontsize=7)
-        pred_ax.set_title("prediction", fontsize=7)
-    return figure_png_base64(fig)
+    tiles = "".join(
+        f"<figure>{_zoom_img(member_tile(m), f'archive member #{m.index}, {name} {m.f_accuracy:.3f}, {title}')}"
+        f"<figcaption>#{m.index} · {escape(name)} {m.f_accuracy:.3f}</figcaption></figure>"
+        for m in shown
+    )
+    return (
+        class_legend(name, shown)
+        + f'<div class=archive-grid role=list aria-label="{escape(f"archive image grid, {title}")}">{tiles}</div>'
+    )
+
+
+def _zoom_img(b64: str, alt: str) -> str:
+    return f'<img class=zoom tabindex=0 alt="{escape(alt)}" src="data:image/png;base64,{b64}">'
+
+
+# the grid's stylesheet, added to the report page's (click to enlarge without script: a focused tile is fixed
+# over the page)
+GRID_CSS = (
+    ".archive-grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(520px,1fr));gap:.5rem 1rem}"
+    ".archive-grid figure{margin:0}.archive-grid figcaption{font-size:.8rem;color:#444}"
+    ".zoom{width:100%;image-rendering:pixelated;cursor:zoom-in;margin:.2rem 0}"
+    ".zoom:focus{position:fixed;top:50%;left:50%;transform:translate(-50%,-50%);width:min(96vw,2000px);"
+    "max-width:none;z-index:10;box-shadow:0 0 0 100vmax rgba(0,0,0,.75);cursor:zoom-out;outline:none}"
+    ".legend .swatch{display:inline-block;width:.9rem;height:.9rem;margin:0 .25rem 0 .6rem;vertical-align:middle;"
+    "border:1px solid #888}"
+)
 
 
 # --------------------------------------------------------------------------- HTML (single-campaign report)
@@ -378,16 +420,16 @@ def archive_section(entry: Mapping[str, Any], view: ArchiveView, title: str) -> 
     png = plot_accuracy(view.accuracy, name, title)
     if png:
         parts.append(img_tag(png, f"{name} over the archive, {title}"))
-    grid = plot_grid(view.rendered, name)
+    grid = image_grid(view.rendered, name, title)
     if grid:
         more = entry["members"] - len(view.rendered)
         parts.append(
             f"<p class=meta>{len(view.rendered)} members re-rendered by the generator (judged image | ground truth | "
-            f"prediction), the lowest {escape(name)} first"
+            f"prediction), the lowest {escape(name)} first; click one to enlarge it"
             + (f"; {more} more not rendered (the analysis service's --archive-images)" if more > 0 else "")
             + ".</p>"
         )
-        parts.append(img_tag(grid, f"archive image grid, {title}"))
+        parts.append(f"<style>{GRID_CSS}</style>{grid}")
     return "".join(parts)
 
 

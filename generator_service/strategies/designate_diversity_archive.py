@@ -47,18 +47,35 @@ class Archive:
         self.kind = kind
         self.keep_all = keep_all
         self.members: list[Member] = []
+        # the members' vectors stacked, rebuilt only after the archive changes: F_similarity asks for every
+        # individual of every generation, and restacking a 1,000-member archive each time dominated a replay
+        self._stacked: np.ndarray | None = None
+        self._keys: set[int] = set()
 
     def __len__(self) -> int:
         return len(self.members)
 
+    def _set(self, position: int | None, member: Member) -> None:
+        if position is None:
+            self.members.append(member)
+        else:
+            self._keys.discard(self.members[position].key)
+            self.members[position] = member
+        self._keys.add(member.key)
+        self._stacked = None
+
     def distance_from_closest(self, vector: np.ndarray, exclude: int | None = None) -> tuple[float, int | None]:
         """(distance, position) of the closest member other than ``exclude``; (inf, None) when there is none."""
-        others = [i for i, m in enumerate(self.members) if m.key != exclude]
-        if not others:
+        if not self.members or (len(self.members) == 1 and self.members[0].key == exclude):
             return float("inf"), None
-        d = distances(np.stack([self.members[i].vector for i in others]), vector, self.kind)
+        if self._stacked is None:
+            self._stacked = np.stack([m.vector for m in self.members])
+        d = np.asarray(distances(self._stacked, vector, self.kind), dtype=np.float64)
+        if exclude in self._keys:
+            d = d.copy()
+            d[next(i for i, m in enumerate(self.members) if m.key == exclude)] = np.inf
         best = int(np.argmin(d))
-        return float(d[best]), others[best]
+        return float(d[best]), best
 
     def f_similarity(self, key: int, vector: np.ndarray | None) -> float:
         """Eq. 8 for one individual."""
@@ -71,16 +88,16 @@ class Archive:
         """Algorithm 1; returns what happened: ignored, member, added, replaced or kept."""
         if f_accuracy >= IRRELEVANT or vector is None:
             return "ignored"
-        if any(m.key == key for m in self.members):
+        if key in self._keys:
             return "member"
         if self.keep_all:
-            self.members.append(Member(key, dict(values), f_accuracy, vector))
+            self._set(None, Member(key, dict(values), f_accuracy, vector))
             return "added"
         d, closest = self.distance_from_closest(vector)
         if closest is None or d > self.threshold:
-            self.members.append(Member(key, dict(values), f_accuracy, vector))
+            self._set(None, Member(key, dict(values), f_accuracy, vector))
             return "added"
         if self.members[closest].f_accuracy > f_accuracy:
-            self.members[closest] = Member(key, dict(values), f_accuracy, vector)
+            self._set(closest, Member(key, dict(values), f_accuracy, vector))
             return "replaced"
         return "kept"

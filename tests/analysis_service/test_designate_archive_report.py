@@ -14,8 +14,9 @@ from analysis_service.designate_archive_report import (
     ArchiveView,
     Rendered,
     archive_entry,
+    image_grid,
     is_segmentation,
-    plot_grid,
+    member_tile,
     relevant_images,
     with_shared_relevance,
 )
@@ -108,16 +109,28 @@ def test_report_entry_takes_pixel_diversity_from_the_rendered_members() -> None:
     report = build_report([(info, records)], {"c1": view})
     assert report["campaigns"][0]["archive"]["members"] == 4
     page = render_html(report, {"c1": records}, {"c1": view})
-    assert "<h3>Archive</h3>" in page and 'alt="archive image grid, arch"' in page
+    assert "<h3>Archive</h3>" in page and 'aria-label="archive image grid, arch"' in page
+    assert "click one to enlarge it" in page and "class=zoom tabindex=0" in page
     assert "3 members re-rendered" in page and "1 more not rendered" in page
     plain = render_html(build_report([(info, records)]), {"c1": records})
     assert "<h3>Archive" not in plain
 
 
-def test_image_grid_is_a_png_with_the_lowest_accuracy_first() -> None:
-    png = plot_grid([rendered(1, 0.9), rendered(2, 0.1)], "IoU_car")
-    assert png is not None and base64.b64decode(png)[:8] == b"\x89PNG\r\n\x1a\n"
-    assert plot_grid([], "IoU_car") is None
+def test_image_grid_shows_large_tiles_lowest_accuracy_first_with_a_class_legend() -> None:
+    from io import BytesIO
+
+    from PIL import Image
+
+    member = rendered(1, 0.9)
+    tile = Image.open(BytesIO(base64.b64decode(member_tile(member))))
+    height, width = member.image.shape[:2]
+    assert tile.size == (3 * (3 * width + 2 * 4), 3 * height)  # three panels, each drawn 3x
+    grid = image_grid([member, rendered(2, 0.1)], "IoU_car", "t")
+    assert grid.index("#2 · IoU_car 0.100") < grid.index("#1 · IoU_car 0.900")
+    assert grid.count("<img class=zoom") == 2 and 'aria-label="archive image grid, t"' in grid
+    legend = grid[: grid.index("<div")]
+    assert all(c in legend for c in ("road", "sidewalk", "building", "vegetation", "sky", "car"))
+    assert image_grid([], "IoU_car", "t") == ""
 
 
 def test_comparison_has_the_rq1_table_with_a12_of_pooled_accuracies() -> None:

@@ -709,20 +709,26 @@ class ListArchiveRequest(_message.Message):
 
     CAMPAIGN_ID_FIELD_NUMBER: _builtins.int
     INCLUDE_IMAGES_FIELD_NUMBER: _builtins.int
+    MAX_IMAGES_FIELD_NUMBER: _builtins.int
     campaign_id: _builtins.str
     include_images: _builtins.bool
     """Also return each member's images and features (ArchiveMember fields 3-7), re-rendered by the simulator.
     Off: only the stored executions (cheap: no simulator call).
+    """
+    max_images: _builtins.int
+    """With include_images: only the first max_images members come with images, the rest as without include_images,
+    from the same replay (a report shows a few images but counts every member); 0 = every member.
     """
     def __init__(
         self,
         *,
         campaign_id: _builtins.str = ...,
         include_images: _builtins.bool = ...,
+        max_images: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["campaign_id", b"campaign_id", "include_images", b"include_images"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["campaign_id", b"campaign_id", "include_images", b"include_images", "max_images", b"max_images"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -699,6 +699,14 @@ export declare type ListArchiveRequest = Message<"gauntlet.v1.ListArchiveRequest
    * @generated from field: bool include_images = 2;
    */
   includeImages: boolean;
+
+  /**
+   * With include_images: only the first max_images members come with images, the rest as without include_images,
+   * from the same replay (a report shows a few images but counts every member); 0 = every member.
+   *
+   * @generated from field: uint32 max_images = 3;
+   */
+  maxImages: number;
 };
 
 /**
