@@ -33,6 +33,7 @@ import sys
 import tempfile
 import time
 import warnings
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,6 +58,7 @@ from common.generated.gauntlet.v1 import generator_pb2_grpc, oracle_pb2
 from common.server import client_channel
 from common.space import value_from_proto
 from generator_service.api import CampaignConfig
+from replications.bipedal_reach import Walker, reachable_key
 from replications.harness import load_saved_runs
 from simulator_service.api import get_subject
 
@@ -87,6 +89,9 @@ class SubjectSetup:
     ns_threshold_raw: float  # the paper's novelty threshold in raw behaviour units
     mutation: dict[str, Any] = field(default_factory=dict)  # strategy parameters for every mutating method
     final_state: Callable[[np.ndarray], np.ndarray] = lambda obs: np.asarray(obs, dtype=float).reshape(-1)
+    subject: str = ""  # the simulator's subject when the table's name differs (another agent on the same subject)
+    # BipedalWalker: also count faults over the obstacle slots each failing episode saw (bipedal_reach.py)
+    reachable_slots: bool = False
 
 
 SUBJECTS: dict[str, SubjectSetup] = {
@@ -123,6 +128,7 @@ SUBJECTS: dict[str, SubjectSetup] = {
         "[9.05, 15.76] fit their faster TQC walker), Hull angle in [0.0406, 0.3636] (the authors')",
         0.005,
         {"integer_mutation": "nearby", "mutation_p": 0.1},
+        reachable_slots=True,
     ),
 }
 
@@ -185,10 +191,10 @@ def one_run(
     final_states: bool,
     initial: int,
 ) -> dict[str, Any]:
-    space = get_subject(subject).space
+    space = get_subject(setup.subject or subject).space
     config = CampaignConfig(
         name=f"qd-{subject}-{method}-{seed}",
-        subject=subject,
+        subject=setup.subject or subject,
         model=setup.model,
         strategy=method,
         seed=seed,
@@ -210,6 +216,7 @@ def one_run(
     # the generator stored each episode's final observation (keep_final_observations): no re-run needed
     states = [setup.final_state(np.asarray(e.final_observation)) for e in executed] if final_states else None
     curves = run_curves(keys, failed, descriptors, states, setup.grid, checkpoints_for(len(executed)))
+    reach = reachable_faults(setup, keys, failed, descriptors) if setup.reachable_slots else {}
     return {
         "seed": seed,
         "budget": budget,
@@ -225,12 +232,48 @@ def one_run(
         "fbs": curves.fbs,
         "fs": curves.fs,
         "ffs": curves.ffs,
+        **reach,
+    }
+
+
+_WALKER: Walker | None = None  # one env and agent per bench process, its replays cached by input
+
+
+def reachable_faults(
+    setup: SubjectSetup, keys: list[tuple[Any, ...]], failed: list[bool], descriptors: list[list[float]]
+) -> dict[str, Any]:
+    """Distinct faults over the obstacle slots each failing episode saw: every failing input is replayed in this
+    process with the zoo agent (the executions store no per-step positions), its hull x recorded, and its key cut
+    to the codes of the slots it saw. A replay that does not fail again is counted (the agent service batches
+    inference; its actions may differ in the last bits) and keeps its full key."""
+    global _WALKER
+    if _WALKER is None:
+        _WALKER = Walker(setup.model)
+    started = time.process_time()
+    projected: list[tuple[Any, ...]] = []
+    seen: list[int] = []
+    disagree = 0
+    for key, fail in zip(keys, failed):
+        if not fail:
+            projected.append(key)  # passing tests count in no fault metric
+            continue
+        reach = _WALKER.reach([int(v) for v in key])
+        seen.append(reach.seen)
+        disagree += not reach.failed
+        projected.append(reachable_key(key, reach) if reach.failed else key)
+    curves = run_curves(projected, failed, descriptors, None, setup.grid, checkpoints_for(len(keys)))
+    return {
+        "faults_reachable": curves.faults,
+        "failing_slots_seen": {str(k): v for k, v in sorted(Counter(seen).items())},
+        "replays_not_failing": disagree,
+        "reach_cpu_seconds": round(time.process_time() - started, 1),
     }
 
 
 def _run_seconds(run: dict[str, Any]) -> float:
     """A run's wall time; runs saved before final observations were stored add the re-run that read them."""
-    return run["campaign_seconds"] + run.get("final_state_seconds", 0.0)
+    # (and the in-process replays that found the slots a BipedalWalker failure saw)
+    return run["campaign_seconds"] + run.get("final_state_seconds", 0.0) + run.get("reach_cpu_seconds", 0.0)
 
 
 def _truncate(runs: list[dict[str, Any]], metric: str) -> np.ndarray:
@@ -242,9 +285,10 @@ def _truncate(runs: list[dict[str, Any]], metric: str) -> np.ndarray:
 def summarise(subject: str, results: dict[str, list[dict[str, Any]]]) -> tuple[str, dict[str, Any]]:
     base = results["random"]
     summary: dict[str, Any] = {}
+    reachable = all("faults_reachable" in r for rs in results.values() for r in rs)
     for method, runs in results.items():
         row: dict[str, Any] = {}
-        for metric in METRICS:
+        for metric in (*METRICS, "faults_reachable") if reachable else METRICS:
             q1, med, q3 = quartiles(_truncate(runs, metric))
             finals = [r[metric][-1] for r in runs]
             row[metric] = {
@@ -329,6 +373,29 @@ def render(subject: str, results: dict[str, list[dict[str, Any]]], summary: dict
                 f"{ffs.get('runs_defined_at_end', 0)}/{len(results[method])} | "
                 f"{paper.get('ffs', {}).get(method, '-') if method != 'random' else ''} |"
             )
+    if all("faults_reachable" in row for row in summary.values()):
+        lines += [
+            "",
+            "Faults over the obstacle slots the walker saw (replications/bipedal_reach.py): each failing input "
+            "replayed with the agent, its key cut to the codes of the slots whose obstacle came within lidar "
+            "range; faults (15 codes) repeats the first table. Slots seen: failing episodes per count, summed "
+            "over seeds.",
+            "",
+            "| method | faults (15 codes) | reachable-slot faults | vs RT (p, Â12) | % | slots seen by failures "
+            "| replays not failing |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for method, row in summary.items():
+            m, f = row["faults_reachable"], row["faults"]
+            seen: Counter[str] = Counter()
+            for r in results[method]:
+                seen.update(r["failing_slots_seen"])
+            lines.append(
+                f"| {method} | {f['median']:.0f} [{f['q1']:.0f}, {f['q3']:.0f}] | "
+                f"{m['median']:.0f} [{m['q1']:.0f}, {m['q3']:.0f}] | "
+                + (f"({m['p_value']:.3f}, {m['a12']:.2f}) | {_pct(m['improvement_pct'])}" if "p_value" in m else " | ")
+                + f" | {dict(sorted(seen.items()))} | {sum(r['replays_not_failing'] for r in results[method])} |"
+            )
     invalid = {m: sum(r["invalid"] for r in rs) for m, rs in results.items()}
     if any(invalid.values()):
         lines += [
@@ -381,7 +448,12 @@ def main() -> None:
     parser.add_argument(
         "--batch", type=int, default=50, help="tests asked at once (paper: 1 for ME; 50 = the metric step)"
     )
-    parser.add_argument("--methods", default=",".join(METHODS))
+    parser.add_argument(
+        "--methods",
+        default=None,
+        help=f"comma-separated, random included (default {','.join(METHODS)}); with --from-runs: summarise only "
+        "these, so seeds only they finished count",
+    )
     parser.add_argument(
         "--initial",
         type=int,
@@ -396,6 +468,12 @@ def main() -> None:
     )
     parser.add_argument("--out", type=Path, default=ROOT / "results")
     parser.add_argument(
+        "--tag",
+        default="",
+        help="suffix of the result files (qd_<subject>_<tag>.md), to keep a table with other methods or seeds "
+        "beside the default one",
+    )
+    parser.add_argument(
         "--from-runs",
         type=Path,
         nargs="+",
@@ -404,7 +482,8 @@ def main() -> None:
         "instead of running; only seeds that every method finished count",
     )
     args = parser.parse_args()
-    methods = args.methods.split(",")
+    chosen = args.methods is not None
+    methods = args.methods.split(",") if chosen else list(METHODS)
     unknown = sorted(set(methods) - set(METHODS))
     # random is the baseline of every table; a one-seed share of a split bench makes no table and may leave it out
     if unknown or ("random" not in methods and (args.seeds > 1 or args.from_runs)):
@@ -414,6 +493,9 @@ def main() -> None:
         )
     if args.seeds < 1 or args.budget < 50 or args.first_seed < 0:
         raise SystemExit("error: --seeds must be >= 1, --first-seed >= 0 and --budget >= 50")
+    if args.tag and not args.tag.replace("-", "").replace("_", "").isalnum():
+        parser.error(f"--tag must be letters, digits, '-' or '_', got {args.tag!r}")
+    stem = f"qd_{args.subject}" + (f"_{args.tag}" if args.tag else "")
     setup = SUBJECTS[args.subject]
     initial = args.initial if args.initial is not None else max(1, args.budget // 5)
     results: dict[str, list[dict[str, Any]]] = {}
@@ -422,7 +504,6 @@ def main() -> None:
     if args.from_runs:
         # runs saved before the bench recorded its settings lack them; the command line's then stand
         results, settings = load_saved_runs(args.from_runs, "method", RUN_SETTINGS, settings_required=False)
-        wall = sum(_run_seconds(r) for rs in results.values() for r in rs)
         for key, value in settings.items():  # the runs' settings, not this command line's
             if key == "final_states":
                 args.no_final_states = not value
@@ -431,15 +512,21 @@ def main() -> None:
         initial = args.initial if args.initial is not None else max(1, args.budget // 5)
         if not results:
             raise SystemExit(f"error: {' '.join(map(str, args.from_runs))} hold no saved runs")
+        if chosen:
+            missing = sorted(set(methods) - set(results))
+            if missing:
+                raise SystemExit(f"error: --methods {args.methods}: no saved runs of {', '.join(missing)}")
+            results = {m: results[m] for m in methods}
         complete = set.intersection(*({r["seed"] for r in rs} for rs in results.values()))  # seeds every method ran
         results = {m: [r for r in rs if r["seed"] in complete] for m, rs in results.items()}
         methods = list(results)
+        wall = sum(_run_seconds(r) for rs in results.values() for r in rs)  # of the runs this table counts
         if "random" not in results or min(len(r) for r in results.values()) < 2:
             raise SystemExit(
                 f"error: {' '.join(map(str, args.from_runs))} need random and at least 2 seeds that "
                 "every method finished"
             )
-    saved = args.out / f"qd_{args.subject}.runs.jsonl"  # every finished run, so an interrupted bench keeps them
+    saved = args.out / f"{stem}.runs.jsonl"  # every finished run, so an interrupted bench keeps them
     with contextlib.ExitStack() as stack:
         if not args.from_runs:
             tmp = stack.enter_context(tempfile.TemporaryDirectory())
@@ -475,9 +562,20 @@ def main() -> None:
         f"{args.budget} --batch {args.batch} --initial {initial} --methods {','.join(methods)}{flags}`; "
         f"wall {wall:.0f} s" + (" (summed over the saved runs)." if args.from_runs else ".")
     )
+    if args.from_runs:
+        text += (
+            f" Summarised with `python replications/replicate_qd.py --subject {args.subject} --from-runs "
+            + " ".join(_relative(p) for p in args.from_runs)
+            + (f" --methods {','.join(methods)}" if chosen else "")
+            + (f" --tag {args.tag}" if args.tag else "")
+            + "`."
+        )
+        # the runs this table counts, in one file beside it (unless it is one of the inputs)
+        if saved.resolve() not in {p.resolve() for p in args.from_runs}:
+            saved.write_text("".join(json.dumps({"method": m, **r}) + "\n" for m, rs in results.items() for r in rs))
     print(text)
-    (args.out / f"qd_{args.subject}.md").write_text(text + "\n")
-    (args.out / f"qd_{args.subject}.json").write_text(
+    (args.out / f"{stem}.md").write_text(text + "\n")
+    (args.out / f"{stem}.json").write_text(
         json.dumps(
             {
                 "args": {
@@ -498,7 +596,15 @@ def main() -> None:
             indent=1,
         )
     )
-    plot(args.subject, results, summary, args.out / f"qd_{args.subject}.png")
+    plot(args.subject, results, summary, args.out / f"{stem}.png")
+
+
+def _relative(path: Path) -> str:
+    """A path as a command in the README would name it: relative to the repository when inside it."""
+    try:
+        return str(path.resolve().relative_to(ROOT))
+    except ValueError:
+        return str(path)
 
 
 if __name__ == "__main__":

@@ -98,3 +98,34 @@ def test_ffs_is_averaged_over_the_runs_that_have_one_and_the_table_says_how_many
     assert summary["map_elites"]["fs"]["relative_final"] == 1.0
     assert "| random | 1.00 | 1.00 |  | 1.00 | 1.00 | 1/2 |  |" in text
     assert "| map_elites | 1.00 | 1.00 | ≈0 | 2.00 | 2.00 | 2/2 |" in text
+
+
+def test_from_runs_can_summarise_a_subset_of_methods_under_a_tag(tmp_path: Path) -> None:
+    """Seeds only random and MAP-Elites finished count when --methods names just them; the table and the runs it
+    counts go to qd_<subject>_<tag>.*, and the command that summarised them is in the table."""
+    shares = []
+    for first in (0, 1):
+        out = _bench(*COMMON, "--seeds", "1", "--first-seed", str(first), "--out", str(tmp_path / f"s{first}"))
+        assert out.returncode == 0, out.stderr[-2000:]
+        shares.append(tmp_path / f"s{first}" / "qd_taxi_large.runs.jsonl")
+    # a third method that only seed 0 has: without --methods, seed 1 is not complete and no table can be made
+    extra = tmp_path / "extra.jsonl"
+    row = json.loads(shares[0].read_text().splitlines()[0]) | {"method": "novelty_search"}
+    extra.write_text(json.dumps(row) + "\n")
+    paths = [*map(str, shares), str(extra)]
+    out = _bench("--subject", "taxi_large", "--from-runs", *paths, "--out", str(tmp_path))
+    assert out.returncode == 1 and "at least 2 seeds" in out.stderr
+    out = _bench(
+        "--subject", "taxi_large", "--from-runs", *paths, "--methods", "random,map_elites", "--tag", "two",
+        "--out", str(tmp_path),
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    table = (tmp_path / "qd_taxi_large_two.md").read_text()
+    assert "2 seeds x 50+ tests per method" in table and "novelty_search" not in table
+    assert "--methods random,map_elites --tag two`" in table
+    counted = [json.loads(line) for line in (tmp_path / "qd_taxi_large_two.runs.jsonl").read_text().splitlines()]
+    assert sorted((r["method"], r["seed"]) for r in counted) == [
+        ("map_elites", 0), ("map_elites", 1), ("random", 0), ("random", 1)
+    ]  # fmt: skip
+    out = _bench("--subject", "taxi_large", "--from-runs", *paths, "--methods", "random,fuzzer", "--out", str(tmp_path))
+    assert out.returncode == 1 and "no saved runs of fuzzer" in out.stderr
