@@ -43,7 +43,7 @@ from common.remote import local_error
 from common.server import client_channel
 from common.space import ParameterSpace
 from common.test_case import TestCase
-from common.validation import check_id, resolve_under
+from common.validation import check_id, resolve_under, shown
 from generator_service.archive_listing import judged_views, render, replay
 from generator_service.campaign import VERDICT_NAMES, CampaignRunner
 from generator_service.config import CampaignConfig, explain
@@ -395,7 +395,15 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
         check_signals(config.oracle, info, self.oracle)  # the oracle reads only signals the subject records
         search = info.search if info.HasField("search") else None
         check_strategy(config, SubjectRules.from_description(info), self.artifact_root, search)
-        request = simulator_pb2.RunEpisodesRequest(subject=config.subject, trace=common_pb2.TraceSpec())
+        # a search-based strategy's agent may act in a declared variant of the subject (ActionTrace.agent_subject):
+        # the model must fit that one
+        acting = config.strategy_params.get("agent_subject") or ""
+        if acting and acting not in info.variants:
+            raise InvalidArgument(
+                f"strategy_params.agent_subject={shown(acting)} is not a variant of subject {config.subject} "
+                f"(its variants: {', '.join(info.variants) or 'none'})"
+            )
+        request = simulator_pb2.RunEpisodesRequest(subject=acting or config.subject, trace=common_pb2.TraceSpec())
         request.model.name = config.model
         try:
             # no test cases: checks model and fit only

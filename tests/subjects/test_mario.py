@@ -374,3 +374,39 @@ def test_the_search_based_bench_checks_every_model_fits_before_it_searches(mario
     with pytest.raises(SystemExit, match=r"model 'cartpole-ppo' .* fits neither subject 'mario_1_1' nor a variant"):
         run_pipeline(mario_suite, "mario_1_1", ["mario-1-1-2moves-ddqn", "cartpole-ppo"], max_samples=5)
     assert not (mario_suite.artifact_root / "search" / "mario_1_1.json").exists()  # nothing was searched
+
+
+def test_a_safety_suite_campaign_runs_the_basic_agent_in_its_variant(mario_suite: LocalSuite) -> None:
+    """Issue 29, end to end: search_safety with agent_subject puts the variant on every test case, and the
+    generator's campaign runs the basic agent from the 2-moves prefixes (it used to stop with 'does not fit')."""
+    import json
+
+    from bench.harness import campaign_executions, run_campaign
+
+    reference = {
+        "format": "gauntlet.search_reference.v1", "subject": "mario_1_1_short", "initial": {"noop_frames": 0},
+        "seed": 0, "search_actions": [0, 1], "agent_actions": 2, "success": True,
+        "reference_actions": [0, 0, 1, 0, 0, 0], "reference_rewards": [0.0] * 6, "reference_states": [],
+        "boundary": [{"depth": 2, "state": [0, 0]}, {"depth": 4, "state": [0, 0]}], "stats": {},
+    }  # fmt: skip
+    (mario_suite.artifact_root / "search").mkdir(parents=True, exist_ok=True)
+    (mario_suite.artifact_root / "search" / "short_ref.json").write_text(json.dumps(reference))
+    gen = generator_pb2_grpc.GeneratorServiceStub(client_channel(mario_suite.endpoint("generator")))
+    config = CampaignConfig(
+        name="mario-variant-st",
+        subject="mario_1_1_short",
+        model="mario-1-1-basic-ddqn",
+        strategy="search_safety",
+        strategy_params={
+            "reference": "search/short_ref.json",
+            "suite": "ST",
+            "agent_steps": 3,
+            "agent_subject": "mario_1_1_basic",
+        },
+        oracle="trace_safety",
+        seed=0,
+        budget={"max_executions": 10},
+    )
+    rows = campaign_executions(gen, run_campaign(gen, config).campaign_id)
+    assert [r.test_case.action_trace.agent_subject for r in rows] == ["mario_1_1_basic"] * 2
+    assert sorted(r.steps for r in rows) == [5, 7]  # each prefix, then the agent's 3 steps
