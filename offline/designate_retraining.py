@@ -39,7 +39,7 @@ def load_segmenter(kind: str, model_path: Path, recipe: str) -> tuple[Segmenter,
     """The zoo model as a trainable Segmenter (its TorchScript weights in the recipe's architecture)."""
     hp = dict(get_recipe(recipe).hyperparams)
     scripted = torch.jit.load(str(model_path))
-    model = Segmenter(len(CLASSES[kind]), 64, 128, tuple(hp.get("widths", (16, 32, 64))))  # type: ignore[arg-type]
+    model = Segmenter(len(CLASSES[kind]), 64, 128, tuple(hp.get("widths", (16, 32, 64))))
     model.load_state_dict(scripted.state_dict())
     return model, hp
 
@@ -60,20 +60,8 @@ def fine_tune(
     if extra is not None and len(extra[0]):
         labels, images = np.concatenate([labels, extra[0]]), np.concatenate([images, extra[1]])
     optimiser = torch.optim.Adam(model.parameters(), lr=float(hp.get("learning_rate", 2e-3)) / 3)
-    batch = int(hp.get("batch_size", 16))
     for _ in range(epochs):
-        model.train()
-        order = rng.permutation(len(labels))
-        for i in range(0, len(order), batch):
-            idx = order[i : i + batch]
-            x = model.normalise(torch.from_numpy(images[idx]))
-            y = torch.from_numpy(labels[idx].astype(np.int64))
-            if rng.random() < 0.5:
-                x, y = x.flip(3), y.flip(2)
-            loss = F.cross_entropy(model.logits(x), y)
-            optimiser.zero_grad()
-            loss.backward()
-            optimiser.step()
+        _train_epoch(model, optimiser, labels, images, int(hp.get("batch_size", 16)), rng)
     model.eval()
     return model
 
@@ -81,3 +69,96 @@ def fine_tune(
 def test_split(kind: str, recipe: str) -> tuple[np.ndarray, np.ndarray]:
     hp = dict(get_recipe(recipe).hyperparams)
     return _dataset(kind, hp)["test"]
+
+
+# --------------------------------------------------------------------------- RQ2 as an experiment (issue 30)
+#
+# The paper's RQ2 retrains a DNN that had been trained to convergence; a DNN stopped early gains from any further
+# epoch, which hides what the added images do. So: (1) the zoo model is trained further on the real train split
+# until its validation score stops improving (``train_to_plateau``); (2) from that plateau model each approach
+# fine-tunes on a set of the same size: the same number of real train images plus n images of its own (the
+# DESIGNATE archive, random relevant images, or n more real train images for "original data only"), for the same
+# number of steps, once per seed (``fine_tune_from``).
+
+
+def validation_score(kind: str, model: Any, labels: np.ndarray, images: np.ndarray) -> float:
+    """Mean per-image IoU_car (urban) or mIoU (Mars) on a split: what the plateau is judged on."""
+    return float(np.mean(per_image_accuracy(kind, model, labels, images)))
+
+
+def _train_epoch(
+    model: Segmenter,
+    optimiser: torch.optim.Optimizer,
+    labels: np.ndarray,
+    images: np.ndarray,
+    batch: int,
+    rng: np.random.Generator,
+) -> None:
+    model.train()
+    order = rng.permutation(len(labels))
+    for i in range(0, len(order), batch):
+        idx = order[i : i + batch]
+        x = model.normalise(torch.from_numpy(images[idx]))
+        y = torch.from_numpy(labels[idx].astype(np.int64))
+        if rng.random() < 0.5:
+            x, y = x.flip(3), y.flip(2)
+        loss = F.cross_entropy(model.logits(x), y)
+        optimiser.zero_grad()
+        loss.backward()
+        optimiser.step()
+    model.eval()
+
+
+def train_to_plateau(
+    kind: str, model_path: Path, recipe: str, max_epochs: int, patience: int, seed: int = 0, min_delta: float = 0.005
+) -> tuple[dict[str, torch.Tensor], list[dict[str, float]]]:
+    """The zoo model trained further on the real train split until the validation score has not improved by
+    ``min_delta`` for ``patience`` epochs (or ``max_epochs``); the best epoch's weights and the per-epoch log."""
+    torch.manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    model, hp = load_segmenter(kind, model_path, recipe)
+    data = _dataset(kind, hp)
+    labels, images = data["train"]
+    val = data["val"]
+    optimiser = torch.optim.Adam(model.parameters(), lr=float(hp.get("learning_rate", 2e-3)) / 3)
+    best = validation_score(kind, model, *val)
+    best_state = {k: v.clone() for k, v in model.state_dict().items()}
+    log = [{"epoch": 0, "val": round(best, 4)}]
+    stale = 0
+    for epoch in range(1, max_epochs + 1):
+        _train_epoch(model, optimiser, labels, images, int(hp.get("batch_size", 16)), rng)
+        score = validation_score(kind, model, *val)
+        log.append({"epoch": epoch, "val": round(score, 4)})
+        if score > best + min_delta:
+            best, stale = score, 0
+            best_state = {k: v.clone() for k, v in model.state_dict().items()}
+        else:
+            stale += 1
+            if stale >= patience:
+                break
+    return best_state, log
+
+
+def fine_tune_from(
+    kind: str,
+    state: dict[str, torch.Tensor],
+    recipe: str,
+    images_set: tuple[np.ndarray, np.ndarray],
+    epochs: int,
+    seed: int,
+) -> Segmenter:
+    """A copy of the plateau model (``state``) trained ``epochs`` epochs on (labels, images), seeded."""
+    torch.manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    hp = dict(get_recipe(recipe).hyperparams)
+    model = Segmenter(len(CLASSES[kind]), 64, 128, tuple(hp.get("widths", (16, 32, 64))))
+    model.load_state_dict(state)
+    optimiser = torch.optim.Adam(model.parameters(), lr=float(hp.get("learning_rate", 2e-3)) / 3)
+    for _ in range(epochs):
+        _train_epoch(model, optimiser, images_set[0], images_set[1], int(hp.get("batch_size", 16)), rng)
+    return model
+
+
+def real_splits(kind: str, recipe: str) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """(labels, images) of every real split: train, val and test."""
+    return _dataset(kind, dict(get_recipe(recipe).hyperparams))
