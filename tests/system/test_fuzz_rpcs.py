@@ -8,7 +8,10 @@ with flipped bytes; random bytes. The raw ones are sent through a generic channe
 
 Every answer must be OK or a deliberate status: never INTERNAL or UNKNOWN, except gRPC's own "Exception
 deserializing request!" for bytes that do not parse. No detail may exceed 1 KiB or hold a traceback or file
-content. Afterwards every service is still SERVING and ListCampaigns still answers.
+content. DEADLINE_EXCEEDED and CANCELLED answers (no answer within DEADLINE_SECONDS) are counted apart, per RPC,
+and each such request is sent again with HANG_SECONDS to answer: one that still gets no answer is a handler
+hanging on hostile input, and fails the test. Afterwards every service is still SERVING and answers a listing
+(hung handlers holding its admitted calls would refuse it).
 """
 
 from __future__ import annotations
@@ -50,6 +53,17 @@ SEED = int(os.environ.get("GAUNTLET_FUZZ_SEED", "19"))  # another seed explores 
 # 25 RPCs: 10,500 requests in all (about 1.5 minutes on 2 cores); $GAUNTLET_FUZZ_REQUESTS sets another number per RPC
 REQUESTS_PER_METHOD = int(os.environ.get("GAUNTLET_FUZZ_REQUESTS", "420"))
 DEADLINE_SECONDS = 5.0
+HANG_SECONDS = 60.0  # a request that got no answer in DEADLINE_SECONDS gets this long again; none: a hang
+RESENT_PER_METHOD = 3  # slow requests re-sent per RPC (each may cost HANG_SECONDS)
+UNANSWERED = (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED)
+# a cheap listing per service, called after the fuzz: it must answer OK (the analysis service has none)
+LISTINGS = {
+    "agent": "ListModels",
+    "simulator": "ListEnvironments",
+    "oracle": "ListOracles",
+    "generator": "ListCampaigns",
+    "translator": "ListTranslators",
+}
 STREAM_MESSAGES_READ = 3  # a server stream is read this far, then cancelled
 MODULES = {
     "agent": agent_pb2,
@@ -89,6 +103,14 @@ class Findings:
     requests: int = 0
     by_code: dict[str, int] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
+    # RPC path -> {DEADLINE_EXCEEDED or CANCELLED: count}: requests not answered within DEADLINE_SECONDS
+    unanswered: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def record_unanswered(self, method: str, code: grpc.StatusCode) -> None:
+        self.requests += 1
+        self.by_code[code.name] = self.by_code.get(code.name, 0) + 1
+        per_method = self.unanswered.setdefault(method, {})
+        per_method[code.name] = per_method.get(code.name, 0) + 1
 
     def record(self, method: str, code: grpc.StatusCode, details: str) -> None:
         self.requests += 1
@@ -252,7 +274,13 @@ def _identity(data: bytes) -> bytes:
     return data
 
 
-def call_once(channel: grpc.Channel, path: str, method: descriptor.MethodDescriptor, requests: list[bytes]) -> tuple:
+def call_once(
+    channel: grpc.Channel,
+    path: str,
+    method: descriptor.MethodDescriptor,
+    requests: list[bytes],
+    deadline: float = DEADLINE_SECONDS,
+) -> tuple:
     """(code, details) of one call: a server stream is read STREAM_MESSAGES_READ far, then cancelled."""
     kwargs: dict[str, Callable[[bytes], bytes]] = {
         "request_serializer": _identity,
@@ -260,11 +288,11 @@ def call_once(channel: grpc.Channel, path: str, method: descriptor.MethodDescrip
     }
     try:
         if method.client_streaming:
-            stream = channel.stream_stream(path, **kwargs)(iter(requests), timeout=DEADLINE_SECONDS)
+            stream = channel.stream_stream(path, **kwargs)(iter(requests), timeout=deadline)
             return _drain(stream)
         if method.server_streaming:
-            return _drain(channel.unary_stream(path, **kwargs)(requests[0], timeout=DEADLINE_SECONDS))
-        channel.unary_unary(path, **kwargs)(requests[0], timeout=DEADLINE_SECONDS)
+            return _drain(channel.unary_stream(path, **kwargs)(requests[0], timeout=deadline))
+        channel.unary_unary(path, **kwargs)(requests[0], timeout=deadline)
         return grpc.StatusCode.OK, ""
     except grpc.RpcError as exc:
         return exc.code(), exc.details() or ""
@@ -354,10 +382,13 @@ def test_every_rpc_survives_seeded_hostile_requests(suite: LocalSuite, tmp_path:
         module = MODULES[service_name]
         (service,) = module.DESCRIPTOR.services_by_name.values()
         method = service.methods_by_name[method_name]
+        path = f"/{service.full_name}/{method_name}"
         with client_channel(suite.endpoint(service_name)) as channel:
-            code, details = call_once(
-                channel, f"/{service.full_name}/{method_name}", method, [message.SerializeToString()]
-            )
+            code, details = call_once(channel, path, method, [message.SerializeToString()])
+            if code in UNANSWERED:  # slow (a real report under load): counted, then judged on a longer deadline
+                findings.record_unanswered(f"planted {path}", code)
+                findings.requests -= 1  # the same request, counted once below
+                code, details = call_once(channel, path, method, [message.SerializeToString()], HANG_SECONDS)
         findings.record(f"planted {method_name}", code, details)
         if code != expected:
             findings.problems.append(
@@ -366,6 +397,7 @@ def test_every_rpc_survives_seeded_hostile_requests(suite: LocalSuite, tmp_path:
     planted = findings.requests
     started = time.monotonic()
     methods = 0
+    resend: list[tuple[str, str, descriptor.MethodDescriptor, list[bytes]]] = []  # unanswered requests, again
     for service_name, module in MODULES.items():
         channel = client_channel(suite.endpoint(service_name))
         maker = RequestMaker(rng, with_models=service_name == "agent")
@@ -378,14 +410,26 @@ def test_every_rpc_survives_seeded_hostile_requests(suite: LocalSuite, tmp_path:
                     count = rng.randrange(1, 4) if method.client_streaming else 1
                     requests = [maker.request(message_class) for _ in range(count)]
                     code, details = call_once(channel, path, method, requests)
-                    if code in (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED):
-                        findings.requests += 1  # a slow answer is no finding; the services' health is checked below
+                    if code in UNANSWERED:  # slow or hung: counted apart, and sent again below with more time
+                        findings.record_unanswered(path, code)
+                        if sum(1 for r in resend if r[1] == path) < RESENT_PER_METHOD:
+                            resend.append((service_name, path, method, requests))
                         continue
                     findings.record(path, code, details)
         channel.close()
     elapsed = time.monotonic() - started
+    hangs = []
+    for service_name, path, method, requests in resend:
+        with client_channel(suite.endpoint(service_name)) as channel:
+            code, details = call_once(channel, path, method, requests, deadline=HANG_SECONDS)
+        if code in UNANSWERED:
+            hangs.append(f"{path}: {code.name} again after {HANG_SECONDS:.0f} s for {requests[0][:120]!r}")
+        else:
+            findings.record(f"{path} (sent again)", code, details)
+            findings.requests -= 1  # the same request: counted once
     assert methods >= 25 and findings.requests == planted + methods * REQUESTS_PER_METHOD, (methods, findings.requests)
     assert findings.requests >= 10_000 or "GAUNTLET_FUZZ_REQUESTS" in os.environ  # the issue's floor, by default
+    assert not hangs, "handlers that hang on hostile input:\n" + "\n".join(hangs[:20])
     assert not findings.problems, "\n".join(findings.problems[:30] + logged(suite, findings.problems[:5]))
     # nothing was written through a link out of the report root
     assert [p.name for p in outside.iterdir()] == ["victim"] and (outside / "victim").read_text() == "precious"
@@ -394,9 +438,19 @@ def test_every_rpc_survives_seeded_hostile_requests(suite: LocalSuite, tmp_path:
         health = health_pb2_grpc.HealthStub(client_channel(service.endpoint))
         status = health.Check(health_pb2.HealthCheckRequest(), timeout=10).status
         assert status == health_pb2.HealthCheckResponse.SERVING, name
-    generator = generator_pb2_grpc.GeneratorServiceStub(client_channel(suite.endpoint("generator")))
-    generator.ListCampaigns(generator_pb2.ListCampaignsRequest(), timeout=60)
-    print(f"fuzz: {findings.requests} requests over {methods} RPCs in {elapsed:.0f} s; codes {findings.by_code}")
+    for service_name, method_name in LISTINGS.items():  # admits and answers a call: no hung handler holds it
+        (service,) = MODULES[service_name].DESCRIPTOR.services_by_name.values()
+        with client_channel(suite.endpoint(service_name)) as channel:
+            code, details = call_once(
+                channel, f"/{service.full_name}/{method_name}", service.methods_by_name[method_name], [b""], 60.0
+            )
+        assert code == grpc.StatusCode.OK, f"{service_name} {method_name} after the fuzz: {code.name} {details!r}"
+    unanswered = {m.rsplit("/", 1)[1]: c for m, c in sorted(findings.unanswered.items())}
+    print(
+        f"fuzz: {findings.requests} requests over {methods} RPCs in {elapsed:.0f} s; codes {findings.by_code}; "
+        f"unanswered in {DEADLINE_SECONDS:.0f} s, by RPC: {unanswered or 'none'} ({len(resend)} sent again, "
+        "all answered)"
+    )
 
 
 def logged(suite: LocalSuite, problems: list[str]) -> list[str]:
