@@ -211,6 +211,8 @@ def run_pipeline(
                 "tests": measured.tests,
                 "invalid": measured.invalid,
                 "mean_fail_frequency": measured.mean,
+                # tests whose runs mostly failed (on a deterministic subject: whose run failed), for the Fisher test
+                "failing_tests": sum(1 for f in measured.fail_frequency.values() if f > 0.5),
                 "mean_reward": measured.mean_reward,
                 "per_boundary": measured.per_boundary,
                 "wall_seconds": status.wall_seconds,
@@ -292,6 +294,22 @@ def boundary_vs_random(report: dict[str, Any]) -> float:
     return mean_st / mean_rs if mean_rs else float("inf") if mean_st else float("nan")
 
 
+def boundary_vs_random_p(report: dict[str, Any]) -> float:
+    """Two-sided Fisher exact test of failing vs passing valid tests, ST against RS, pooled over the agents (tests,
+    not runs: a deterministic subject's repetitions of one test are the same run). NaN without both suites."""
+    from scipy.stats import fisher_exact
+
+    table = []
+    for suite in ("ST", "RS"):
+        rows = [a["suites"][suite] for a in report["agents"].values() if suite in a["suites"]]
+        if not rows or any("failing_tests" not in r for r in rows):
+            return float("nan")
+        valid = sum(r["tests"] - r["invalid"] for r in rows)
+        failing = sum(r["failing_tests"] for r in rows)
+        table.append([failing, valid - failing])
+    return float(fisher_exact(table).pvalue)
+
+
 def write_markdown(report: dict[str, Any], path: Path, command: str) -> None:
     search = report["search"]
     lines = [
@@ -354,7 +372,8 @@ def write_markdown(report: dict[str, Any], path: Path, command: str) -> None:
         f"| safety per agent | {PAPER['ST']} | ST mean fail frequency: "
         + ", ".join(f"{m} {a['suites']['ST']['mean_fail_frequency']:.3f}" for m, a in report["agents"].items())
         + " |",
-        f"| boundary states | {PAPER['boundary']} | boundary_vs_random_state_fail_rate = {ratio:.2f} |",
+        f"| boundary states | {PAPER['boundary']} | boundary_vs_random_state_fail_rate = {ratio:.2f}, two-sided "
+        f"Fisher p = {boundary_vs_random_p(report):.3f} (failing tests, ST vs RS) |",
         f"| performance | {PAPER['performance']} | see Step 4 and the figure |",
         f"| correlation | {PAPER['correlation']} | r = {corr.get('pearson_r', float('nan')):.2f} (fail frequency vs "
         f"mean accumulated reward) over {corr.get('pairs', 0)} (agent, suite) pairs of {corr.get('agents', 0)} "
@@ -459,6 +478,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"agent={model} R_a={simple.get('R_a', {}).get(0)} R_t={simple.get('R_t', {}).get(0)}")
     print(f"correlation={json.dumps(report.get('correlation', {}))}")
     print(f"boundary_vs_random_state_fail_rate={boundary_vs_random(report):.3f}")
+    print(f"boundary_vs_random_p={boundary_vs_random_p(report):.4f}")
     return 0 if report["search"]["success"] else 1
 
 
