@@ -216,6 +216,9 @@ def server_options() -> list[tuple[str, int]]:
         *GRPC_OPTIONS,
         ("grpc.max_connection_age_ms", int(age) if age else MAX_CONNECTION_AGE_MS),
         ("grpc.max_connection_age_grace_ms", MAX_CONNECTION_AGE_GRACE_MS),
+        # gRPC enables SO_REUSEPORT by default on Linux, so a second server on a taken port would start and share it
+        # silently (the launcher reserves ports before starting the services): a port clash must fail the start
+        ("grpc.so_reuseport", 0),
     ]
 
 
@@ -254,11 +257,12 @@ def serve(
             root_certificates=options.tls_client_ca.read_bytes() if options.tls_client_ca else None,
             require_client_auth=options.tls_client_ca is not None,
         )
-        port = server.add_secure_port(address, credentials)
-    else:
-        port = server.add_insecure_port(address)
+    try:
+        port = server.add_secure_port(address, credentials) if options.tls_cert else server.add_insecure_port(address)
+    except RuntimeError:  # grpcio raises where older releases returned 0
+        port = 0
     if port == 0:
-        raise SystemExit(f"error: could not bind {address}")
+        raise SystemExit(f"error: could not bind {address} (--port): is another process listening there?")
     metrics_port = -1
     if options.metrics_port >= 0:  # behind the gRPC port's doors: its TLS, client certificates and token
         httpd = start_metrics_server(

@@ -141,3 +141,22 @@ def test_token_file_and_environment(tmp_path: Path) -> None:
         text=True,
     )
     assert empty.returncode != 0 and "one line" in empty.stderr and "Traceback" not in empty.stderr
+
+
+def test_a_taken_port_fails_the_start_instead_of_sharing_it() -> None:
+    # gRPC's default SO_REUSEPORT would let a second server share the first one's port without a word
+    proc, port = start()
+    try:
+        out = subprocess.run(
+            [sys.executable, "-m", "oracle_service", "--port", str(port), "--metrics-port", "-1"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert out.returncode != 0
+        assert "could not bind" in out.stderr and f":{port} (--port)" in out.stderr
+        assert "Traceback" not in out.stderr
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
