@@ -556,6 +556,8 @@ def main() -> None:
     flags = " --no-final-states" if args.no_final_states else ""
     if args.first_seed and not args.from_runs:  # a share names its seeds, so its command reruns that share
         flags += f" --first-seed {args.first_seed}"
+    if args.tag and not args.from_runs:  # (a summary's own command, below, names its tag)
+        flags += f" --tag {args.tag}"
     seeds = min(len(r) for r in results.values())
     text += (
         f"\n\nCommand: `python replications/replicate_qd.py --subject {args.subject} --seeds {seeds} --budget "
