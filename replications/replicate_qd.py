@@ -106,6 +106,16 @@ SUBJECTS: dict[str, SubjectSetup] = {
         0.005,
         {"mutation_scale": 0.00433},
     ),
+    # The same subject, grid and mutation with the agent in the paper's failure regime: lunarlander-qd-ppo's recipe
+    # stopped at 450k steps (results/lunarlander_qd_regime.md: random inputs fail a few per cent, not 0.1 %).
+    "lunarlander_qd_450k": SubjectSetup(
+        "lunarlander-qd-ppo-450k",
+        Grid((-0.0439, -0.2002), (0.2975, -0.0203), (50, 50)),
+        "the authors' precomputed edges: x in [-0.0439, 0.2975], vy in [-0.2002, -0.0203]",
+        0.005,
+        {"mutation_scale": 0.00433},
+        subject="lunarlander_qd",
+    ),
     # The paper says 50x50; the authors' code used one cell per integer count. Bounds [-0.5, 49.5] do both for
     # counts below 50 (counts >= 49 share the last cell). Mutation: the authors' "resample one coordinate,
     # nearby values likelier" (mutation.py integer="nearby" with p = 0: exactly one coordinate).
@@ -326,7 +336,7 @@ def _pct(v: float) -> str:
 def render(subject: str, results: dict[str, list[dict[str, Any]]], summary: dict[str, Any]) -> str:
     setup = SUBJECTS[subject]
     runs = results["random"]
-    paper = PAPER.get(subject, {})
+    paper = PAPER.get(setup.subject or subject, {})
     lines = [
         f"QD fault-diversity RQ1/RQ2 replication on `{subject}` ({setup.model}): {len(runs)} seeds x "
         f"{runs[0]['checkpoints'][-1]}+ tests per method",
