@@ -495,6 +495,11 @@ def train(
         "file_bytes": (out / "model.pt").stat().st_size,
     }
     if demo is not None:
+        with torch.no_grad():  # how well the network fits the demonstrations: greedy action = demonstrated action
+            n = len(demo)
+            greedy = online(torch.from_numpy(demo.obs[:n])).argmax(1).numpy()
+            expert = demo.expert[:n] > 0
+            summary["demo_accuracy"] = round(float((greedy[expert] == demo.action[:n][expert]).mean()), 4)
         summary.update(
             demonstration_transitions=len(demo),
             expert_transitions=int(demo.expert[: len(demo)].sum()),

@@ -195,10 +195,16 @@ def _train_ddqn(
     summary: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     if summary.get("finished") is False:
         return {**summary, "num_timesteps": summary["train_steps"]}
-    keep = ("seed", "train_wall_seconds", "file_bytes", "train_episodes")
+    return ddqn_meta(recipe, summary)
+
+
+def ddqn_meta(recipe: Recipe, summary: dict[str, Any]) -> dict[str, Any]:
+    """A DDQN model's manifest entry from its summary.json (offline/mario_dqn.py's), as `register_model` lists it."""
+    keep = ("seed", "train_wall_seconds", "file_bytes")
     meta = {"subject": recipe.subject, "algorithm": "DDQN", "observation_shape": [4, 84, 84]}
     meta |= {"observation_dtype": "uint8", "timesteps": summary["train_steps"], **{k: summary[k] for k in keep}}
-    return meta | {k: v for k, v in summary.items() if k.startswith(("eval_", "pretrain_", "demonstration", "expert"))}
+    meta["training_episodes"] = summary["train_episodes"]  # the key the other DDQN entries use
+    return meta | {k: v for k, v in summary.items() if k.startswith(("eval_", "pretrain_", "demo", "expert"))}
 
 
 # A run's resumable checkpoint, out_dir/resume/: written whole beside it and renamed, so a sitting killed while
