@@ -236,6 +236,14 @@ def main() -> None:
         record.metrics.update(
             {
                 "suite_over_in_process": round(ratio, 2),
+                # the settings and conditions the output states, so every printed number is in this file
+                "seed_populations": SEEDING,
+                "generations": args.generations,
+                "population": POPULATION,
+                "suite_seconds": round(suite["seconds"], 1),
+                "in_process_seconds": round(local_seconds, 1),
+                "load_average_1min": round(load, 1),
+                "cores": len(os.sched_getaffinity(0)),
                 "cpu_in_process_over_suite": round(local_cpu_ms / suite_cpu_ms, 2),
                 "evaluations": n,
                 "suite_evaluations_per_s": round(suite_rate, 1),
