@@ -185,7 +185,10 @@ def copy_surrogate(split_suite: LocalSuite) -> Path:
             stream.write(json.dumps({**row, "verdict": "fail" if bad else "pass", "margin": -0.5 if bad else 0.5}))
             stream.write("\n")
     grid = TuningGrid("one", (5.0,), (1,), 1)
-    return train_surrogate(log, space, subject="taxi_copy", grid=grid, out_dir=folder / "artifact")
+    trained = train_surrogate(log, space, subject="taxi_copy", grid=grid, out_dir=folder / "artifact")
+    # the same surrogate for taxi_zigzag (same space): a surrogate is refused on a subject it was not trained for
+    train_surrogate(log, space, subject="taxi_zigzag", grid=grid, out_dir=folder / "artifact_zigzag")
+    return trained
 
 
 def test_a_subject_only_on_the_simulator_is_searched_with_its_rule(
@@ -245,7 +248,10 @@ def test_a_rule_kind_the_generator_lacks_is_failed_precondition_naming_it(
         subject="taxi_zigzag",
         model="taxi-qlearning",
         strategy="indago",
-        strategy_params={"surrogate": str(copy_surrogate.relative_to(split_suite.artifact_root)), **INDAGO},
+        strategy_params={
+            "surrogate": str((copy_surrogate.parent / "artifact_zigzag").relative_to(split_suite.artifact_root)),
+            **INDAGO,
+        },
         budget={"max_executions": 10},
     )
     gen = generator_pb2_grpc.GeneratorServiceStub(client_channel(split_suite.endpoint("generator")))
