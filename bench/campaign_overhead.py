@@ -29,28 +29,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.harness import campaign_executions, run_campaign
+from bench.harness import ONE_STEP_CARTPOLE, campaign_executions, run_campaign
 from bench.results import BenchRecord
 from cli.launcher import LocalSuite
 from common.generated.gauntlet.v1 import generator_pb2_grpc
 from common.server import client_channel
 from generator_service.api import CampaignConfig
 
-ONE_STEP_CARTPOLE = """
-subject: cartpole_1step
-description: CartPole-v1 cut to one step per episode (bench/campaign_overhead.py).
-backend: gymnasium
-env_id: CartPole-v1
-max_steps: 1
-deterministic: true
-injector: {kind: state_vector, attribute: state}
-oracle: cartpole_balance
-parameters:
-  - {name: x, low: -0.9, high: 0.9}
-  - {name: x_dot, low: -0.3, high: 0.3}
-  - {name: theta, low: -pi/60, high: pi/60}
-  - {name: theta_dot, low: -pi/90, high: pi/90}
-"""
 BATCH = 500  # divides 1,000: both windows start and end on batch boundaries
 
 

@@ -43,23 +43,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.harness import ONE_STEP_CARTPOLE
 from bench.results import BenchRecord
 
-ONE_STEP_CARTPOLE = """
-subject: cartpole_1step
-description: CartPole-v1 cut to one step per episode (bench/first_execution.py).
-backend: gymnasium
-env_id: CartPole-v1
-max_steps: 1
-deterministic: true
-injector: {kind: state_vector, attribute: state}
-oracle: cartpole_balance
-parameters:
-  - {name: x, low: -0.9, high: 0.9}
-  - {name: x_dot, low: -0.3, high: 0.3}
-  - {name: theta, low: -pi/60, high: pi/60}
-  - {name: theta_dot, low: -pi/90, high: pi/90}
-"""
 FIRST_CAMPAIGN = """campaign:
   name: first-execution
   subject: cartpole

@@ -13,6 +13,23 @@ from pathlib import Path
 from common.generated.gauntlet.v1 import generator_pb2, generator_pb2_grpc
 from generator_service.api import CampaignConfig
 
+# CartPole cut to one step per episode: the campaign loop's own cost dominates (first_execution, campaign_overhead)
+ONE_STEP_CARTPOLE = """
+subject: cartpole_1step
+description: CartPole-v1 cut to one step per episode (the benches' one-step subject).
+backend: gymnasium
+env_id: CartPole-v1
+max_steps: 1
+deterministic: true
+injector: {kind: state_vector, attribute: state}
+oracle: cartpole_balance
+parameters:
+  - {name: x, low: -0.9, high: 0.9}
+  - {name: x_dot, low: -0.3, high: 0.3}
+  - {name: theta, low: -pi/60, high: pi/60}
+  - {name: theta_dot, low: -pi/90, high: pi/90}
+"""
+
 
 def run_campaign(gen: generator_pb2_grpc.GeneratorServiceStub, config: CampaignConfig) -> generator_pb2.CampaignStatus:
     """Starts the campaign and blocks until it ends; returns its final status (raises on an error stop)."""
