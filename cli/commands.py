@@ -55,6 +55,8 @@ from generator_service.config import MAX_SHRINK_FIRST, CampaignConfig, explain
 from generator_service.store import default_store_url
 
 console = Console()
+# Notes beside a command's machine-readable stdout (e.g. evaluate's JSON) go to stderr, so stdout parses whole.
+notes = Console(stderr=True)
 __all__ = ["CampaignNotCompleted", "UserError", "load_campaign_file"]  # and the cmd_* handlers
 
 
@@ -740,7 +742,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
-        console=console,
+        console=notes,
     ) as bar:
         task = bar.add_task("eval", total=tests)
         try:
@@ -781,7 +783,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
         summary["prt_well_trained"] = 1 <= result.failures * 100_000 / result.tests < 500
     console.print_json(json.dumps(summary))
     if args.model_root and inputs is None and judged:
-        console.print(_record_evaluation(root, args.model, entry.metadata, summary, result.failures / judged))
+        notes.print(_record_evaluation(root, args.model, entry.metadata, summary, result.failures / judged))
 
 
 def _record_evaluation(
