@@ -50,9 +50,8 @@ import torch
 import yaml
 
 from agent_service.api import SegmentationModel
-from bench.harness import campaign_executions, run_campaign
+from bench.harness import PINNED_ENVIRONMENT, campaign_executions, cpu_seconds, run_campaign
 from bench.results import BenchRecord
-from bench.scaling import PINNED_ENVIRONMENT, cpu_seconds
 from cli.launcher import LocalSuite
 from common.generated.gauntlet.v1 import generator_pb2_grpc
 from common.server import client_channel
@@ -123,11 +122,11 @@ def through_suite(args: argparse.Namespace) -> dict[str, Any]:
             steps_before = metric(simulator_metrics, "gauntlet_simulator_act_wait_seconds_count")
             calls_before = metric(agent_metrics, "gauntlet_agent_act_seconds_count")
             images_before = metric(agent_metrics, "gauntlet_agent_observations_total")
-            before = {name: cpu_seconds(pid) for name, pid in pids.items()}
+            before = {name: cpu_seconds([pid]) for name, pid in pids.items()}
             started = time.perf_counter()
             status = run_campaign(gen, campaign(args.subject, "designate", args.seed, SEEDING, args.generations))
             seconds = time.perf_counter() - started
-            cpu = {name: cpu_seconds(pid) - before[name] for name, pid in pids.items()}
+            cpu = {name: cpu_seconds([pid]) - before[name] for name, pid in pids.items()}
             calls = metric(agent_metrics, "gauntlet_agent_act_seconds_count") - calls_before
             lock_steps = metric(simulator_metrics, "gauntlet_simulator_act_wait_seconds_count") - steps_before
             images = metric(agent_metrics, "gauntlet_agent_observations_total") - images_before

@@ -13,6 +13,16 @@ from pathlib import Path
 from common.generated.gauntlet.v1 import generator_pb2, generator_pb2_grpc
 from generator_service.api import CampaignConfig
 
+# One BLAS/OpenMP thread per process, no GPU: a bench's processes then compete for cores only as its rows intend
+PINNED_ENVIRONMENT = {
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+    "OPENBLAS_NUM_THREADS": "1",
+    "NUMEXPR_NUM_THREADS": "1",
+    "VECLIB_MAXIMUM_THREADS": "1",
+    "CUDA_VISIBLE_DEVICES": "",
+}
+
 # CartPole cut to one step per episode: the campaign loop's own cost dominates (first_execution, campaign_overhead)
 ONE_STEP_CARTPOLE = """
 subject: cartpole_1step
@@ -75,3 +85,10 @@ def cpu_seconds(pids: list[int]) -> float:
             continue
         total += sum(int(f) for f in fields[11:15])  # utime, stime, cutime, cstime (after the state field)
     return total / tick
+
+
+def unpinned(pid: int) -> list[str]:
+    """The PINNED_ENVIRONMENT variables that process `pid` did not start with (empty: all pinned)."""
+    raw = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    seen = dict(item.decode(errors="replace").split("=", 1) for item in raw if b"=" in item)
+    return [name for name, value in PINNED_ENVIRONMENT.items() if seen.get(name) != value]

@@ -57,23 +57,14 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agent_service.api import DEFAULT_MODEL_ROOT
-from bench.harness import campaign_executions, run_campaign
+from bench.harness import PINNED_ENVIRONMENT, campaign_executions, cpu_seconds, run_campaign, unpinned
 from bench.results import BenchRecord
 from cli.launcher import LocalSuite
 from common.generated.gauntlet.v1 import generator_pb2_grpc, oracle_pb2
 from common.server import client_channel
 from generator_service.api import CampaignConfig
 
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 # every thread pool a numeric library may start, pinned to one thread in every service; no GPU for the agent
-PINNED_ENVIRONMENT = {
-    "OMP_NUM_THREADS": "1",
-    "MKL_NUM_THREADS": "1",
-    "OPENBLAS_NUM_THREADS": "1",
-    "NUMEXPR_NUM_THREADS": "1",
-    "VECLIB_MAXIMUM_THREADS": "1",
-    "CUDA_VISIBLE_DEVICES": "",
-}
 ROWS = ((1, 1), (2, 1), (4, 1), (1, 2))  # (simulator processes, agent processes)
 Outcome = tuple[str, str, float, int]  # test-case id, verdict, margin, steps
 
@@ -91,20 +82,6 @@ SUBJECTS = {
     "simulator": Subject("bipedalwalker_obstacles", "bipedalwalker-obstacles-ppo", "simulator", batches=2),
     "agent": Subject("urban", "segnet-urban", "agent", batches=4, translator=True),
 }
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far (fields 14 and 15 of /proc/<pid>/stat, after the command name,
-    which may itself hold spaces)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
-
-
-def unpinned(pid: int) -> list[str]:
-    """The PINNED_ENVIRONMENT variables that process `pid` did not start with (empty: all pinned)."""
-    raw = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-    seen = dict(item.decode(errors="replace").split("=", 1) for item in raw if b"=" in item)
-    return [name for name, value in PINNED_ENVIRONMENT.items() if seen.get(name) != value]
 
 
 @dataclass
@@ -190,11 +167,11 @@ def run_row(
             if bad := {name: unpinned(pid) for name, pid in pids.items() if unpinned(pid)}:
                 raise SystemExit(f"services started without pinned threads: {bad}")
             run_campaign(gen, warmup)  # fills the environment pools; not timed
-            before = {name: cpu_seconds(pid) for name, pid in pids.items()}
+            before = {name: cpu_seconds([pid]) for name, pid in pids.items()}
             started = time.perf_counter()
             status = run_campaign(gen, config)
             seconds = time.perf_counter() - started
-            cpu = {name: cpu_seconds(pid) - before[name] for name, pid in pids.items()}
+            cpu = {name: cpu_seconds([pid]) - before[name] for name, pid in pids.items()}
             rows = campaign_executions(gen, status.campaign_id)
         finally:
             local.stop()
