@@ -564,16 +564,19 @@ def cmd_up(args: argparse.Namespace) -> None:
     # from a script, nohup), and then nothing could stop the suite in order
     signal.signal(signal.SIGINT, signal.default_int_handler)
     stop_on_sigterm()
-    local = LocalSuite(
-        store_url=resolve_store_url(args),
-        model_root=args.model_root,
-        security=secure_credentials(args.secure),
-        restart_policy=RestartPolicy(),
-        simulators=args.simulators,
-        environments=available_environments(),  # e.g. Mario's simulator, where .venv-mario is built
-    )
+    # a line per service as it answers (not with --json, whose stdout is one JSON document)
+    progress = contextlib.nullcontext(None) if args.json else starting(frozenset(ROLES))
     try:
-        local.start()
+        with progress as announce:
+            local = LocalSuite(
+                store_url=resolve_store_url(args),
+                model_root=args.model_root,
+                security=secure_credentials(args.secure),
+                restart_policy=RestartPolicy(),
+                simulators=args.simulators,
+                environments=available_environments(),  # e.g. Mario's simulator, where .venv-mario is built
+                on_ready=announce,
+            ).start()
     except LaunchError as exc:
         raise UserError(str(exc)) from None
     if args.json:

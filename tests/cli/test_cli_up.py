@@ -76,9 +76,15 @@ def test_up_prints_every_endpoint_metrics_url_and_log_path_whole(tmp_path: Path)
         _stop(proc)
     text = "\n".join(lines)
     assert "…" not in text and "..." not in text
+    # first the start's progress, a line per service as it answers; then the suite's description
+    described_from = lines.index("Gauntlet services on loopback:")
+    progress, description = lines[:described_from], lines[described_from:]
+    ready = {line.split()[0] for line in progress if line.split()[1:2] == ["ready"]}
+    # one line per role (a role's extra simulators, e.g. Mario's, answer within their role's line), then the total
+    assert ready == {s for s in SERVICES if not s.startswith("simulator-")} | {"all"}, text
     logs = tmp_path / "runs" / "logs"
     for name in SERVICES:
-        block = [line.split() for line in lines if line.split()[:1] == [name]]
+        block = [line.split() for line in description if line.split()[:1] == [name]]
         assert len(block) == 1 and block[0][1].startswith("127.0.0.1:"), text
         assert f"log     {(logs / f'{name}.log').resolve()}" in text  # the whole path, on one line
     metrics = [line.split()[-1] for line in lines if line.strip().startswith("metrics ")]
