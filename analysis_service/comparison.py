@@ -38,6 +38,7 @@ from analysis_service.html_kit import (
     page,
     plot_label,
     scroll,
+    table_tool,
     term,
 )
 from analysis_service.metrics import ExecutionRecord, compute_metrics
@@ -600,9 +601,10 @@ def _campaigns_table(comparison: Mapping[str, Any]) -> str:
                 if m["key"] in ("tests_to_first_failure", "seconds_to_first_failure") and not c["found_failure"]
                 else ""
             )
-            cells.append(f"<td class=num>{mark}{_num(c[m['key']], m['digits'])}</td>")
+            raw = "" if c[m["key"]] is None else f' data-v="{float(c[m["key"]])!r}"'  # sorts past the "≥"
+            cells.append(f"<td class=num{raw}>{mark}{_num(c[m['key']], m['digits'])}</td>")
         rows.append("<tr>" + "".join(cells) + "</tr>")
-    return scroll(f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>")
+    return table_tool("campaigns-table", head, "".join(rows), "campaigns", "strategy:random")
 
 
 def _rq1_section(comparison: Mapping[str, Any]) -> str:

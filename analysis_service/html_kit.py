@@ -33,9 +33,44 @@ section{margin-top:2rem}
 abbr[data-term]{text-decoration:underline dotted;cursor:help}
 dl.glossary dt{font-weight:600;margin-top:.5rem} dl.glossary dd{margin:0 0 0 1.2rem}
 details summary{cursor:pointer;color:#444} nav.links{margin:.5rem 0}
+table.sortable th{cursor:pointer;white-space:nowrap} table.sortable th[aria-sort=ascending]::after{content:" ▲"}
+table.sortable th[aria-sort=descending]::after{content:" ▼"} input.filter{width:min(26rem,100%);margin:.3rem 0}
 @media (max-width:700px){body{margin:.6rem}}
 """
 VIEWPORT = '<meta name="viewport" content="width=device-width, initial-scale=1">'
+
+# The one script a page carries (inline, no CDN), only when it has a `table_tool` table: a click (or Enter) on a
+# column's head sorts the rows by that column (numbers by the raw value in a cell's data-v, empty cells last; again
+# reverses), and the box above the table keeps the rows that contain every word typed (`column:text` looks in that
+# column only, e.g. `verdict:fail`), counting what it keeps.
+TABLE_SCRIPT = """<script>(function(){
+function raw(td){var v=td.getAttribute('data-v');return v===null?td.textContent.trim():v;}
+function key(td){var v=raw(td),n=Number(v);if(v===''||v==='\u2014'){return [2,''];}
+ return isFinite(n)?[0,n]:[1,v.toLowerCase()];}
+function heads(t){return Array.prototype.map.call(t.tHead.rows[0].cells,function(h){
+ return h.textContent.trim().toLowerCase();});}
+function sorter(t,th,i){return function(){var up=th.getAttribute('aria-sort')!=='ascending',body=t.tBodies[0];
+ Array.prototype.forEach.call(t.tHead.rows[0].cells,function(h){h.removeAttribute('aria-sort');});
+ th.setAttribute('aria-sort',up?'ascending':'descending');
+ var rows=Array.prototype.slice.call(body.rows);
+ rows.sort(function(a,b){var x=key(a.cells[i]),y=key(b.cells[i]);
+  if((x[0]===2)!==(y[0]===2)){return x[0]===2?1:-1;}
+  var c=x[0]!==y[0]?x[0]-y[0]:x[1]<y[1]?-1:x[1]>y[1]?1:0;return up?c:-c;});
+ rows.forEach(function(r){body.appendChild(r);});};}
+function filter(t,box,count){var names=heads(t);return function(){
+ var words=box.value.toLowerCase().split(/\\s+/).filter(Boolean),kept=0,rows=t.tBodies[0].rows;
+ Array.prototype.forEach.call(rows,function(r){var ok=words.every(function(w){var c=w.indexOf(':'),
+  col=c>0?names.indexOf(w.slice(0,c)):-1;
+  var text=col>=0&&r.cells[col]?r.cells[col].textContent:r.textContent;
+  return text.toLowerCase().indexOf(col>=0?w.slice(c+1):w)>=0;});
+  r.style.display=ok?'':'none';if(ok){kept++;}});
+ count.textContent=kept+' of '+rows.length+' rows';};}
+Array.prototype.forEach.call(document.querySelectorAll('table.sortable'),function(t){
+ Array.prototype.forEach.call(t.tHead.rows[0].cells,function(th,i){var go=sorter(t,th,i);th.tabIndex=0;
+  th.addEventListener('click',go);th.addEventListener('keydown',function(e){if(e.key==='Enter'){go();}});});
+ var box=document.querySelector('input.filter[data-for="'+t.id+'"]');
+ if(box){var count=document.getElementById(t.id+'-count'),run=filter(t,box,count);box.addEventListener('input',run);}});
+})();</script>"""
 
 # Every metric a page shows, explained once: key -> (name, what it is). A page marks a metric with `term` (a tooltip)
 # and ends with `glossary` over the keys it used; tests/analysis_service/test_reports_in_browser.py checks that
@@ -123,11 +158,28 @@ GLOSSARY: dict[str, tuple[str, str]] = {
 
 
 def page(title: str, body: str, css: str = "") -> str:
-    """A whole page: doctype, viewport meta (phones), inline stylesheet and body."""
+    """A whole page: doctype, viewport meta (phones), inline stylesheet and body (and the table script when the
+    body has a `table_tool` table)."""
+    script = TABLE_SCRIPT if 'class="sortable"' in body else ""
     return (
         f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">{VIEWPORT}'
-        f"<title>{escape(title)}</title><style>{CSS}{css}</style></head><body>{body}</body></html>\n"
+        f"<title>{escape(title)}</title><style>{CSS}{css}</style></head><body>{body}{script}</body></html>\n"
     )
+
+
+def table_tool(table_id: str, head: str, rows: str, what: str, example: str) -> str:
+    """A table a reader can sort (click a column's head) and filter (the box above it), scrolling sideways inside
+    the page; `head` is the header row's cells, `rows` the body's <tr>s, `what` names the rows ("executions"),
+    `example` a filter to suggest ("verdict:fail"). table_id must be unique in the page ([A-Za-z0-9._-])."""
+    box = (
+        f'<input type="search" class="filter" data-for="{escape(table_id)}" aria-label="filter the {escape(what)}" '
+        f'placeholder="filter the {escape(what)}, e.g. {escape(example)}"> '
+        f'<span class=meta id="{escape(table_id)}-count"></span>'
+    )
+    table = (
+        f'<table class="sortable" id="{escape(table_id)}"><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>'
+    )
+    return box + scroll(table)
 
 
 def scroll(table: str) -> str:
@@ -174,7 +226,7 @@ def fmt_value(value: object, digits: int = 4) -> str:
     if isinstance(value, bool) or value is None or isinstance(value, str):
         return str(value)
     if isinstance(value, float):
-        return f"{value:.{digits}g}"
+        return _significant(value, digits)
     if isinstance(value, int):
         return str(value)
     if isinstance(value, dict):
@@ -182,9 +234,14 @@ def fmt_value(value: object, digits: int = 4) -> str:
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(fmt_value(v, digits) for v in value) + "]"
     try:
-        return f"{float(value):.{digits}g}"  # type: ignore[arg-type]  # numpy scalars
+        return _significant(float(value), digits)  # type: ignore[arg-type]  # numpy scalars
     except (TypeError, ValueError):
         return str(value)
+
+
+def _significant(x: float, digits: int) -> str:
+    """`digits` significant digits, but a large number keeps its integer part (1234.5 -> 1235, not 1.234e+03)."""
+    return f"{x:.0f}" if 10**digits <= abs(x) < 1e15 else f"{x:.{digits}g}"
 
 
 def new_figure(width: float = 7.0, height: float = 3.6) -> Figure:

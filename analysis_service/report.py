@@ -31,6 +31,7 @@ from analysis_service.html_kit import (
     page,
     plot_label,
     scroll,
+    table_tool,
     term,
 )
 from analysis_service.metrics import ExecutionRecord, compute_metrics, cumulative_failures
@@ -40,6 +41,9 @@ from analysis_service.shrinks import shrinks_section
 
 REPORT_VERSION = "1"
 MAX_FAILURES_LISTED = 50
+# The all-executions table keeps a page under ~10 MB: a longer campaign lists its first 20,000 (the store keeps
+# them all), and says so.
+MAX_EXECUTIONS_LISTED = 20_000
 INFO_KEYS = ("campaign_id", "name", "subject", "model", "strategy", "seed", "state", "stop_reason", "budget")
 
 CampaignRecords = Mapping[str, Sequence[ExecutionRecord]]
@@ -532,11 +536,61 @@ def _failures_table(entry: Mapping[str, Any]) -> str:
         total = entry["metrics"]["failures"]
         note = f'<p class="warn">showing the first {len(failures)} of {total} failures</p>'
     head = (
-        f"<tr><th>test case</th><th>reason</th><th>{term('margin')}</th><th>total reward</th><th>steps</th>"
+        f"<th>test case</th><th>reason</th><th>{term('margin')}</th><th>total reward</th><th>steps</th>"
         "<th>elapsed s</th>"
-        f"<th>input</th><th>{term('descriptors', 'descriptors')}</th><th>episode seed</th><th>replay</th></tr>"
+        f"<th>input</th><th>{term('descriptors', 'descriptors')}</th><th>episode seed</th><th>replay</th>"
     )
-    return note + scroll(f"<table><thead>{head}</thead><tbody>{rows}</tbody></table>")
+    return note + table_tool(f"{_anchor(entry['info'])}-failures", head, rows, "failures", "reason:step")
+
+
+def _cell(value: object, digits: int = 4) -> str:
+    """A sortable cell: numbers rounded for the eye, the raw value in data-v for the sort."""
+    if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_)):
+        raw = float(value)
+        if math.isfinite(raw):
+            return f'<td class=num data-v="{raw!r}">{escape(fmt_value(value, digits))}</td>'
+    return f"<td>{escape('' if value is None else fmt_value(value, digits))}</td>"
+
+
+def _executions_table(entry: Mapping[str, Any], records: Sequence[ExecutionRecord]) -> str:
+    """Every execution of the campaign, invalid inputs included, one column per input parameter: sortable and
+    filterable in the page (html_kit.table_tool)."""
+    if not records:
+        return ""
+    names = list(dict.fromkeys(k for r in records for k in r.values))
+    shown = sorted(records, key=lambda r: r.index)[:MAX_EXECUTIONS_LISTED]
+    described = any(r.descriptors for r in shown)
+    head = (
+        "<th>#</th><th>test case</th><th>verdict</th><th>reason</th>"
+        f"<th>{term('margin')}</th><th>total reward</th><th>steps</th><th>elapsed s</th>"
+        + "".join(f"<th>{escape(n)}</th>" for n in names)
+        + (f"<th>{term('descriptors')}</th>" if described else "")
+    )
+    rows = "".join(
+        f'<tr class="{escape(r.verdict)}">'
+        + _cell(r.index)
+        + f"<td><code>{escape(r.test_case_id)}</code></td><td>{escape(r.verdict)}</td><td>{escape(r.reason)}</td>"
+        + _cell(r.margin)
+        + _cell(r.total_reward)
+        + _cell(r.steps)
+        + _cell(r.elapsed_seconds)
+        + "".join(_cell(r.values.get(n)) for n in names)
+        + (f"<td><code>{escape(_descriptors_text(r.descriptors))}</code></td>" if described else "")
+        + "</tr>"
+        for r in shown
+    )
+    note = (
+        f'<p class="warn">showing the first {len(shown)} of {len(records)} executions</p>'
+        if len(shown) < len(records)
+        else ""
+    )
+    table = table_tool(f"{_anchor(entry['info'])}-executions", head, rows, "executions", "verdict:fail")
+    return (
+        "<h3>All executions</h3>"
+        f"<details{' open' if len(shown) <= 500 else ''}><summary>{len(records)} executions "
+        "(click a column to sort, type to filter)</summary>"
+        f"{note}{table}</details>"
+    )
 
 
 SHOWN_DESCRIPTORS = 4  # an image oracle records hundreds (features): the table shows the first few
@@ -591,6 +645,7 @@ def _campaign_section(
     parts.append(performance_section(title, records))
     parts.append("<h3>Failing inputs</h3>")
     parts.append(_failures_table(entry))
+    parts.append(_executions_table(entry, records))
     parts.append(_filmstrips(entry, strips or {}))
     parts.append(shrinks_section(entry.get("shrinks") or []))
     if archive is not None and "archive" in entry:

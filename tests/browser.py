@@ -5,7 +5,8 @@ resolve), gets a script as the first thing in its <head> that records every erro
 not load, console.error, an unhandled rejection) and, once the page has loaded, measures it and writes the findings
 as JSON into a <pre> that `chromium --dump-dom` prints. A second run takes a screenshot of the page.
 
-Findings: `errors`; `wide`, the elements whose right edge passes the viewport and that no horizontally scrolling box
+Findings: `act`, what a script run on the loaded page returned (inspect's `act`: a reader's clicks and typing);
+`errors`; `wide`, the elements whose right edge passes the viewport and that no horizontally scrolling box
 holds (plus the page's own scroll width); `broken_images`; `terms`, the metrics the page marks with `data-term`, and
 `undefined_terms`, those its glossary (`data-defines`) does not explain.
 """
@@ -49,7 +50,8 @@ function held(el){for(var p=el.parentElement;p&&p!==document.body;p=p.parentElem
  var o=getComputedStyle(p).overflowX;if(o==='auto'||o==='scroll'||o==='hidden'){return true;}}return false;}
 function name(el){return el.tagName.toLowerCase()+(el.id?'#'+el.id:'')+(el.className&&el.className.baseVal===undefined
  ?'.'+String(el.className).split(' ').join('.'):'')+' "'+(el.textContent||'').trim().slice(0,40)+'"';}
-function check(){var vw=document.documentElement.clientWidth,wide=[];
+function check(){var act=null;if(window.gauntletAct){try{act=window.gauntletAct();}catch(e){errs.push('act: '+e);}}
+ var vw=document.documentElement.clientWidth,wide=[];
  document.querySelectorAll('body *').forEach(function(el){if(el.id==='"""
     + MARKER
     + """')return;var r=el.getBoundingClientRect();
@@ -62,13 +64,28 @@ function check(){var vw=document.documentElement.clientWidth,wide=[];
  var out=document.createElement('pre');out.id='"""
     + MARKER
     + """';out.style.display='none';
- out.textContent=JSON.stringify({errors:errs,wide:wide.slice(0,20),broken_images:broken,viewport:vw,
+ out.textContent=JSON.stringify({act:act,errors:errs,wide:wide.slice(0,20),broken_images:broken,viewport:vw,
   terms:Object.keys(terms).sort(),undefined_terms:Object.keys(terms).filter(function(t){return !defined[t];}).sort(),
   title:document.title});
  document.body.appendChild(out);}
 window.addEventListener('load',function(){setTimeout(check,50);});
 })();</script>"""
 )
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def screenshots_dir(test: str) -> Path:
+    """Where a browser test keeps its screenshots for a person (or CI) to look at after the run:
+    `$GAUNTLET_TEST_ARTIFACTS/screenshots/<test>/`, by default `runs/test-artifacts/screenshots/<test>/` in the
+    checkout (runs/ is ignored by git). Emptied first, so it holds the last run's pictures only."""
+    base = Path(os.environ.get("GAUNTLET_TEST_ARTIFACTS") or ROOT / "runs" / "test-artifacts")
+    folder = base / "screenshots" / test
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    return folder
 
 
 def chromium() -> str | None:
@@ -90,11 +107,18 @@ def _run(binary: str, profile: Path, args: list[str], timeout: float = 120.0, wi
 
 
 def inspect(
-    page: Path, screenshots: Path, tmp: Path, served: tuple[str, Path] | None = None, width: int = VIEWPORT[0]
+    page: Path,
+    screenshots: Path,
+    tmp: Path,
+    served: tuple[str, Path] | None = None,
+    width: int = VIEWPORT[0],
+    act: str | None = None,
 ) -> dict[str, Any]:
     """Open `page` at a `width` px viewport (1,280; 500 for a narrow screen, headless Chromium's narrowest); return
     the findings (module docstring) and save `<stem>[-<width>].png` under `screenshots`. served: (base URL, folder it
-    serves) to open the page over HTTP instead of as a file (a site whose scripts a file:// URL would stop)."""
+    serves) to open the page over HTTP instead of as a file (a site whose scripts a file:// URL would stop). act: the
+    body of a JavaScript function run once the page has loaded, before the measuring (what a reader does: click,
+    type); what it returns (JSON) is the finding `act`."""
 
     def url(path: Path) -> str:
         if served is None:
@@ -107,7 +131,8 @@ def inspect(
     head = re.search(r"<head[^>]*>", text, flags=re.IGNORECASE)
     assert head is not None, f"{page} has no <head>"
     probed = page.with_name(f".probed-{page.name}")
-    probed.write_text(text[: head.end()] + PROBE + text[head.end() :], encoding="utf-8")
+    acting = "" if act is None else f"<script>window.gauntletAct=function(){{{act}}};</script>"
+    probed.write_text(text[: head.end()] + PROBE + acting + text[head.end() :], encoding="utf-8")
     profile = tmp / "chromium-profile"
     try:
         dom = _run(binary, profile, ["--virtual-time-budget=10000", "--dump-dom", url(probed)], width=width)

@@ -1,8 +1,9 @@
 """The HTML reports as a reader meets them: rendered from hand-made executions (a CartPole-like campaign, an integer
 subject, MAP-Elites with its behaviour grid, DESIGNATE's archive, comparisons with n = 1 and n = 2 and one with
 hundreds of descriptors) and opened in headless Chromium at a 1,280 px viewport (tests/browser.py): no error, nothing
-wider than the viewport, every image loads, every metric shown is in the page's glossary. The screenshots stay in the
-test's tmp folder (pytest's basetemp) for a person to look at."""
+wider than the viewport, every image loads, every metric shown is in the page's glossary. The screenshots are kept
+under runs/test-artifacts/screenshots/<test>/ (or $GAUNTLET_TEST_ARTIFACTS; tests/browser.py screenshots_dir) for a
+person to look at."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from analysis_service.metrics import ExecutionRecord
 from analysis_service.report import build_report, render_html
 from analysis_service.shrinks import shrink_entry
 from common.generated.gauntlet.v1 import generator_pb2
-from tests.browser import assert_readable, chromium, inspect
+from tests.browser import assert_readable, chromium, inspect, screenshots_dir
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -194,8 +195,9 @@ PHONE_PAGES = ("report-two", "compare-n2")
 def test_reports_pass_the_browser_check(tmp_path: Path) -> None:
     chromium()  # skips (or fails under GAUNTLET_REQUIRE_CHROMIUM=1) before any rendering
     failures = []
+    shots = screenshots_dir("reports")
     for page in pages(tmp_path):
-        result = inspect(page, tmp_path / "screenshots", tmp_path)
+        result = inspect(page, shots, tmp_path)
         assert result["terms"], f"{page.name} marks no metric for its glossary"
         try:
             assert_readable(result, page.name)
@@ -203,12 +205,52 @@ def test_reports_pass_the_browser_check(tmp_path: Path) -> None:
             failures.append(str(err))
         assert Path(result["screenshot"]).stat().st_size > 1000
         if page.stem in PHONE_PAGES:  # and on a phone: tables scroll inside the page, plots shrink
-            phone = inspect(page, tmp_path / "screenshots", tmp_path, width=PHONE)
+            phone = inspect(page, shots, tmp_path, width=PHONE)
             try:
                 assert_readable(phone, f"{page.name} at {PHONE} px", width=PHONE)
             except AssertionError as err:
                 failures.append(str(err))
     assert not failures, "\n".join(failures)
+
+
+# What a reader does with a report's all-executions table: sort by x (twice: up, then down), filter to the failures
+# with `verdict:fail`, then clear the filter; each step read back as the rows the page shows.
+SORT_AND_FILTER = """
+var t=document.querySelector('table.sortable[id$="-executions"]');
+var names=Array.prototype.map.call(t.tHead.rows[0].cells,function(h){return h.textContent.trim();});
+function col(n){var i=names.indexOf(n);return Array.prototype.filter.call(t.tBodies[0].rows,function(r){
+ return r.style.display!=='none';}).map(function(r){var c=r.cells[i],v=c.getAttribute('data-v');
+ return v===null?c.textContent.trim():v;});}
+var th=t.tHead.rows[0].cells[names.indexOf('x')];
+th.click();var up=col('x');th.click();var down=col('x');
+var box=document.querySelector('input.filter[data-for="'+t.id+'"]');
+box.value='verdict:fail';box.dispatchEvent(new Event('input'));
+var fails=col('verdict'),count=document.getElementById(t.id+'-count').textContent;
+box.value='';box.dispatchEvent(new Event('input'));
+return {names:names,up:up,down:down,fails:fails,count:count,after:col('#').length,scripts:document.scripts.length};
+"""
+
+
+def test_a_reader_sorts_and_filters_every_execution_in_chromium(tmp_path: Path) -> None:
+    """The report lists every execution (invalid inputs too) in a table that sorts by a column's head and filters
+    with the box above it, by the page's own inline script (no other script, nothing from outside)."""
+    chromium()
+    records = cartpole(1)
+    single = [(info("c-prt", "prt", "cartpole"), records)]
+    page = write(tmp_path, "report-c-prt", render_html(build_report(single), {"c-prt": records}))
+    text = page.read_text(encoding="utf-8")
+    assert text.count("<script") == 1 and "<script src" not in text
+    result = inspect(page, screenshots_dir("sort-and-filter"), tmp_path, act=SORT_AND_FILTER)
+    assert_readable(result, page.name)
+    seen = result["act"]
+    assert seen is not None, result
+    assert seen["names"][:4] == ["#", "test case", "verdict", "reason"] and "x" in seen["names"], seen["names"]
+    xs = sorted(float(r.values["x"]) for r in records)  # type: ignore[arg-type]
+    assert [float(v) for v in seen["up"]] == xs and [float(v) for v in seen["down"]] == xs[::-1]
+    failing = sum(r.verdict == "fail" for r in records)
+    assert 0 < failing < len(records) and seen["fails"] == ["fail"] * failing, seen["fails"]
+    assert seen["count"] == f"{failing} of {len(records)} rows" and seen["after"] == len(records)
+    assert any(r.verdict == "invalid" for r in records) and ">invalid</td>" in text
 
 
 def test_the_check_sees_a_wide_table_a_broken_image_and_an_undefined_metric(tmp_path: Path) -> None:
@@ -239,6 +281,7 @@ def test_what_the_pages_say_without_a_browser(tmp_path: Path) -> None:
     assert 'by <abbr data-term="separation"' in prt and "separation</abbr>: x 1.00" in prt
     assert '<tr><th><abbr data-term="failures"' in prt  # metrics are rows
     assert "0.12345678" not in prt and not re.search(r"\d\.\d{6,}", prt.split("<img")[0])
+    assert "<th>reason</th>" in prt and "<td>cart left the track at step 42</td>" in prt  # the failure's reason
     assert "taxi_row 1.00" in written["report-two"]
     two = written["report-two"]  # its CartPole campaign's first two failures, each beside its shrunk input
     assert two.count("<th>original t") == 2 and "shrunk in 23 executions" in two and "(moved)" in two
@@ -286,8 +329,9 @@ def test_docs_site_has_no_external_asset_and_passes_the_browser_check(tmp_path: 
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         base = f"http://127.0.0.1:{server.server_address[1]}"
+        shots = screenshots_dir("docs-site")
         for name in SITE_PAGES:
-            result = inspect(site / name, tmp_path / "screenshots", tmp_path, served=(base, site))
+            result = inspect(site / name, shots, tmp_path, served=(base, site))
             result["undefined_terms"] = []  # the site marks no report metrics
             assert_readable(result, name)
     finally:
