@@ -9,13 +9,21 @@ import signal
 import time
 from pathlib import Path
 
+import grpc
 import pytest
 import sqlalchemy as sa
 
 from cli.launcher import LocalSuite
 from common.generated.gauntlet.v1 import generator_pb2
 from generator_service.store import CampaignStore, ExecutionRow, StaleOwner
-from tests.generator_service.test_store_integrity import Generator, executions, spec, start_generator, stop
+from tests.generator_service.test_store_integrity import (
+    Generator,
+    concurrent_starts,
+    executions,
+    spec,
+    start_generator,
+    stop,
+)
 
 LEASE = "3"  # seconds: short, so that a takeover happens within the test
 
@@ -72,10 +80,12 @@ def test_a_lease_is_exclusive_until_it_runs_out_and_a_stale_owner_writes_nothing
     assert store.leases() == {}
 
 
-def _generator(suite: LocalSuite, url: str, tmp_path: Path, name: str) -> Generator:
+def _generator(suite: LocalSuite, url: str, tmp_path: Path, name: str, *extra: str) -> Generator:
     os.environ["GAUNTLET_GENERATOR_ID"] = name  # read by the child at start; distinct ids: no same-host shortcut
     try:
-        return start_generator(suite, url, tmp_path / "artifacts", tmp_path / f"{name}.log", "--lease-seconds", LEASE)
+        return start_generator(
+            suite, url, tmp_path / "artifacts", tmp_path / f"{name}.log", "--lease-seconds", LEASE, *extra
+        )
     finally:
         del os.environ["GAUNTLET_GENERATOR_ID"]
 
@@ -209,6 +219,45 @@ def test_a_cancel_through_either_replica_reaches_the_campaign(
         list(b.stub.WatchCampaign(generator_pb2.WatchCampaignRequest(campaign_id="live"), timeout=600))
         final = b.stub.GetCampaign(generator_pb2.GetCampaignRequest(campaign_id="live"), timeout=30).status
         assert final.state == generator_pb2.CAMPAIGN_STATE_COMPLETED and final.executions == n
+    finally:
+        for generator in (a, b):
+            if generator.process.poll() is None:
+                stop(generator)
+        store.engine.dispose()
+
+
+def test_concurrent_starts_through_both_replicas_make_one_campaign_run_once(
+    suite: LocalSuite, postgres_url: str, tmp_path: Path
+) -> None:
+    """Issue 35 items 3 and 4 together: 50 StartCampaign with one id at once, half through each replica on one
+    PostgreSQL store: one campaign, the same one for the same spec and ALREADY_EXISTS for another, never INTERNAL;
+    it runs on one replica only, its whole life."""
+    url = _fresh_database(postgres_url, f"starts{os.getpid()}")
+    store = CampaignStore(url)
+    # a lease long enough that no burst of calls delays a renewal past it: the history shows one owner
+    extra = ("--workers", "64", "--lease-seconds", "30")
+    a, b = _generator(suite, url, tmp_path, "replica-a", *extra), _generator(suite, url, tmp_path, "replica-b", *extra)
+    try:
+        codes, statuses = concurrent_starts([a.stub, b.stub], "same-spec", same_spec=True)
+        assert codes == [grpc.StatusCode.OK] * 50, codes
+        assert {s.campaign_id for s in statuses} == {"same-spec"}
+        codes, _ = concurrent_starts([a.stub, b.stub], "other-specs", same_spec=False)
+        assert codes.count(grpc.StatusCode.OK) == 1, codes
+        assert codes.count(grpc.StatusCode.ALREADY_EXISTS) == 49, codes
+        for campaign_id in ("same-spec", "other-specs"):
+            for generator in (a, b):  # whichever runs it, both follow it to the end
+                watch = generator_pb2.WatchCampaignRequest(campaign_id=campaign_id)
+                list(generator.stub.WatchCampaign(watch, timeout=300))
+            status = a.stub.GetCampaign(generator_pb2.GetCampaignRequest(campaign_id=campaign_id), timeout=30).status
+            assert status.state == generator_pb2.CAMPAIGN_STATE_COMPLETED and status.executions == 10, status
+            assert [r.index for r in store.executions(campaign_id)] == list(range(1, 11))
+            history = store.owners(campaign_id)
+            assert len(history) == 1 and history[0]["released_at"] is not None, (campaign_id, history)
+        listed = b.stub.ListCampaigns(generator_pb2.ListCampaignsRequest(), timeout=30).campaigns
+        assert sorted(c.campaign_id for c in listed) == ["other-specs", "same-spec"]
+        for name in ("replica-a", "replica-b"):
+            text = (tmp_path / f"{name}.log").read_text()
+            assert "Traceback" not in text and "UniqueViolation" not in text, name
     finally:
         for generator in (a, b):
             if generator.process.poll() is None:

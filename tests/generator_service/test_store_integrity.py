@@ -25,7 +25,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from cli.launcher import LocalSuite
 from common.generated.gauntlet.v1 import generator_pb2, generator_pb2_grpc
 from common.server import client_channel
-from generator_service.store import CampaignStore, default_store_url
+from generator_service.store import CampaignStore, ExecutionRow, default_store_url
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 
@@ -234,9 +234,10 @@ class _Bearer(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientIntercepto
 
 # -- item 3: one idempotency key, one campaign -----------------------------------------------------------------------
 def concurrent_starts(
-    stub: generator_pb2_grpc.GeneratorServiceStub, campaign_id: str, same_spec: bool, n: int = 50
+    stubs: list[generator_pb2_grpc.GeneratorServiceStub], campaign_id: str, same_spec: bool, n: int = 50
 ) -> tuple[list[grpc.StatusCode], list[generator_pb2.CampaignStatus]]:
-    """n StartCampaign calls with one id at once (a barrier releases them together): their codes and statuses."""
+    """n StartCampaign calls with one id at once (a barrier releases them together), spread over `stubs` (one
+    generator, or several replicas on one store): their codes and statuses."""
     codes: list[grpc.StatusCode] = []
     statuses: list[generator_pb2.CampaignStatus] = []
     barrier = threading.Barrier(n)
@@ -246,7 +247,7 @@ def concurrent_starts(
         request = generator_pb2.StartCampaignRequest(campaign_id=campaign_id, spec=spec(seed=0 if same_spec else k))
         barrier.wait()
         try:
-            status = stub.StartCampaign(request, timeout=300).status
+            status = stubs[k % len(stubs)].StartCampaign(request, timeout=300).status
             with lock:
                 codes.append(grpc.StatusCode.OK)
                 statuses.append(status)
@@ -267,10 +268,10 @@ def test_concurrent_starts_with_one_id_make_exactly_one_campaign(suite: LocalSui
     url = f"sqlite:///{tmp_path / 'store.db'}"
     with running(suite, url, tmp_path / "artifacts", tmp_path / "generator.log", "--workers", "128") as generator:
         stub = generator.stub
-        codes, statuses = concurrent_starts(stub, "same-spec", same_spec=True)
+        codes, statuses = concurrent_starts([stub], "same-spec", same_spec=True)
         assert codes == [grpc.StatusCode.OK] * 50  # the contract: the same id and spec give the same campaign
         assert {s.campaign_id for s in statuses} == {"same-spec"}
-        codes, statuses = concurrent_starts(stub, "other-specs", same_spec=False)
+        codes, statuses = concurrent_starts([stub], "other-specs", same_spec=False)
         assert codes.count(grpc.StatusCode.OK) == 1, codes
         assert codes.count(grpc.StatusCode.ALREADY_EXISTS) == 49, codes
         for campaign_id in ["same-spec", "other-specs"]:
@@ -339,6 +340,59 @@ def test_a_store_that_stops_answering_is_unavailable_and_not_ready(
         run_to_end(stub, "during")
         assert len(executions(stub, "during")) == 10
     server.dispose()
+
+
+def test_a_campaign_whose_start_the_store_refused_leaves_no_phantom_runner(
+    suite: LocalSuite, postgres_url: str, tmp_path: Path
+) -> None:
+    """Issue 35 item 5: a store failure while a campaign started left its runner registered, so the campaign read
+    'running' and nothing ever ran or resumed it. Here the campaign's row is stored and then the state write that
+    starts its runner fails (PostgreSQL: disk full, raised by a trigger on that one row): StartCampaign answers
+    UNAVAILABLE and registers nothing, the generator serves on, and once the store takes the write again the
+    campaign is taken up and runs to the end, once."""
+    server = sa.create_engine(postgres_url, isolation_level="AUTOCOMMIT")
+    with server.connect() as conn:
+        conn.exec_driver_sql("DROP DATABASE IF EXISTS phantom WITH (FORCE)")
+        conn.exec_driver_sql("CREATE DATABASE phantom")
+    server.dispose()
+    url = postgres_url.rsplit("/", 1)[0] + "/phantom"
+    store = CampaignStore(url)  # the tables, so that the trigger can be made before the generator starts
+    with store.engine.begin() as conn:
+        conn.exec_driver_sql(
+            "CREATE FUNCTION refuse_state() RETURNS trigger LANGUAGE plpgsql AS "
+            "$$ BEGIN RAISE EXCEPTION 'no space left on device' USING ERRCODE = 'disk_full'; END $$"
+        )
+        conn.exec_driver_sql(
+            "CREATE TRIGGER refuse_state BEFORE UPDATE OF state ON campaigns FOR EACH ROW "
+            "WHEN (NEW.id = 'phantom') EXECUTE FUNCTION refuse_state()"
+        )
+    try:
+        log = tmp_path / "generator.log"
+        with running(suite, url, tmp_path / "artifacts", log, "--lease-seconds", "3") as generator:
+            stub = generator.stub
+            request = generator_pb2.StartCampaignRequest(campaign_id="phantom", spec=spec())
+            error = refusal(stub.StartCampaign, request)
+            assert error.code() == grpc.StatusCode.UNAVAILABLE, error.details()
+            assert "campaign store is unavailable" in error.details() and "no space" not in error.details()
+            row = store.campaign("phantom")
+            assert row is not None and row.state == "running" and store.count("phantom").executions == 0
+            run_to_end(stub, "beside", seed=1)  # the generator serves on
+            assert len(executions(stub, "beside")) == 10
+            with store.engine.begin() as conn:
+                conn.exec_driver_sql("DROP TRIGGER refuse_state ON campaigns")
+            # a generator taking campaigns up every lease/3 s (or a ResumeCampaign) takes it over: had a runner
+            # stayed registered, it would count as running here and never run
+            deadline = time.monotonic() + 120
+            while (row := store.campaign("phantom")) is not None and row.state == "running":
+                assert time.monotonic() < deadline, "the campaign whose start failed was never taken up"
+                time.sleep(0.5)
+            assert row is not None and row.state == "completed" and row.stop_reason == "max_executions"
+            assert [r.index for r in store.executions("phantom")] == list(range(1, 11))
+            history = store.owners("phantom")
+            assert history and all(h["released_at"] is not None for h in history), history
+            assert store.leases() == {}
+    finally:
+        store.engine.dispose()
 
 
 @contextmanager
@@ -428,3 +482,14 @@ def test_postgres_json_columns_refuse_what_is_not_json(postgres_url: str) -> Non
         conn.exec_driver_sql("UPDATE campaigns SET spec = '{\"x\": trunc' WHERE id = 'pg-json'")
     row = store.campaign("pg-json")
     assert row is not None and row.spec == {"name": "pg-json"}
+    # the asked test cases' json column (key order kept) refuses what is not JSON too, and so do the executions'
+    store.add_test_cases("pg-json", 1, 1, [("t1", {"b": 1, "a": 2})])
+    row_1 = ExecutionRow("t1", 1, 1, {"b": 1, "a": 2}, "pass", 0.0, 1, 0.0, (), "", 1, 0, 0.0)
+    store.add_executions("pg-json", [row_1])
+    for table, column in [("test_cases", "values"), ("executions", "values"), ("executions", "descriptors")]:
+        with pytest.raises(sa.exc.DataError), store.engine.begin() as conn:
+            bad = "'{\"x\": 0.1, trunc'"
+            conn.exec_driver_sql(f"UPDATE {table} SET \"{column}\" = {bad} WHERE campaign_id = 'pg-json'")
+    [[(_, values)]] = store.asked_batches("pg-json")
+    assert list(values.items()) == [("b", 1), ("a", 2)]
+    assert [r.values for r in store.executions("pg-json")] == [{"b": 1, "a": 2}]

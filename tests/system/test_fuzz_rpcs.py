@@ -308,7 +308,8 @@ def _drain(stream: Iterator[bytes]) -> tuple:
 
 def _planted_cases(suite: LocalSuite, outside: Path) -> list[tuple[str, str, Message, grpc.StatusCode]]:
     """Hand-written hostile requests beside the random ones (issue 35), each with the one status it must get: a
-    symbolic link at a report's file name and on its folder, a 0 or empty spec field, an oversized batch.
+    symbolic link at a report's file name and on its folder, a 0 or empty spec field, an oversized batch, an
+    artifact path that leads to the generator's store or log.
 
     Two real campaigns ("random", "random-2": names the fuzzer also draws) exist so that the report RPCs reach
     the write; links at their report files and on folders the fuzzer names point out of the report root."""
@@ -362,6 +363,21 @@ def _planted_cases(suite: LocalSuite, outside: Path) -> list[tuple[str, str, Mes
                 invalid,
             )
         )
+    # artifact paths that lead to the generator's store or log (by a link, a hard link, a name): refused before
+    # anything opens them (opening the SQLite file would drop the generator's locks on it)
+    store = Path(suite.store_url.removeprefix("sqlite:///"))
+    artifacts = suite.artifact_root
+    artifacts.mkdir(parents=True, exist_ok=True)
+    (artifacts / "store-link.db").symlink_to(store)
+    os.link(store, artifacts / "store-hard.db")
+    (artifacts / "store-folder").symlink_to(store.parent, target_is_directory=True)
+    (artifacts / "log-link").symlink_to(suite.log_dir / "generator.log")
+    for reference in ("store-link.db", "store-hard.db", f"store-folder/{store.name}-wal", "log-link"):
+        bad = generator_pb2.CampaignSpec()
+        bad.CopyFrom(spec)
+        bad.strategy = "search_safety"
+        bad.strategy_params.update({"reference": reference})
+        cases.append(("generator", "StartCampaign", generator_pb2.StartCampaignRequest(spec=bad), invalid))
     model = common_pb2.ModelRef(name="cartpole-ppo")
     too_many = to_tensor(np.zeros((MAX_BATCH_OBSERVATIONS + 1, 4), np.float32))
     too_big = common_pb2.Tensor(dtype=common_pb2.ELEMENT_TYPE_FLOAT32, shape=[4096, MAX_BATCH_BYTES // 4096])
