@@ -4,7 +4,9 @@
 The page is one self-contained HTML file (inline CSS and a small inline script, no CDN) served on loopback with two
 JSON endpoints it polls every second: `/api/campaigns` (ListCampaigns: every campaign of the generator's store,
 running and finished, with executions, failures and invalid inputs) and `/api/campaign?id=ID` (ListExecutions: the
-cumulative-failure curve and the failures with their reason and `gauntlet replay` command). The CLI stays a client:
+cumulative-failure curve and the failures with their reason and `gauntlet replay` command) and `/api/compare?subject=S`
+(the comparison plot: the newest campaigns on the chosen campaign's subject, one cumulative-failure line each coloured
+by strategy, and per strategy its campaigns' failures, redrawn every 5 s). The CLI stays a client:
 it reads the campaigns through the generator's RPCs (`--generator H:P`), or, without one, through a generator
 started on loopback over the same store URL that does not take over any campaign (resume_on_start off), so campaigns
 that run on other machines against the same store show up too."""
@@ -95,6 +97,27 @@ def campaign_detail(stub: generator_pb2_grpc.GeneratorServiceStub, campaign_id: 
     return {"campaign_id": campaign_id, "curve": thinned, "failures": failures, "failures_total": found}
 
 
+COMPARED = 24  # campaigns of one subject drawn together in the comparison plot (the newest)
+
+
+def comparison(stub: generator_pb2_grpc.GeneratorServiceStub, subject: str) -> dict[str, Any]:
+    """The newest campaigns on `subject` (up to COMPARED), each with its strategy and cumulative-failure curve: the
+    comparison plot, one line per campaign coloured by strategy, and per strategy its campaigns' failures."""
+    rows = [r for r in campaign_rows(stub) if r["subject"] == subject][:COMPARED]
+    campaigns = [
+        {
+            "campaign_id": r["campaign_id"],
+            "strategy": r["strategy"],
+            "curve": campaign_detail(stub, r["campaign_id"])["curve"],
+        }
+        for r in rows
+    ]
+    strategies: dict[str, list[int]] = {}
+    for r in rows:
+        strategies.setdefault(r["strategy"], []).append(int(r["failures"]))
+    return {"subject": subject, "campaigns": campaigns, "strategies": strategies}
+
+
 PAGE = """<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1"><title>Gauntlet dashboard</title><style>
@@ -109,13 +132,14 @@ code{font-size:.82rem;word-break:break-all} .fail{color:#b00020;font-weight:600}
 </style></head><body>
 <h1>Gauntlet dashboard</h1>
 <p class=meta>Campaigns of the generator at <code id=where></code>, refreshed every second.
-Click a campaign for its cumulative failures and failing inputs.</p>
+Click a campaign for its cumulative failures, its failing inputs and the strategies run on its subject.</p>
 <div class=scroll><table><thead><tr><th>campaign</th><th>strategy</th><th>subject</th><th>model</th><th>state</th>
 <th>executions</th><th>failures</th><th>invalid</th><th>seconds</th></tr></thead><tbody id=campaigns></tbody></table></div>
+<section id=compare></section>
 <section id=detail></section>
 <p id=errors class=fail></p>
 <script>
-var chosen=null;
+var chosen=null,compared=null,ticks=0;
 function oops(text){document.getElementById('errors').textContent='dashboard: '+text;}
 window.addEventListener('error',function(e){oops(e.message);});
 window.addEventListener('unhandledrejection',function(e){oops(String(e.reason));});
@@ -128,6 +152,29 @@ function plot(curve){if(!curve.length){return '<p class=meta>no executions yet</
  +'<text x=4 y=20 font-size=11>'+my+'</text><text x=30 y='+(h-8)+' font-size=11>0</text>'
  +'<text x='+(w-60)+' y='+(h-8)+' font-size=11>'+mx+' exec.</text>'
  +'<polyline fill=none stroke="#b00020" stroke-width=2 points="'+pts+'"/></svg>';}
+var COLOURS=['#1f77b4','#d62728','#2ca02c','#ff7f0e','#9467bd','#8c564b','#e377c2','#7f7f7f'];
+function median(xs){var s=xs.slice().sort(function(a,b){return a-b;}),m=s.length>>1;
+ return s.length%2?s[m]:(s[m-1]+s[m])/2;}
+function compare(subject){if(!subject){return;}
+ fetch('/api/compare?subject='+encodeURIComponent(subject)).then(function(r){return r.json();}).then(function(d){
+  if(d.error){document.getElementById('compare').innerHTML='<p class=fail>'+esc(d.error)+'</p>';return;}
+  var names=Object.keys(d.strategies).sort(),w=640,h=220,mx=1,my=1;
+  d.campaigns.forEach(function(c){c.curve.forEach(function(p){mx=Math.max(mx,p[0]);my=Math.max(my,p[1]);});});
+  var lines=d.campaigns.map(function(c){var k=names.indexOf(c.strategy);
+   return '<polyline class=strategy-line data-strategy="'+esc(c.strategy)+'" fill=none stroke-width=1.5 stroke="'
+   +COLOURS[k%COLOURS.length]+'" points="'+c.curve.map(function(p){return (40+p[0]/mx*(w-50)).toFixed(1)+','
+   +(h-25-p[1]/my*(h-40)).toFixed(1);}).join(' ')+'"><title>'+esc(c.campaign_id)+'</title></polyline>';}).join('');
+  var legend=names.map(function(n,k){var f=d.strategies[n];return '<tr><td><span style="color:'
+   +COLOURS[k%COLOURS.length]+'">&#9632;</span> '+esc(n)+'</td><td class=num>'+f.length+'</td><td class=num>'
+   +median(f)+'</td><td class=num>'+Math.min.apply(null,f)+'&ndash;'+Math.max.apply(null,f)+'</td></tr>';}).join('');
+  document.getElementById('compare').innerHTML='<h2>Strategies on '+esc(d.subject)+'</h2>'
+   +'<p class=meta>Cumulative failures of the newest '+d.campaigns.length+' campaigns on this subject, one line each, '
+   +'coloured by strategy.</p><svg id=comparison viewBox="0 0 '+w+' '+h+'" width="'+w+'" height="'+h
+   +'" role=img aria-label="cumulative failures per strategy"><line x1=40 y1='+(h-25)+' x2='+(w-10)+' y2='+(h-25)
+   +' stroke="#888"/><line x1=40 y1=15 x2=40 y2='+(h-25)+' stroke="#888"/><text x=4 y=20 font-size=11>'+my
+   +'</text><text x=30 y='+(h-8)+' font-size=11>0</text><text x='+(w-60)+' y='+(h-8)+' font-size=11>'+mx
+   +' exec.</text>'+lines+'</svg><div class=scroll><table><thead><tr><th>strategy</th><th>campaigns</th>'
+   +'<th>median failures</th><th>range</th></tr></thead><tbody id=strategies>'+legend+'</tbody></table></div>';});}
 function detail(){if(!chosen){return;}
  fetch('/api/campaign?id='+encodeURIComponent(chosen)).then(function(r){return r.json();}).then(function(d){
   if(d.error){document.getElementById('detail').innerHTML='<p class=fail>'+esc(d.error)+'</p>';return;}
@@ -141,6 +188,8 @@ function refresh(){fetch('/api/campaigns').then(function(r){return r.json();}).t
   document.getElementById('where').textContent=d.where;
   if(d.error){document.getElementById('campaigns').innerHTML='<tr><td colspan=9 class=fail>'+esc(d.error)+'</td></tr>';return;}
   if(!chosen&&d.campaigns.length){chosen=d.campaigns[0].campaign_id;}
+  var picked=d.campaigns.filter(function(c){return c.campaign_id===chosen;})[0];
+  if(picked&&(ticks++%5===0||picked.subject!==compared)){compared=picked.subject;compare(compared);}
   document.getElementById('campaigns').innerHTML=d.campaigns.map(function(c){
    return '<tr class="pick'+(c.campaign_id===chosen?' chosen':'')+'" data-id="'+esc(c.campaign_id)+'"><td>'
    +esc(c.name||c.campaign_id)+'<br><span class=meta>'+esc(c.campaign_id)+'</span></td><td>'+esc(c.strategy)+'</td><td>'
@@ -183,6 +232,9 @@ class _Handler(BaseHTTPRequestHandler):
             elif url.path == "/api/campaign":
                 cid = (parse_qs(url.query).get("id") or [""])[0]
                 self._json(campaign_detail(self.stub, cid))
+            elif url.path == "/api/compare":
+                subject = (parse_qs(url.query).get("subject") or [""])[0]
+                self._json(comparison(self.stub, subject))
             elif url.path == "/favicon.ico":
                 self._send(b"", "image/x-icon", 204)
             else:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from cli.follow import Pace
+from cli.launcher import LocalSuite
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -79,3 +81,24 @@ def test_the_local_suite_says_which_services_are_up(tmp_path: Path) -> None:
         assert sorted(ready) == ["agent", "oracle"]
     finally:
         local.stop()
+
+
+def test_the_progress_bar_counts_valid_executions_and_shows_invalid_ones(suite: LocalSuite, tmp_path: Path) -> None:
+    """`gauntlet run` at 80 columns, on a subject whose uniform draws break a validity rule about 1 time in 11
+    (Taxi's passenger == destination): the bar's last frame reads 60/60 (not 6x/60), the invalid inputs beside it,
+    the rate and the ETA."""
+    spec = tmp_path / "c.yaml"
+    spec.write_text(
+        "campaign:\n  subject: taxi_large\n  model: taxi-qlearning\n  strategy: random\n  seed: 2\n"
+        "  budget: {max_executions: 60}\n  batch_size: 20\n  parallelism: 10\n"
+    )
+    out = gauntlet(
+        "run", str(spec), "--generator", suite.endpoint("generator"), "--analysis", suite.endpoint("analysis")
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    bar = [line for line in out.stdout.splitlines() if " invalid" in line and "/s" in line]
+    assert bar, out.stdout
+    found = re.search(r"(\d+)/60\s+(\d+) failures\s+(\d+) invalid\s+([\d.]+)/s\s+\d+:\d\d:\d\d\s+ETA \d+:\d\d", bar[-1])
+    assert found, bar[-1]
+    assert int(found.group(1)) == 60 and int(found.group(3)) > 0 and float(found.group(4)) > 0, bar[-1]
+    assert len(bar[-1]) <= 80, bar[-1]

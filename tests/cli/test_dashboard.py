@@ -1,5 +1,7 @@
 """`gauntlet dashboard` against a running suite: it starts, a campaign runs, and headless Chromium shows the campaign
-live (executions and failures rising between two looks) and lists its failures with their replay commands."""
+live (executions and failures rising between two looks), lists its failures with their replay commands and draws
+the comparison plot of the strategies run on its subject (random and PRT here); a second
+dashboard given only the store's URL (no generator: as on another machine) lists the same running campaign."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
@@ -19,7 +22,7 @@ from cli.launcher import LocalSuite
 from common.generated.gauntlet.v1 import generator_pb2, generator_pb2_grpc
 from common.server import client_channel
 from generator_service.config import CampaignConfig
-from tests.browser import FLAGS, VIEWPORT, chromium
+from tests.browser import FLAGS, VIEWPORT, chromium, screenshots_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.timeout(600)
@@ -44,11 +47,11 @@ def shown(page: str, campaign_id: str) -> tuple[int, int]:
     return int(executions.group(1)), int(failures.group(1))
 
 
-def test_dashboard_shows_a_running_campaign_live(suite: LocalSuite, tmp_path: Path) -> None:
-    binary = chromium()
-    assert binary is not None
+@contextlib.contextmanager
+def dashboard(*args: str) -> Iterator[str]:
+    """`gauntlet dashboard ARGS --port 0` running; yields its URL."""
     server = subprocess.Popen(
-        [sys.executable, "-m", "cli.main", "dashboard", "--generator", suite.endpoint("generator"), "--port", "0"],
+        [sys.executable, "-m", "cli.main", "dashboard", *args, "--port", "0"],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -59,22 +62,40 @@ def test_dashboard_shows_a_running_campaign_live(suite: LocalSuite, tmp_path: Pa
         line = server.stdout.readline()
         found = re.search(r"http://127\.0\.0\.1:\d+/", line)
         assert found, line + (server.stderr.read() if server.poll() is not None and server.stderr else "")
-        url = found.group(0)
+        yield found.group(0)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def test_dashboard_shows_a_running_campaign_live(suite: LocalSuite, tmp_path: Path) -> None:
+    binary = chromium()
+    assert binary is not None
+    with dashboard("--generator", suite.endpoint("generator")) as url:
         gen = generator_pb2_grpc.GeneratorServiceStub(client_channel(suite.endpoint("generator")))
-        config = CampaignConfig.model_validate(
-            {
-                "name": "dashboard-live",
-                "subject": "cartpole",
-                "model": "cartpole-ppo-seed1",  # a weak agent: failures come early
-                "strategy": "random",
-                "seed": 3,
-                "budget": {"max_executions": 400},
-                "batch_size": 8,
-                "parallelism": 8,
-            }
-        )
-        started = gen.StartCampaign(generator_pb2.StartCampaignRequest(spec=config.to_proto()), timeout=120)
-        cid = started.status.campaign_id
+
+        def start(strategy: str, budget: int) -> str:
+            config = CampaignConfig.model_validate(
+                {
+                    "name": f"dashboard-{strategy}",
+                    "subject": "cartpole",
+                    "model": "cartpole-ppo-seed1",  # a weak agent: failures come early
+                    "strategy": strategy,
+                    "seed": 3,
+                    "budget": {"max_executions": budget},
+                    "batch_size": 8,
+                    "parallelism": 8,
+                }
+            )
+            started = gen.StartCampaign(generator_pb2.StartCampaignRequest(spec=config.to_proto()), timeout=120)
+            return str(started.status.campaign_id)
+
+        # a second strategy on the subject, for the comparison plot: run to its end first, so that the live one is
+        # the newest campaign (the one the page opens)
+        other_cid = start("prt", 24)
+        list(gen.WatchCampaign(generator_pb2.WatchCampaignRequest(campaign_id=other_cid), timeout=300))
+        time.sleep(1.1)  # created_at has a resolution of a second
+        cid = start("random", 400)
         looks = []
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline:
@@ -86,10 +107,15 @@ def test_dashboard_shows_a_running_campaign_live(suite: LocalSuite, tmp_path: Pa
         assert len(looks) >= 2 and looks[-1][0] > looks[0][0] and looks[-1][1] > looks[0][1], looks
         # the failures, each with its replay command, and the curve
         assert f"gauntlet replay {cid} t" in page and 'id="curve"' in page
+        # the comparison plot of the chosen campaign's subject: a line per campaign, coloured by strategy
+        assert 'id="comparison"' in page and "Strategies on cartpole" in page, page[-3000:]
+        assert 'data-strategy="random"' in page and 'data-strategy="prt"' in page, page[-3000:]
+        compared = json.loads(urllib.request.urlopen(f"{url}api/compare?subject=cartpole", timeout=60).read())
+        assert {cid, other_cid} <= {c["campaign_id"] for c in compared["campaigns"]}, compared
+        assert {"random", "prt"} <= set(compared["strategies"]), compared
         detail = json.loads(urllib.request.urlopen(f"{url}api/campaign?id={cid}", timeout=60).read())
         assert detail["failures_total"] >= looks[-1][1] and detail["curve"][-1][1] == detail["failures_total"]
-        shot = tmp_path / "screenshots" / "dashboard.png"
-        shot.parent.mkdir()
+        shot = screenshots_dir("dashboard") / "dashboard.png"
         subprocess.run(
             [
                 binary,
@@ -104,8 +130,15 @@ def test_dashboard_shows_a_running_campaign_live(suite: LocalSuite, tmp_path: Pa
             timeout=120,
             check=True,
         )
+        # a second dashboard that reads the same store by its URL (as on another machine: no --generator) lists the
+        # campaign the suite's generator runs (or has just finished), its counts and its failures
+        with dashboard("--store-url", suite.store_url) as other:
+            listed = json.loads(urllib.request.urlopen(f"{other}api/campaigns", timeout=60).read())
+            assert listed["where"].endswith("(local)") and "error" not in listed, listed
+            row = next(c for c in listed["campaigns"] if c["campaign_id"] == cid)
+            assert row["executions"] >= looks[-1][0] and row["failures"] >= looks[-1][1], (row, looks)
+            assert row["subject"] == "cartpole" and row["strategy"] == "random"
+            page = dom(binary, other, tmp_path / "profile")
+            assert shown(page, cid)[0] >= looks[-1][0] and f"gauntlet replay {cid} t" in page, page[-2000:]
         with contextlib.suppress(grpc.RpcError):  # stop it early (one that already completed cannot be cancelled)
             gen.CancelCampaign(generator_pb2.CancelCampaignRequest(campaign_id=cid), timeout=60)
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
