@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import stat
 import subprocess
 import sys
 import threading
@@ -187,6 +188,20 @@ def test_a_request_naming_the_store_never_loses_acknowledged_campaigns(suite: Lo
             ids = executions(restarted.stub, campaign_id)
             assert len(ids) == len(set(ids)) == 10
     assert "disk I/O" not in log.read_text()
+
+
+def test_a_plain_suite_keeps_its_store_logs_and_folders_private(suite: LocalSuite) -> None:
+    """Issue 35 item 8 without --secure too: the store, its WAL, the logs and the suite's folders were world-readable
+    (0644/0755); the services run with umask 077 and the launcher makes its folders 0700, its logs 0600."""
+    run_to_end(generator_pb2_grpc.GeneratorServiceStub(client_channel(suite.endpoint("generator"))), "private-files")
+    store = Path(suite.store_url.removeprefix("sqlite:///"))
+    databases = sorted(store.parent.glob(f"{store.name}*"))  # the database and the WAL/SHM files beside it
+    logs = sorted(suite.log_dir.glob("*.log"))
+    assert store in databases and len(logs) >= len(suite.services), (databases, logs)
+    for path in databases + logs:
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+    for folder in (suite.log_dir, suite.artifact_root):
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o700, folder
 
 
 def test_logs_and_credentials_are_refused_as_artifact_paths(suite: LocalSuite, tmp_path: Path) -> None:
