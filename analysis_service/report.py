@@ -41,9 +41,9 @@ from analysis_service.shrinks import shrinks_section
 
 REPORT_VERSION = "1"
 MAX_FAILURES_LISTED = 50
-# The all-executions table keeps a page under ~10 MB: a longer campaign lists its first 20,000 (the store keeps
-# them all), and says so.
-MAX_EXECUTIONS_LISTED = 20_000
+# The all-executions table keeps a page to a few MB (about 500 bytes a CartPole row): a longer campaign lists its
+# first 10,000 (the store keeps them all), and says so.
+MAX_EXECUTIONS_LISTED = 10_000
 INFO_KEYS = ("campaign_id", "name", "subject", "model", "strategy", "seed", "state", "stop_reason", "budget")
 
 CampaignRecords = Mapping[str, Sequence[ExecutionRecord]]

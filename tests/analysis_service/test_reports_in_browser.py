@@ -253,6 +253,16 @@ def test_a_reader_sorts_and_filters_every_execution_in_chromium(tmp_path: Path) 
     assert any(r.verdict == "invalid" for r in records) and ">invalid</td>" in text
 
 
+def test_a_long_campaign_lists_its_first_executions_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    import analysis_service.report as report_module
+
+    monkeypatch.setattr(report_module, "MAX_EXECUTIONS_LISTED", 50)
+    records = cartpole(1)
+    page = render_html(build_report([(info("c-prt", "prt", "cartpole"), records)]), {"c-prt": records})
+    table = page.split('id="campaign-c-prt-executions"')[1].split("</table>")[0]
+    assert table.count("<tr class=") == 50 and "showing the first 50 of 120 executions" in page
+
+
 def test_the_check_sees_a_wide_table_a_broken_image_and_an_undefined_metric(tmp_path: Path) -> None:
     """The check itself can fail: a page with each defect is caught."""
     chromium()
