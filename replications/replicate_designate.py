@@ -1,4 +1,4 @@
-"""DESIGNATE's RQ1/RQ2 through the services: DESIGNATE, _single, _pix, _NoGAN and random on an image subject.
+"""DESIGNATE's RQ1/RQ2 through the services: DESIGNATE, _single, _pix, _NoGAN, random and DeepJanus on an image subject.
 
 "Search-based DNN Testing and Retraining with GAN-enhanced Simulations", Section IV (Tables II, VI, X for urban;
 IV, VIII, XII for Mars). Steps, all campaigns on a local suite (cli.launcher.LocalSuite):
@@ -13,9 +13,12 @@ IV, VIII, XII for Mars). Steps, all campaigns on a local suite (cli.launcher.Loc
 3. per run seed: the designate strategy (r = 5 x N = 12 seeding, ``--generations`` generations: 1,260 evaluations
    at the paper's 100) in variants designate, single, pix (with the *_pix oracle) and designate with
    ``observation_translator: none`` (NoGAN); random with ``--random-budget`` executed images (the paper's 1,200);
-   ``--variants`` runs a subset. A DESIGNATE campaign's archive comes from the generator's ListArchive (which
-   replays its stored batches); random's "archive" is its relevant images (the paper's Random row). Every run's
-   archive poses go to results/designate_<subject>.runs.json (``--from-runs`` reads them back: RQ2 alone);
+   the deepjanus strategy (the paper's DeepJanus baseline, Section IV-B: judged on the simulator's image) and the
+   same with the translator (DeepJanus_GAN), each with DESIGNATE's evaluations (5 x N + generations x N);
+   ``--variants`` runs a subset. A DESIGNATE or DeepJanus campaign's archive comes from the generator's ListArchive
+   (which replays its stored batches; DeepJanus': both members of its frontier pairs); random's "archive" is its
+   relevant images (the paper's Random row). Every run's archive poses go to
+   results/designate_<subject>.runs[<share>].json (``--from-runs`` reads them back: RQ2 alone);
 4. RQ1: IoU_car (mIoU on Mars) over the archives pooled over runs, the number of archive images per run, feature
    and pixel diversity (mean pairwise distance inside each archive, from re-rendered images: the same pose always
    gives the same images) and Mann-Whitney U / Vargha-Delaney A12 of DESIGNATE against each other approach;
@@ -40,6 +43,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -67,7 +71,9 @@ from common.server import client_channel
 from common.space import case_values
 from generator_service.api import DESIGNATE_SCALARS, CampaignConfig
 
-VARIANTS = ("DESIGNATE", "DESIGNATE_single", "DESIGNATE_pix", "DESIGNATE_NoGAN", "Random")
+VARIANTS = ("DESIGNATE", "DESIGNATE_single", "DESIGNATE_pix", "DESIGNATE_NoGAN", "Random", "DeepJanus", "DeepJanus_GAN")
+DEEPJANUS = ("DeepJanus", "DeepJanus_GAN")  # the deepjanus strategy, without and with the translator
+SIMULATOR_IMAGES = ("DESIGNATE_NoGAN", "DeepJanus")  # judged on the simulator's image (observation_translator none)
 PAPER = {  # Tables II/IV (median, avg accuracy, #images), VI/VIII (feature median), X/XII (median after retraining)
     "urban": {
         "DESIGNATE": {"median": 0.77, "avg": 0.54, "images": 721, "feature_div": 14.97, "pixel_div": 0.98},
@@ -75,6 +81,8 @@ PAPER = {  # Tables II/IV (median, avg accuracy, #images), VI/VIII (feature medi
         "DESIGNATE_pix": {"median": 0.76, "avg": 0.52, "images": 783, "feature_div": 12.67, "pixel_div": 0.97},
         "DESIGNATE_NoGAN": {"median": 0.84, "avg": 0.78, "images": 1190, "feature_div": 12.90, "pixel_div": 0.92},
         "Random": {"median": 0.85, "avg": 0.69, "images": 1185, "feature_div": 10.99, "pixel_div": 0.73},
+        "DeepJanus": {"median": 0.74, "avg": 0.68, "images": 943, "feature_div": 13.21, "pixel_div": 0.94},
+        "DeepJanus_GAN": {"median": 0.87, "avg": 0.81, "images": 954, "feature_div": 12.11, "pixel_div": 0.97},
         "retraining": {"original": 0.82, "original_data": 0.84, "DESIGNATE": 0.90, "Random": 0.85},
     },
     "mars": {
@@ -83,6 +91,8 @@ PAPER = {  # Tables II/IV (median, avg accuracy, #images), VI/VIII (feature medi
         "DESIGNATE_pix": {"median": 0.52, "avg": 0.53, "images": 718, "feature_div": 11.92, "pixel_div": 0.98},
         "DESIGNATE_NoGAN": {"median": 0.32, "avg": 0.39, "images": 1151, "feature_div": 16.79, "pixel_div": 0.98},
         "Random": {"median": 0.64, "avg": 0.62, "images": 1031, "feature_div": 11.36, "pixel_div": 0.98},
+        "DeepJanus": {"median": 0.48, "avg": 0.44, "images": 986, "feature_div": 12.81, "pixel_div": 0.96},
+        "DeepJanus_GAN": {"median": 0.60, "avg": 0.61, "images": 954, "feature_div": 9.52, "pixel_div": 0.99},
         "retraining": {"original": 0.44, "original_data": 0.47, "DESIGNATE": 0.53, "Random": 0.49},
     },
 }
@@ -99,6 +109,7 @@ class Renderer:
         from simulator_service.api import get_subject, make_env
 
         self.env = make_env(get_subject(subject))
+        self.iou_threshold = float(get_subject(subject).env_kwargs["iou_threshold"])  # the oracle's pass/fail line
         self.dnn = SegmentationModel.load(ROOT / "agent_service/zoo" / f"segnet-{subject}" / "model.pt")
         root = ROOT / "translator_service/models"
         self.entry = yaml.safe_load((root / "manifest.yaml").read_text())["translators"][f"pix2pix-{subject}"]
@@ -133,8 +144,30 @@ def one_run(
 ) -> dict[str, Any]:
     oracle = ORACLES[subject]
     params: dict[str, Any] = {"generations": args.generations, "t_relevance": thresholds["t_relevance"]}
-    translator = "none" if variant == "DESIGNATE_NoGAN" else ""
-    if variant == "Random":
+    translator = "none" if variant in SIMULATOR_IMAGES else ""
+    if variant in DEEPJANUS:
+        evaluations = 5 * 12 + args.generations * 12  # DESIGNATE's r x N seeding + g_max x N
+        config = CampaignConfig(
+            name=f"designate-{subject}-{variant}-{seed}",
+            subject=subject,
+            model=f"segnet-{subject}",
+            strategy="deepjanus",
+            # the verdict flips at the subject's iou_threshold; irrelevant images (F_accuracy 2) are on no frontier;
+            # generations never bind before DESIGNATE's number of evaluations does
+            strategy_params={
+                "generations": evaluations,
+                "max_evaluations": evaluations,
+                "failure_margin": renderer.iou_threshold,
+                "irrelevant_margin": IRRELEVANT,
+            },
+            oracle=oracle,
+            seed=seed,
+            budget={"max_executions": 100_000},
+            batch_size=60,
+            parallelism=12,
+            observation_translator=translator,
+        )
+    elif variant == "Random":
         config = CampaignConfig(
             name=f"designate-{subject}-{variant}-{seed}",
             subject=subject,
@@ -182,7 +215,7 @@ def one_run(
         members = [(case_values(m.execution.test_case), m.f_accuracy) for m in archive]
         scalars = [list(m.execution.descriptors[:DESIGNATE_SCALARS]) for m in archive]
     poses = [dict(v) for v, _ in members]
-    rendered = renderer.render(poses, translated=variant != "DESIGNATE_NoGAN")
+    rendered = renderer.render(poses, translated=variant not in SIMULATOR_IMAGES)
     images = list(rendered["images"])
     return {
         "seed": seed,
@@ -412,6 +445,12 @@ def main() -> None:
         "--from-runs", type=Path, nargs="+", help="RQ2 and the tables from saved .runs.json files, merged"
     )
     parser.add_argument(
+        "--share",
+        default="",
+        help="name of this share's runs file, designate_<subject>.runs-<share>.json (default: from<first seed>, "
+        "or none for seed 0); e.g. --variants DeepJanus DeepJanus_GAN --campaigns-only --share deepjanus",
+    )
+    parser.add_argument(
         "--plateau-cache",
         type=Path,
         help="RQ2's plateau model: loaded from this file when it exists, else trained and saved there",
@@ -441,6 +480,8 @@ def main() -> None:
     ):
         if not low <= getattr(args, name) <= high:
             parser.error(f"--{name.replace('_', '-')} must be in [{low}, {high}]")
+    if args.share and not re.fullmatch(r"[A-Za-z0-9_.-]{1,40}", args.share):
+        parser.error("--share must be 1-40 letters, digits, '_', '.' or '-'")
     for p in [args.diversity_percentile, args.relevance_percentile, *(args.sweep or [])]:
         if not 0.0 <= p <= 100.0:
             parser.error(f"a percentile must be in [0, 100], got {p}")
@@ -482,7 +523,7 @@ def main() -> None:
                         )
                     # after every seed: a stopped replication keeps its finished runs (--from-runs reads them)
                     saved = {"command": " ".join(sys.argv), "thresholds": thresholds, "runs": runs}
-                    share = f"-from{args.first_seed}" if args.first_seed else ""
+                    share = f"-{args.share}" if args.share else f"-from{args.first_seed}" if args.first_seed else ""
                     (args.out / f"designate_{subject}.runs{share}.json").write_text(json.dumps(saved, default=float))
         if args.campaigns_only:
             return

@@ -35,6 +35,7 @@ PARAMS: dict[str, dict[str, Any]] = {
     "indago_sampling": {"candidates": 50, "time_budget_s": 0},
     "train_fail_replay": {},
     "designate": {"seed_populations": 2, "population_size": 6},
+    "deepjanus": {"population_size": 6},
 }
 SURROGATE = {"indago", "indago_sampling", "train_fail_replay"}  # need an artifact trained for the subject's space
 # (strategy, subject) pairs refused up front today: donkey's `track` is a sequence of records, which the box
@@ -44,6 +45,7 @@ SURROGATE = {"indago", "indago_sampling", "train_fail_replay"}  # need an artifa
 KNOWN_REFUSALS = frozenset(
     {
         ("curefuzz", "donkey"),
+        ("deepjanus", "donkey"),
         ("designate", "donkey"),
         ("fuzzer", "donkey"),
         ("g_model", "donkey"),
