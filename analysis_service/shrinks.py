@@ -26,6 +26,11 @@ def _moved(values: Mapping[str, Any], nominal: Mapping[str, float]) -> list[str]
     return [n for n, c in nominal.items() if n in values and float(values[n]) != c]
 
 
+def _actions(e: generator_pb2.Execution) -> int | None:
+    """The number of open-loop actions of the input's action trace; None for an input without one."""
+    return len(e.test_case.action_trace.actions) if e.test_case.HasField("action_trace") else None
+
+
 def shrink_entry(s: generator_pb2.ShrinkExecutionResponse, campaign_id: str) -> dict[str, Any]:
     """One shrunk failure as the JSON report holds it."""
     nominal = dict(sorted(s.nominal.items()))
@@ -43,6 +48,7 @@ def shrink_entry(s: generator_pb2.ShrinkExecutionResponse, campaign_id: str) -> 
             "verdict": _VERDICT.get(s.original.verdict, "unknown"),
             "reason": s.original.reason,
             "steps": s.original.steps,
+            "actions": _actions(s.original),  # its action trace's length (the shrink keeps its shortest failing prefix)
         },
         "shrunk": {
             "values": shrunk,
@@ -51,6 +57,7 @@ def shrink_entry(s: generator_pb2.ShrinkExecutionResponse, campaign_id: str) -> 
             "verdict": _VERDICT.get(s.shrunk.verdict, "unknown"),
             "reason": s.shrunk.reason,
             "steps": s.shrunk.steps,
+            "actions": _actions(s.shrunk),  # its action trace's length (the shrink keeps its shortest failing prefix)
         },
     }
 
@@ -85,7 +92,9 @@ def shrinks_section(entries: Sequence[Mapping[str, Any]]) -> str:
         parts.append(
             f"<p class=meta><code>{tid}</code>: {escape(str(e.get('reason') or ''))}; shrunk in "
             f"{int(e['executions'])} executions, distance {fmt_float(o['distance'], 4)} → "
-            f"{fmt_float(s['distance'], 4)}, parameters moved {len(o['moved'])} → {len(s['moved'])}; "
+            f"{fmt_float(s['distance'], 4)}, parameters moved {len(o['moved'])} → {len(s['moved'])}"
+            + (f", trace actions {o['actions']} → {s['actions']}" if o.get("actions") is not None else "")
+            + "; "
             f"the shrunk input: {escape(str(s['verdict']))}, {escape(str(s.get('reason') or ''))}</p>"
         )
         names = list(dict.fromkeys([*o["values"], *s["values"]]))
@@ -98,6 +107,11 @@ def shrinks_section(entries: Sequence[Mapping[str, Any]]) -> str:
             "</tr>"
             for n in names
         )
+        if o.get("actions") is not None:  # an action-trace input: its prefix shrinks to the shortest that fails
+            rows += (
+                "<tr><td>action trace length</td><td class=num></td>"
+                f"<td class=num>{int(o['actions'])}</td><td class=num>{int(s['actions'])}</td></tr>"
+            )
         rows += (
             "<tr><td>distance from nominal</td><td class=num>0</td>"
             f"<td class=num>{fmt_float(o['distance'], 4)}</td><td class=num>{fmt_float(s['distance'], 4)}</td></tr>"

@@ -21,7 +21,10 @@ def failing_ids(executions: list[generator_pb2.Execution], first: int) -> list[s
     for e in sorted(executions, key=lambda e: e.index):
         if e.verdict != oracle_pb2.VERDICT_KIND_FAIL:
             continue
-        key = json.dumps({k: value_from_proto(v) for k, v in e.test_case.values.items()}, sort_keys=True)
+        # an action trace is part of the input: search-based tests share their start values and differ by trace
+        trace = list(e.test_case.action_trace.actions) if e.test_case.HasField("action_trace") else None
+        values = {k: value_from_proto(v) for k, v in e.test_case.values.items()}
+        key = json.dumps([values, trace, e.test_case.action_trace.agent_steps], sort_keys=True)
         if key not in seen:
             seen.add(key)
             ids.append(e.test_case.id)
@@ -78,4 +81,10 @@ def print_shrunk(console: Console, s: generator_pb2.ShrinkExecutionResponse) -> 
         highlight=False,
         soft_wrap=True,
     )
+    if o.test_case.HasField("action_trace"):
+        console.print(
+            f"  trace     {len(o.test_case.action_trace.actions)} actions -> {len(m.test_case.action_trace.actions)} "
+            "(the shortest failing prefix found)",
+            highlight=False,
+        )
     console.print(f"            still fails: {escape(m.reason)}", highlight=False)

@@ -57,6 +57,7 @@ class Parameter:
     description: str = ""
     unit: str = ""
     hints: tuple[FailureHint, ...] = ()
+    nominal: float | None = None  # the subject's nominal value (real and integer only); None: the range's centre
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -64,12 +65,34 @@ class Parameter:
         if self.kind in ("real", "integer"):
             if self.low is None or self.high is None or not self.low <= self.high:
                 raise SpaceError(f"parameter {self.name!r}: needs low <= high, got low={self.low} high={self.high}")
+        if self.nominal is not None:
+            self._check_nominal(self.nominal)
         if self.kind == "categorical" and not self.choices:
             raise SpaceError(f"parameter {self.name!r}: a categorical parameter needs at least one choice")
         if self.kind == "integer_set" and not self.values:
             raise SpaceError(f"parameter {self.name!r}: an integer_set parameter needs at least one value")
         if self.kind == "sequence" and (not self.fields or self.max_length < max(self.min_length, 1)):
             raise SpaceError(f"parameter {self.name!r}: a sequence needs fields and 1 <= max_length >= min_length")
+
+    def _check_nominal(self, value: float) -> None:
+        where = f"parameter {self.name!r}: nominal"
+        if self.kind not in ("real", "integer"):
+            raise SpaceError(f"{where} is only for real and integer parameters, not {self.kind}")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise SpaceError(f"{where} must be a finite number, got {value!r}")
+        low, high = self.bounds
+        if not low <= value <= high or (self.kind == "integer" and value != int(value)):
+            raise SpaceError(f"{where}={value!r} must lie in its domain {self.domain_text()}")
+
+    @property
+    def nominal_value(self) -> float:
+        """The nominal value of a real or integer parameter: the declared one, else the centre of its range
+        (rounded for an integer range)."""
+        if self.nominal is not None:
+            return float(self.nominal)
+        low, high = self.bounds
+        centre = (low + high) / 2
+        return float(round(centre)) if self.kind == "integer" else centre
 
     # -- domain ------------------------------------------------------------------------------
     @property
@@ -159,6 +182,8 @@ class Parameter:
             )
         for hint in self.hints:
             msg.failure_hints.add(kind=_HINT_TO_PROTO[hint.kind], value=hint.value or 0.0)
+        if self.nominal is not None:
+            msg.nominal = float(self.nominal)
         return msg
 
     @staticmethod
@@ -172,6 +197,7 @@ class Parameter:
                 FailureHint(_HINT_FROM_PROTO[h.kind], h.value if h.kind == common_pb2.HINT_KIND_VALUE else None)
                 for h in msg.failure_hints
             ),
+            nominal=msg.nominal if msg.HasField("nominal") else None,
         )
         if which == "real":
             return Parameter(kind="real", low=msg.real.low, high=msg.real.high, **common)
@@ -320,6 +346,7 @@ def _parameter_from_config(entry: Mapping[str, Any]) -> Parameter:
         "unit",
         "hints",
         "repeat",
+        "nominal",
     }
     unknown = set(entry) - allowed
     name = entry.get("name", "?")
@@ -347,9 +374,23 @@ def _parameter_from_config(entry: Mapping[str, Any]) -> Parameter:
             description=str(entry.get("description", "")),
             unit=str(entry.get("unit", "")),
             hints=tuple(hints),
+            nominal=_nominal(entry.get("nominal"), name),
         )
     except KeyError as exc:
         raise SpaceError(f"a parameter entry lacks {exc.args[0]!r}: {dict(entry)}") from None
+
+
+def _nominal(value: Any, name: str) -> float | None:
+    """A declared nominal value: a number (or an expression with pi, as low/high take), else refused naming it."""
+    if value is None:
+        return None
+    try:
+        number = _number(value)
+    except (SpaceError, ArithmeticError, NameError, SyntaxError, TypeError, ValueError):
+        number = None
+    if isinstance(number, bool) or not isinstance(number, (int, float)):
+        raise SpaceError(f"parameter {name!r}: nominal must be a number, got {value!r}")
+    return float(number)
 
 
 def _number(value: Any) -> float | None:

@@ -1,11 +1,17 @@
 """Shrink: a stored failure reduced to a minimal failing input (ShrinkExecution), in the spirit of delta debugging
 and Hypothesis's shrinking.
 
-"Minimal" means close to a nominal point of the space (the centre of every real and integer range) with as few
-parameters moved from it as possible, and still failing under the original episode's seeds: every candidate runs as
-a test case whose ``seed_origin`` is the stored execution's (common/seeding.py ``case_episode_seed``), judged by the
-campaign's oracle and majority vote. Categorical, integer-set and sequence parameters, and action traces, are kept.
+"Minimal" means close to a nominal point of the space (each real and integer parameter's nominal value, declared by
+the subject with ``nominal:``, else the centre of its range) with as few parameters moved from it as possible, and
+still failing under the original episode's seeds: every candidate runs as a test case whose ``seed_origin`` is the
+stored execution's (common/seeding.py ``case_episode_seed``), judged by the campaign's oracle and majority vote.
+Categorical, integer-set and sequence parameters are kept.
 
+0. Action traces (search-based testing of RL): the shortest failing prefix of the trace's open-loop actions, by a
+   batched binary search over the prefix length: each round runs up to 8 lengths spread over those not yet ruled
+   out (shorter than the shortest failing one found, longer than the longest tried that passed) in one RunEpisodes
+   call and keeps the shortest that fails. Shorter failing prefixes can hide between two tried lengths only where
+   failing is not monotone in the length; the result always failed when it ran.
 1. Fewest parameters moved: each moved parameter, farthest (relative to its range) first, is put back at its
    nominal value; the change is kept when the input still fails (one-at-a-time delta debugging, complement
    removal of single elements).
@@ -13,8 +19,9 @@ campaign's oracle and majority vote. Categorical, integer-set and sequence param
    batch of points at fractions 1/8 .. 7/8 in one RunEpisodes call; the nearest failing one is kept), then each
    parameter alone the same way.
 
-Every accepted candidate failed when it ran, and each accepted step only moves parameters toward the nominal point,
-so the result still fails under its seed and is never farther from the nominal point than the original.
+Every accepted candidate failed when it ran, and each accepted step only shortens the trace or moves parameters
+toward the nominal point, so the result still fails under its seed and is never farther from the nominal point (nor
+longer) than the original.
 """
 
 from __future__ import annotations
@@ -25,25 +32,21 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from common.space import ParameterSpace, ParamValue
-from common.test_case import SeedOrigin, TestCase
+from common.test_case import ActionTrace, SeedOrigin, TestCase
 from generator_service.config import CampaignConfig
 from generator_service.replay import Replayer
 from generator_service.store import CampaignStore, ExecutionRow, ShrinkRow
 
 FRACTIONS = tuple(i / 8 for i in range(1, 8))
+PREFIX_SPLITS = 8  # prefix lengths tried per round of the binary search over an action trace
 DEFAULT_BUDGET = 60
 MAX_BUDGET = 1000
 
 
 def nominal(space: ParameterSpace) -> dict[str, float]:
-    """The nominal value of each real and integer parameter: the centre of its range (rounded for integers)."""
-    out: dict[str, float] = {}
-    for p in space.parameters:
-        if p.kind in ("real", "integer"):
-            lo, hi = p.bounds
-            centre = (lo + hi) / 2
-            out[p.name] = float(round(centre)) if p.kind == "integer" else centre
-    return out
+    """The nominal value of each real and integer parameter: the subject's declared one (the parameter's `nominal`),
+    else the centre of its range (rounded for integers)."""
+    return {p.name: p.nominal_value for p in space.parameters if p.kind in ("real", "integer")}
 
 
 def distance(space: ParameterSpace, values: Mapping[str, ParamValue]) -> float:
@@ -99,6 +102,10 @@ class Shrinker:
         def typed(name: str, value: float) -> ParamValue:
             return int(round(value)) if kinds[name] == "integer" else float(value)
 
+        # 0. action traces: the shortest failing prefix (the start state the trace replays from is shrunk after it)
+        if best_case.action_trace is not None and best_case.action_trace.actions:
+            best_case, best_row = self._shortest_prefix(best_case, best_row, budget)
+
         # 1. fewest parameters moved: put each back at nominal, farthest first
         order = sorted(moved(self.space, best_case.values), key=lambda n: -self._scaled(n, best_case.values[n]))
         for name in order:
@@ -135,6 +142,25 @@ class Shrinker:
             moved=moved(self.space, best_case.values),
         )
 
+    def _shortest_prefix(self, case: TestCase, row: ExecutionRow, budget: int) -> tuple[TestCase, ExecutionRow]:
+        """The shortest failing prefix of the case's trace found by a batched binary search within the budget:
+        `lo` is one past the longest length tried that passed, `hi` the shortest that failed (the whole trace)."""
+        trace = case.action_trace
+        assert trace is not None
+        # an empty trace with no agent step is no episode at all: such a trace keeps at least one action
+        lo, hi = (0 if trace.agent_steps > 0 else 1), len(trace.actions)
+        while lo < hi and self.used < budget:
+            lengths = sorted({lo + (hi - lo) * i // PREFIX_SPLITS for i in range(PREFIX_SPLITS)})[: budget - self.used]
+            found = self._first_failing([replace(case, action_trace=_prefix(trace, n)) for n in lengths])
+            if found is None:
+                lo = lengths[-1] + 1
+                continue
+            case, row = found
+            assert case.action_trace is not None
+            hi = len(case.action_trace.actions)
+            lo = max((n + 1 for n in lengths if n < hi), default=lo)
+        return case, row
+
     def _scaled(self, name: str, value: ParamValue) -> float:
         lo, hi = self.space[name].bounds
         return abs(float(value) - self.centre[name]) / ((hi - lo) or 1.0)
@@ -152,6 +178,12 @@ class Shrinker:
             if row.verdict == "fail":
                 return case, row
         return None
+
+
+def _prefix(trace: ActionTrace, n: int) -> ActionTrace:
+    """The trace with its first n actions (its provenance's prefix length capped at n)."""
+    kept = None if trace.prefix_length is None else min(trace.prefix_length, n)
+    return replace(trace, actions=trace.actions[:n], prefix_length=kept)
 
 
 def distinct_failures(rows: Iterable[ExecutionRow], first: int) -> list[ExecutionRow]:

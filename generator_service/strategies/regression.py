@@ -66,6 +66,13 @@ class ReplayParams(StrategyParams):
     )
 
 
+def _whole_numbers_as_integers(space: ParameterSpace, values: dict[str, Any]) -> dict[str, Any]:
+    """Strategy parameters travel as a protobuf Struct, whose numbers are doubles: an integer parameter's value
+    (Taxi's taxi_row: 8) arrives as 8.0 and is an integer again here; a fractional one stays and is refused."""
+    integers = {p.name for p in space.parameters if p.kind in ("integer", "integer_set")}
+    return {k: int(v) if k in integers and isinstance(v, float) and v.is_integer() else v for k, v in values.items()}
+
+
 class Replay:
     """Runs fixed inputs again, each with the episode seeds of the campaign it was found in (a regression campaign:
     `gauntlet export CAMPAIGN --failures` writes one)."""
@@ -76,11 +83,12 @@ class Replay:
     def __init__(self, space: ParameterSpace, rng: np.random.Generator, params: ReplayParams) -> None:
         self.cases: list[TestCase] = []
         for i, case in enumerate(params.cases):
-            problems = space.violations(case.values)
+            values = _whole_numbers_as_integers(space, case.values)
+            problems = space.violations(values)
             if problems:
                 raise ValueError(f"strategy_params.cases[{i}] ({case.id}): {'; '.join(problems)}")
             trace = ActionTrace.from_stored(case.action_trace) if case.action_trace is not None else None
-            self.cases.append(TestCase(dict(case.values), trace, SeedOrigin(case.campaign_seed, case.id)))
+            self.cases.append(TestCase(values, trace, SeedOrigin(case.campaign_seed, case.id)))
         self._next = 0
 
     def ask(self, n: int) -> Sequence[TestCase]:

@@ -476,3 +476,82 @@ def test_failures_against_the_campaign_itself_is_refused_naming_the_field(
     out = gauntlet(suite, "failures", failed_campaign[0], "--against", failed_campaign[0])
     assert out.returncode == 2, out.stdout + out.stderr
     assert "against[0]" in out.stderr and "the campaign itself" in out.stderr and "Traceback" not in out.stderr
+
+
+# A search-based test input on taxi_large, executed alone as trace fuzzing runs traces (agent_steps 0): from the search
+# start (row 8, col 6, the passenger at A bound for B) it moves east and west twice, then drops off a passenger it
+# does not carry at its 5th action (an illegal drop-off: a fault, which ends the episode); 7 more actions follow.
+TRACE = [2, 3, 2, 3, 5, 2, 3, 2, 3, 2, 3, 2]
+TRACE_CAMPAIGN = {
+    "name": "lifecycle-trace",
+    "subject": "taxi_large",
+    "model": "taxi-qlearning",
+    "strategy": "replay",
+    "strategy_params": {
+        "cases": [
+            {
+                "id": "t0000001",
+                "campaign_seed": 0,
+                "values": {"taxi_row": 8, "taxi_col": 6, "passenger": 0, "destination": 1},
+                "action_trace": {"actions": TRACE, "agent_steps": 0},
+            }
+        ]
+    },
+    "seed": 0,
+    "budget": {"max_executions": 1},
+    "batch_size": 1,
+    "parallelism": 1,
+}
+
+
+def test_an_action_trace_failure_shrinks_to_its_shortest_failing_prefix(suite: LocalSuite, tmp_path: Path) -> None:
+    from analysis_service.shrinks import shrink_entry, shrinks_section
+
+    (tmp_path / "t.yaml").write_text(yaml.safe_dump({"campaign": TRACE_CAMPAIGN}))
+    out = gauntlet(suite, "run", str(tmp_path / "t.yaml"), "--id", "lifecycle-trace")
+    assert out.returncode == 1 and "1 of 1 inputs still fail" in out.stderr, out.stdout + out.stderr
+    generator = generator_pb2_grpc.GeneratorServiceStub(grpc.insecure_channel(suite.endpoint("generator")))
+    simulator = simulator_pb2_grpc.SimulatorServiceStub(grpc.insecure_channel(suite.endpoint("simulator")))
+    oracle = oracle_pb2_grpc.OracleServiceStub(grpc.insecure_channel(suite.endpoint("oracle")))
+    request = generator_pb2.ShrinkExecutionRequest(campaign_id="lifecycle-trace", test_case_id="t0000001")
+    s = generator.ShrinkExecution(request, timeout=600)
+    assert list(s.original.test_case.action_trace.actions) == TRACE
+    assert s.shrunk.verdict == oracle_pb2.VERDICT_KIND_FAIL and "illegal pick-up or drop-off" in s.shrunk.reason
+    # the fault is the 5th action: its prefix is the shortest that fails, found in a few batched executions
+    assert list(s.shrunk.test_case.action_trace.actions) == TRACE[:5]
+    assert s.shrunk.test_case.action_trace.agent_steps == 0 and 0 < s.executions <= 60
+    assert s.shrunk_distance <= s.original_distance + 1e-12
+
+    # independently: the shrunk input fails when the simulator runs it, and one action fewer passes
+    listed = oracle.ListOracles(oracle_pb2.ListOraclesRequest()).oracles
+    signals = next(o.required_signals for o in listed if o.name == "taxi_fault")
+
+    def verdict(case: common_pb2.TestCase) -> int:
+        run = simulator_pb2.RunEpisodesRequest(
+            request_id=f"check-trace/{len(case.action_trace.actions)}",
+            subject="taxi_large",
+            seed=5,
+            repetitions=1,
+            trace=common_pb2.TraceSpec(signals=list(signals)),
+            test_cases=[case],
+        )
+        run.model.name = "taxi-qlearning"
+        episodes = [r.result for r in simulator.RunEpisodes(run, timeout=120)]
+        return oracle.Evaluate(oracle_pb2.EvaluateRequest(oracle="taxi_fault", episodes=episodes)).verdicts[0].verdict
+
+    shrunk = common_pb2.TestCase()
+    shrunk.CopyFrom(s.shrunk.test_case)
+    assert verdict(shrunk) == oracle_pb2.VERDICT_KIND_FAIL
+    del shrunk.action_trace.actions[-1]
+    assert verdict(shrunk) == oracle_pb2.VERDICT_KIND_PASS
+
+    # the CLI and the report show both lengths
+    printed = gauntlet(suite, "shrink", "lifecycle-trace", "--first", "1")
+    assert printed.returncode == 0, printed.stdout + printed.stderr
+    assert "trace     12 actions -> 5 (the shortest failing prefix found)" in printed.stdout
+    stored = generator.ListShrinks(generator_pb2.ListShrinksRequest(campaign_id="lifecycle-trace")).shrinks
+    entry = shrink_entry(stored[0], "lifecycle-trace")
+    assert (entry["original"]["actions"], entry["shrunk"]["actions"]) == (12, 5)
+    html = shrinks_section([entry])
+    assert "trace actions 12 → 5" in html
+    assert "<tr><td>action trace length</td><td class=num></td><td class=num>12</td><td class=num>5</td></tr>" in html

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -88,3 +89,41 @@ def test_builtin_subjects_declare_the_papers_domains() -> None:
     assert subjects["lunarlander"].space.bounds()[1].tolist() == [1500, 1500]
     assert subjects["lunarlander_qd"].space.bounds()[1].tolist() == [1000, 1000]
     assert subjects["mountaincar"].space["position"].hints[0].kind == "centre"
+
+
+def test_a_declared_nominal_value_travels_and_is_the_shrinks_nominal_point() -> None:
+    from generator_service.shrink import distance, nominal
+
+    space = ParameterSpace.from_config(
+        [
+            {"name": "x", "low": -1, "high": 3, "nominal": 0},
+            {"name": "lane", "kind": "integer", "low": 0, "high": 5, "nominal": 1},
+            {"name": "theta", "low": "-pi/60", "high": "pi/60", "nominal": "pi/120"},
+            {"name": "y", "low": 0, "high": 1},  # undeclared: the centre
+            {"name": "n", "kind": "integer", "low": 0, "high": 4},  # undeclared: the centre, 2
+        ]
+    )
+    back = ParameterSpace.from_proto(space.to_proto())  # as the generator reads DescribeEnvironment's answer
+    assert back == space
+    assert [p.nominal for p in back.parameters] == [0.0, 1.0, pytest.approx(math.pi / 120), None, None]
+    assert not space.to_proto().parameters[3].HasField("nominal")
+    assert nominal(back) == {"x": 0.0, "lane": 1.0, "theta": pytest.approx(math.pi / 120), "y": 0.5, "n": 2.0}
+    at_nominal = {"x": 0.0, "lane": 1, "theta": math.pi / 120, "y": 0.5, "n": 2}
+    assert distance(back, at_nominal) == 0.0
+    assert distance(back, {**at_nominal, "x": 2.0}) == pytest.approx(0.5)  # 2 from nominal over a width of 4
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ({"name": "x", "low": -1, "high": 1, "nominal": 2}, "'x': nominal=2.0 must lie in its domain [-1, 1]"),
+        ({"name": "k", "kind": "integer", "low": 0, "high": 5, "nominal": 1.5}, "nominal=1.5 must lie in its domain"),
+        ({"name": "w", "kind": "categorical", "choices": ["a"], "nominal": 0}, "only for real and integer parameters"),
+        ({"name": "x", "low": -1, "high": 1, "nominal": "far"}, "parameter 'x': nominal must be a number, got 'far'"),
+        ({"name": "x", "low": -1, "high": 1, "nominal": float("nan")}, "nominal must be a finite number"),
+        ({"name": "x", "low": -1, "high": 1, "nominal": True}, "nominal must be a number, got True"),
+    ],
+)
+def test_a_nominal_value_outside_its_parameter_is_refused_naming_it(entry: dict, message: str) -> None:
+    with pytest.raises(SpaceError, match=re.escape(message)):
+        ParameterSpace.from_config([entry])

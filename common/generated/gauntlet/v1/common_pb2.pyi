@@ -265,9 +265,14 @@ class Parameter(_message.Message):
     INTEGER_SET_FIELD_NUMBER: _builtins.int
     SEQUENCE_FIELD_NUMBER: _builtins.int
     FAILURE_HINTS_FIELD_NUMBER: _builtins.int
+    NOMINAL_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     description: _builtins.str
     unit: _builtins.str
+    nominal: _builtins.float
+    """The nominal value of a real or integer parameter, declared by the subject (within [low, high]; an integer for an
+    integer range): the point a shrunk failure is pulled toward. Unset: the centre of the range.
+    """
     @_builtins.property
     def real(self) -> Global___RealRange: ...
     @_builtins.property
@@ -292,13 +297,19 @@ class Parameter(_message.Message):
         integer_set: Global___IntegerSet | None = ...,
         sequence: Global___RecordSequence | None = ...,
         failure_hints: _abc.Iterable[Global___FailureHint] | None = ...,
+        nominal: _builtins.float | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["categorical", b"categorical", "domain", b"domain", "integer", b"integer", "integer_set", b"integer_set", "real", b"real", "sequence", b"sequence"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_nominal", b"_nominal", "categorical", b"categorical", "domain", b"domain", "integer", b"integer", "integer_set", b"integer_set", "nominal", b"nominal", "real", b"real", "sequence", b"sequence"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["categorical", b"categorical", "description", b"description", "domain", b"domain", "failure_hints", b"failure_hints", "integer", b"integer", "integer_set", b"integer_set", "name", b"name", "real", b"real", "sequence", b"sequence", "unit", b"unit"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_nominal", b"_nominal", "categorical", b"categorical", "description", b"description", "domain", b"domain", "failure_hints", b"failure_hints", "integer", b"integer", "integer_set", b"integer_set", "name", b"name", "nominal", b"nominal", "real", b"real", "sequence", b"sequence", "unit", b"unit"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__nominal: _TypeAlias = _typing.Literal["nominal"]  # noqa: Y015
+    _WhichOneofArgType__nominal: _TypeAlias = _typing.Literal["_nominal", b"_nominal"]  # noqa: Y015
     _WhichOneofReturnType_domain: _TypeAlias = _typing.Literal["real", "integer", "categorical", "integer_set", "sequence"]  # noqa: Y015
     _WhichOneofArgType_domain: _TypeAlias = _typing.Literal["domain", b"domain"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__nominal) -> _WhichOneofReturnType__nominal | None: ...
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType_domain) -> _WhichOneofReturnType_domain | None: ...
 
 Global___Parameter: _TypeAlias = Parameter  # noqa: Y015

@@ -237,6 +237,14 @@ export declare type Parameter = Message<"gauntlet.v1.Parameter"> & {
    * @generated from field: repeated gauntlet.v1.FailureHint failure_hints = 20;
    */
   failureHints: FailureHint[];
+
+  /**
+   * The nominal value of a real or integer parameter, declared by the subject (within [low, high]; an integer for an
+   * integer range): the point a shrunk failure is pulled toward. Unset: the centre of the range.
+   *
+   * @generated from field: optional double nominal = 21;
+   */
+  nominal?: number | undefined;
 };
 
 /**
