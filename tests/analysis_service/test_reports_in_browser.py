@@ -263,6 +263,21 @@ def test_a_long_campaign_lists_its_first_executions_and_says_so(monkeypatch: pyt
     assert table.count("<tr class=") == 50 and "showing the first 50 of 120 executions" in page
 
 
+def test_failure_counts_get_whole_ticks() -> None:
+    """The cumulative-failures axes (report and comparison) tick whole failures: 3 failures gave 0.5 steps."""
+    from analysis_service.html_kit import new_figure
+    from analysis_service.report import integer_y
+
+    fig = new_figure()
+    ax = fig.add_subplot()
+    ax.step([1, 2, 3, 4], [0, 1, 1, 3], where="post")
+    fig.canvas.draw()
+    assert any(t % 1 for t in ax.get_yticks()), ax.get_yticks()  # matplotlib's own choice: halves
+    integer_y(ax)
+    fig.canvas.draw()
+    assert not any(t % 1 for t in ax.get_yticks()), ax.get_yticks()
+
+
 def test_the_check_sees_a_wide_table_a_broken_image_and_an_undefined_metric(tmp_path: Path) -> None:
     """The check itself can fail: a page with each defect is caught."""
     chromium()

@@ -109,6 +109,8 @@ def test_dashboard_shows_a_running_campaign_live(suite: LocalSuite, tmp_path: Pa
         assert f"gauntlet replay {cid} t" in page and 'id="curve"' in page
         # the comparison plot of the chosen campaign's subject: a line per campaign, coloured by strategy
         assert 'id="comparison"' in page and "Strategies on cartpole" in page, page[-3000:]
+        finished = re.search(rf'data-id="{other_cid}">(.*?)</tr>', page, re.DOTALL)  # finished campaigns listed too
+        assert finished and "<td>completed</td>" in finished.group(1), page[-3000:]
         assert 'data-strategy="random"' in page and 'data-strategy="prt"' in page, page[-3000:]
         compared = json.loads(urllib.request.urlopen(f"{url}api/compare?subject=cartpole", timeout=60).read())
         assert {cid, other_cid} <= {c["campaign_id"] for c in compared["campaigns"]}, compared
