@@ -5,10 +5,12 @@ from __future__ import annotations
 import argparse
 
 from common.server import add_outgoing_arguments, add_service_arguments, options_from_args, outgoing_credentials, serve
+from simulator_service.frames import headless_gl
 from simulator_service.subject import SUBJECT_PATH_ENV, SubjectError, load_subjects
 
 
 def main() -> None:
+    headless_gl()  # RenderEpisode draws MuJoCo scenes without a display
     parser = argparse.ArgumentParser(
         prog="python -m simulator_service",
         description="Runs test cases of the declared subjects in lock-step batches (gauntlet.v1.SimulatorService). "

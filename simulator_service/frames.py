@@ -5,6 +5,8 @@ and doubles the stride, so the frames always span the whole episode)."""
 from __future__ import annotations
 
 import math
+import os
+from collections.abc import MutableMapping
 from typing import Any
 
 import gymnasium as gym
@@ -14,6 +16,17 @@ DEFAULT_FRAMES = 300
 MAX_FRAMES = 1000
 DEFAULT_WIDTH = 480
 MAX_WIDTH = 1920
+
+
+def headless_gl(environ: MutableMapping[str, str] = os.environ) -> str | None:
+    """Chooses MuJoCo's OpenGL backend for frames drawn without a display: EGL (Mesa draws on the CPU where there is
+    no GPU). Unset, Gymnasium takes GLFW, whose context then fails to draw without a display. A MUJOCO_GL already set
+    (the container image's osmesa) or a display (GLFW works there) is left alone. Runs before the first MuJoCo scene
+    is drawn: the variable is read when a rendering context is made. The backend chosen; None when left as it was."""
+    if environ.get("MUJOCO_GL") or environ.get("DISPLAY") or environ.get("WAYLAND_DISPLAY"):
+        return None
+    environ["MUJOCO_GL"] = "egl"
+    return "egl"
 
 
 class FrameCapture(gym.Wrapper):

@@ -555,3 +555,45 @@ def test_an_action_trace_failure_shrinks_to_its_shortest_failing_prefix(suite: L
     html = shrinks_section([entry])
     assert "trace actions 12 → 5" in html
     assert "<tr><td>action trace length</td><td class=num></td><td class=num>12</td><td class=num>5</td></tr>" in html
+
+
+@pytest.mark.parametrize(
+    ("subject", "model"),
+    [("lunarlander", "lunarlander-ppo"), ("hopper", "hopper-ppo")],
+    ids=["box2d-lunarlander", "mujoco-hopper"],
+)
+def test_box2d_and_mujoco_subjects_render_their_episodes(suite: LocalSuite, subject: str, model: str) -> None:
+    """The frames a replay's animation and the report's filmstrips are made of (RenderEpisode) come for a Box2D and
+    a MuJoCo subject too, headless: a MuJoCo scene is drawn through EGL (the simulator's default without a display)."""
+    import ctypes.util
+
+    import numpy as np
+
+    from common.space import ParameterSpace
+    from common.tensor import from_tensor
+    from generator_service.shrink import nominal
+
+    if subject == "hopper" and not os.environ.get("MUJOCO_GL") and ctypes.util.find_library("EGL") is None:
+        pytest.skip("no EGL library to draw MuJoCo scenes without a display (install libegl1 and Mesa's EGL)")
+    simulator = simulator_pb2_grpc.SimulatorServiceStub(grpc.insecure_channel(suite.endpoint("simulator")))
+    described = simulator.DescribeEnvironment(simulator_pb2.DescribeEnvironmentRequest(subject=subject), timeout=120)
+    space = ParameterSpace.from_proto(described.parameter_space)
+    request = simulator_pb2.RenderEpisodeRequest(
+        subject=subject,
+        test_case=space.test_case_to_proto("r0000001", nominal(space)),
+        seed=3,
+        max_steps=24,
+        max_width=240,
+    )
+    request.model.name = model
+    frames, results = [], []
+    for item in simulator.RenderEpisode(request, timeout=300):
+        if item.HasField("frame"):
+            frames.append(from_tensor(item.frame))
+        else:
+            results.append(item.result)
+    assert len(results) == 1 and not results[0].error
+    assert len(frames) == results[0].steps + 1 > 10  # the frame after the reset, then one per step
+    height, width, channels = frames[0].shape
+    assert channels == 3 and 0 < width <= 240 and height > 0 and frames[0].dtype == np.uint8
+    assert frames[0].std() > 0 and any(not np.array_equal(frames[0], f) for f in frames[1:])  # a scene that moves
