@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # only for type hints; keeps matplotlib off the import path
@@ -42,13 +43,13 @@ VIEWPORT = '<meta name="viewport" content="width=device-width, initial-scale=1">
 # The one script a page carries (inline, no CDN), only when it has a `table_tool` table: a click (or Enter) on a
 # column's head sorts the rows by that column (numbers by the raw value in a cell's data-v, empty cells last; again
 # reverses), and the box above the table keeps the rows that contain every word typed (`column:text` looks in that
-# column only, e.g. `verdict:fail`), counting what it keeps.
+# column only, e.g. `verdict:fail`; a head's data-name, if any, is the column's name), counting what it keeps.
 TABLE_SCRIPT = """<script>(function(){
 function raw(td){var v=td.getAttribute('data-v');return v===null?td.textContent.trim():v;}
 function key(td){var v=raw(td),n=Number(v);if(v===''||v==='\u2014'){return [2,''];}
  return isFinite(n)?[0,n]:[1,v.toLowerCase()];}
 function heads(t){return Array.prototype.map.call(t.tHead.rows[0].cells,function(h){
- return h.textContent.trim().toLowerCase();});}
+ return (h.getAttribute('data-name')||h.textContent.trim()).toLowerCase();});}
 function sorter(t,th,i){return function(){var up=th.getAttribute('aria-sort')!=='ascending',body=t.tBodies[0];
  Array.prototype.forEach.call(t.tHead.rows[0].cells,function(h){h.removeAttribute('aria-sort');});
  th.setAttribute('aria-sort',up?'ascending':'descending');
@@ -237,6 +238,20 @@ def fmt_value(value: object, digits: int = 4) -> str:
         return _significant(float(value), digits)  # type: ignore[arg-type]  # numpy scalars
     except (TypeError, ValueError):
         return str(value)
+
+
+def fmt_input(values: Mapping[str, object], units: Mapping[str, str], digits: int = 4) -> str:
+    """A test input as a reader wants it: each value rounded (fmt_value) and followed by its parameter's unit."""
+    return (
+        "{"
+        + ", ".join(f"{k}: {fmt_value(v, digits)}{' ' + units[k] if units.get(k) else ''}" for k, v in values.items())
+        + "}"
+    )
+
+
+def with_unit(name: str, units: Mapping[str, str]) -> str:
+    """A parameter's name with its unit, as an axis label: "x [m]" (the name alone without one)."""
+    return f"{name} [{units[name]}]" if units.get(name) else name
 
 
 def _significant(x: float, digits: int) -> str:

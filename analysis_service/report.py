@@ -24,6 +24,7 @@ from analysis_service.html_kit import (
     escape,
     figure_png_base64,
     fmt_float,
+    fmt_input,
     fmt_value,
     glossary,
     img_tag,
@@ -33,6 +34,7 @@ from analysis_service.html_kit import (
     scroll,
     table_tool,
     term,
+    with_unit,
 )
 from analysis_service.metrics import ExecutionRecord, compute_metrics, cumulative_failures
 from analysis_service.performance_report import performance_section
@@ -333,8 +335,10 @@ def input_view(records: Sequence[ExecutionRecord]) -> tuple[str, str, dict[str, 
     return best[0], best[1], scores
 
 
-def _plot_input_scatter(title: str, records: Sequence[ExecutionRecord]) -> tuple[str, str] | None:
-    """(png, caption) of the input view, or None."""
+def _plot_input_scatter(
+    title: str, records: Sequence[ExecutionRecord], units: Mapping[str, str]
+) -> tuple[str, str] | None:
+    """(png, caption) of the input view (axes labelled with the parameters' units), or None."""
     view = input_view(records)
     if view is None:
         return None
@@ -352,8 +356,8 @@ def _plot_input_scatter(title: str, records: Sequence[ExecutionRecord]) -> tuple
                 if name in ints:  # integers would stack on one point each: spread them a little
                     pts[:, axis] = pts[:, axis] + rng.uniform(-0.2, 0.2, len(pts))
             ax.scatter(pts[:, 0], pts[:, 1], s=14, color=colour, label=label, alpha=0.7)
-    ax.set_xlabel(plot_label(px))
-    ax.set_ylabel(plot_label(py))
+    ax.set_xlabel(plot_label(with_unit(px, units)))
+    ax.set_ylabel(plot_label(with_unit(py, units)))
     ax.set_title(plot_label(f"Inputs: {title}"))
     ax.legend(loc="best", fontsize="small")
     ax.grid(alpha=0.3)
@@ -512,8 +516,14 @@ def _anchor(info: Mapping[str, Any]) -> str:
     return "campaign-" + "".join(c if c.isalnum() or c in "._-" else "-" for c in raw)
 
 
+def _units(entry: Mapping[str, Any]) -> Mapping[str, str]:
+    """Parameter name -> unit, as the subject declares them (the analysis service asks the generator)."""
+    return entry["info"].get("units") or {}
+
+
 def _failures_table(entry: Mapping[str, Any]) -> str:
     failures = entry["failures"]
+    units = _units(entry)
     if not failures:
         return '<div class="nofail">no failures found</div>'
     rows = "".join(
@@ -524,7 +534,7 @@ def _failures_table(entry: Mapping[str, Any]) -> str:
         f"<td class=num>{fmt_float(f['total_reward'], 2)}</td>"
         f"<td class=num>{f['steps']}</td>"
         f"<td class=num>{fmt_float(f['elapsed_seconds'], 1)}</td>"
-        f"<td><code>{escape(fmt_value(f['values']))}</code></td>"
+        f"<td><code>{escape(fmt_input(f['values'], units))}</code></td>"
         f"<td><code>{escape(_descriptors_text(f.get('descriptors') or []))}</code></td>"
         f"<td class=num>{'' if f.get('episode_seed') is None else f['episode_seed']}</td>"
         f"<td><code>{escape(f.get('replay') or '')}</code></td>"
@@ -558,12 +568,18 @@ def _executions_table(entry: Mapping[str, Any], records: Sequence[ExecutionRecor
     if not records:
         return ""
     names = list(dict.fromkeys(k for r in records for k in r.values))
+    units = _units(entry)
     shown = sorted(records, key=lambda r: r.index)[:MAX_EXECUTIONS_LISTED]
     described = any(r.descriptors for r in shown)
     head = (
         "<th>#</th><th>test case</th><th>verdict</th><th>reason</th>"
         f"<th>{term('margin')}</th><th>total reward</th><th>steps</th><th>elapsed s</th>"
-        + "".join(f"<th>{escape(n)}</th>" for n in names)
+        + "".join(
+            f'<th data-name="{escape(n)}">{escape(n)}'
+            + (f" <span class=meta>[{escape(units[n])}]</span>" if units.get(n) else "")
+            + "</th>"
+            for n in names
+        )
         + (f"<th>{term('descriptors')}</th>" if described else "")
     )
     rows = "".join(
@@ -631,7 +647,7 @@ def _campaign_section(
     if margin_png:
         parts.append(f"<p class=meta>The oracle's {term('margin')} of every execution.</p>")
         parts.append(img_tag(margin_png, f"margin per execution, {title}"))
-    scatter = _plot_input_scatter(title, records)
+    scatter = _plot_input_scatter(title, records, _units(entry))
     if scatter:
         parts.append(scatter[1])
         parts.append(img_tag(scatter[0], f"inputs, {title}"))

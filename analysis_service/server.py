@@ -63,13 +63,13 @@ class AnalysisServicer(analysis_pb2_grpc.AnalysisServiceServicer):
     def _fetch(self, campaign_id: str) -> tuple[dict[str, Any], list[ExecutionRecord]]:
         retry = Retry(budget_seconds=GENERATOR_RETRY_SECONDS, idempotent=True)  # both reads are idempotent
         try:
-            status = retry.call(
-                lambda: (
-                    self.generator.GetCampaign(
-                        generator_pb2.GetCampaignRequest(campaign_id=campaign_id), timeout=30
-                    ).status
+            # with the subject's parameters, for the units the report prints inputs in (none: bare numbers)
+            answer = retry.call(
+                lambda: self.generator.GetCampaign(
+                    generator_pb2.GetCampaignRequest(campaign_id=campaign_id, with_parameter_space=True), timeout=30
                 )
             )
+            status = answer.status
             listed = retry.call(
                 lambda: list(
                     self.generator.ListExecutions(
@@ -110,6 +110,7 @@ class AnalysisServicer(analysis_pb2_grpc.AnalysisServiceServicer):
             "stop_reason": status.stop_reason,
             "repetitions": spec.repetitions,
             "budget": json_format.MessageToDict(spec.budget, preserving_proto_field_name=True),
+            "units": {p.name: p.unit for p in answer.parameter_space.parameters if p.unit},
         }
         return info, records
 

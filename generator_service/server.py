@@ -39,7 +39,7 @@ from common.generated.gauntlet.v1 import (
     oracle_pb2_grpc,
     simulator_pb2,
 )
-from common.remote import local_error
+from common.remote import describe, local_error
 from common.server import client_channel
 from common.space import ParameterSpace
 from common.test_case import TestCase
@@ -489,7 +489,23 @@ class GeneratorServicer(generator_pb2_grpc.GeneratorServiceServicer):
     def GetCampaign(
         self, request: generator_pb2.GetCampaignRequest, context: grpc.ServicerContext
     ) -> generator_pb2.GetCampaignResponse:
-        return generator_pb2.GetCampaignResponse(status=self._status(request.campaign_id))
+        status = self._status(request.campaign_id)
+        if not request.with_parameter_space:
+            return generator_pb2.GetCampaignResponse(status=status)
+        return generator_pb2.GetCampaignResponse(status=status, parameter_space=self._space_of(status.spec.subject))
+
+    def _space_of(self, subject: str) -> common_pb2.ParameterSpace | None:
+        """The subject's parameter space as a simulator describes it, for a report's units; None when no simulator
+        answers (a suite started for reports only has none): the report then prints bare numbers."""
+        if not subject:
+            return None
+        try:
+            request = simulator_pb2.DescribeEnvironmentRequest(subject=subject)
+            info = self.simulators.call(lambda sim: sim.DescribeEnvironment(request, timeout=10))
+        except grpc.RpcError as exc:
+            log.info("no parameter space for subject %s: %s", subject, describe(exc))
+            return None
+        return info.parameter_space
 
     @grpc_method
     @store_errors

@@ -135,8 +135,13 @@ def archive(records: list[ExecutionRecord]) -> ArchiveView:
     )
 
 
+CARTPOLE_UNITS = {"x": "m", "x_dot": "m/s", "theta": "rad", "theta_dot": "rad/s"}  # subjects/classic/cartpole.yaml
+
+
 def info(cid: str, strategy: str, subject: str, seed: int = 0) -> dict:
+    """A campaign's info as the analysis service builds it (CartPole's with its parameters' units)."""
     return {
+        **({"units": CARTPOLE_UNITS} if subject == "cartpole" else {}),
         "campaign_id": cid,
         "name": f"{subject}-{strategy}-{seed}",
         "subject": subject,
@@ -217,7 +222,8 @@ def test_reports_pass_the_browser_check(tmp_path: Path) -> None:
 # with `verdict:fail`, then clear the filter; each step read back as the rows the page shows.
 SORT_AND_FILTER = """
 var t=document.querySelector('table.sortable[id$="-executions"]');
-var names=Array.prototype.map.call(t.tHead.rows[0].cells,function(h){return h.textContent.trim();});
+var names=Array.prototype.map.call(t.tHead.rows[0].cells,function(h){
+ return h.getAttribute('data-name')||h.textContent.trim();});
 function col(n){var i=names.indexOf(n);return Array.prototype.filter.call(t.tBodies[0].rows,function(r){
  return r.style.display!=='none';}).map(function(r){var c=r.cells[i],v=c.getAttribute('data-v');
  return v===null?c.textContent.trim():v;});}
@@ -307,6 +313,9 @@ def test_what_the_pages_say_without_a_browser(tmp_path: Path) -> None:
     assert '<tr><th><abbr data-term="failures"' in prt  # metrics are rows
     assert "0.12345678" not in prt and not re.search(r"\d\.\d{6,}", prt.split("<img")[0])
     assert "<th>reason</th>" in prt and "<td>cart left the track at step 42</td>" in prt  # the failure's reason
+    # inputs with the subject's units: a column head per parameter, and each failing input's values
+    assert '<th data-name="x_dot">x_dot <span class=meta>[m/s]</span></th>' in prt
+    assert re.search(r"<code>\{x_dot: -?[0-9.e-]+ m/s, theta: -?[0-9.e-]+ rad, x: -0\.[89]\d* m, ", prt), prt[-3000:]
     assert "taxi_row 1.00" in written["report-two"]
     two = written["report-two"]  # its CartPole campaign's first two failures, each beside its shrunk input
     assert two.count("<th>original t") == 2 and "shrunk in 23 executions" in two and "(moved)" in two

@@ -449,15 +449,21 @@ class GetCampaignRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     CAMPAIGN_ID_FIELD_NUMBER: _builtins.int
+    WITH_PARAMETER_SPACE_FIELD_NUMBER: _builtins.int
     campaign_id: _builtins.str
+    with_parameter_space: _builtins.bool
+    """Also describe the campaign's subject (parameter_space below), asked of the generator's simulator: what a
+    report needs to print inputs with their units.
+    """
     def __init__(
         self,
         *,
         campaign_id: _builtins.str = ...,
+        with_parameter_space: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["campaign_id", b"campaign_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["campaign_id", b"campaign_id", "with_parameter_space", b"with_parameter_space"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -468,16 +474,24 @@ class GetCampaignResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     STATUS_FIELD_NUMBER: _builtins.int
+    PARAMETER_SPACE_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def status(self) -> Global___CampaignStatus: ...
+    @_builtins.property
+    def parameter_space(self) -> _common_pb2.ParameterSpace:
+        """With with_parameter_space: the subject's parameters (names, units, domains) as the simulator describes them
+        now; empty when no simulator answers (the campaign's status is still the answer).
+        """
+
     def __init__(
         self,
         *,
         status: Global___CampaignStatus | None = ...,
+        parameter_space: _common_pb2.ParameterSpace | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["status", b"status"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["parameter_space", b"parameter_space", "status", b"status"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["status", b"status"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["parameter_space", b"parameter_space", "status", b"status"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

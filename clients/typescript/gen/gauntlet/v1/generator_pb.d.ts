@@ -4,7 +4,7 @@
 
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import type { JsonObject, Message } from "@bufbuild/protobuf";
-import type { ModelRef, Tensor, TestCase } from "./common_pb";
+import type { ModelRef, ParameterSpace, Tensor, TestCase } from "./common_pb";
 import type { VerdictKind } from "./oracle_pb";
 
 /**
@@ -450,6 +450,14 @@ export declare type GetCampaignRequest = Message<"gauntlet.v1.GetCampaignRequest
    * @generated from field: string campaign_id = 1;
    */
   campaignId: string;
+
+  /**
+   * Also describe the campaign's subject (parameter_space below), asked of the generator's simulator: what a
+   * report needs to print inputs with their units.
+   *
+   * @generated from field: bool with_parameter_space = 2;
+   */
+  withParameterSpace: boolean;
 };
 
 /**
@@ -466,6 +474,14 @@ export declare type GetCampaignResponse = Message<"gauntlet.v1.GetCampaignRespon
    * @generated from field: gauntlet.v1.CampaignStatus status = 1;
    */
   status?: CampaignStatus | undefined;
+
+  /**
+   * With with_parameter_space: the subject's parameters (names, units, domains) as the simulator describes them
+   * now; empty when no simulator answers (the campaign's status is still the answer).
+   *
+   * @generated from field: gauntlet.v1.ParameterSpace parameter_space = 2;
+   */
+  parameterSpace?: ParameterSpace | undefined;
 };
 
 /**
