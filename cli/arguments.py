@@ -163,8 +163,8 @@ def add_replay(sub: Subparsers) -> None:
         "--render",
         type=Path,
         metavar="FILE",
-        help="also write the episode as an animation: FILE.gif or FILE.webp (frames from the simulator's "
-        "RenderEpisode; the first failing repetition's episode)",
+        help="also write the episode as an animation or a video: FILE.gif, FILE.webp or FILE.mp4 (frames from the "
+        "simulator's RenderEpisode; the first failing repetition's episode)",
     )
     p.add_argument("--max-frames", type=int, help="at most this many frames, 1..1000 (default 300)")
     _suite_arguments(p)

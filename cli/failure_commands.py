@@ -14,7 +14,8 @@ from cli.errors import UserError
 from common.generated.gauntlet.v1 import analysis_pb2, generator_pb2, generator_pb2_grpc
 from common.tensor import from_tensor
 
-ANIMATION_SUFFIXES = (".gif", ".webp")  # what Pillow (a matplotlib dependency, declared in pyproject) writes
+# GIF and WebP: Pillow; MP4 (H.264): the ffmpeg binary imageio-ffmpeg ships (both declared in the cli extra)
+ANIMATION_SUFFIXES = (".gif", ".webp", ".mp4")
 FRAME_MILLISECONDS = 50
 VERDICTS = {0: "unspecified", 1: "pass", 2: "fail", 3: "invalid"}
 REPLAY_TIMEOUT_SECONDS = 900
@@ -30,20 +31,49 @@ class VerdictChanged(UserError):
 
 def check_animation_path(path: Path) -> Path:
     if path.suffix.lower() not in ANIMATION_SUFFIXES:
-        raise UserError(f"--render {path}: the file must end in {' or '.join(ANIMATION_SUFFIXES)} (an animation)")
+        raise UserError(f"--render {path}: the file must end in .gif, .webp or .mp4 (an animation or a video)")
     if not path.parent.exists():
         raise UserError(f"--render {path}: folder {path.parent} does not exist")
     return path
 
 
 def write_animation(path: Path, frames: list[np.ndarray]) -> None:
-    """An animated GIF or WebP of the frames (Pillow), looping, 20 frames a second."""
+    """An animated GIF or WebP of the frames (Pillow), looping, or an MP4 video; 20 frames a second."""
     from PIL import Image
+
+    if path.suffix.lower() == ".mp4":
+        write_video(path, frames)
+        return
 
     images = [Image.fromarray(f) for f in frames]
     if path.suffix.lower() == ".gif":  # one shared palette keeps the file small and the colours steady
         images = [im.convert("P", palette=Image.Palette.ADAPTIVE) for im in images]
     images[0].save(path, save_all=True, append_images=images[1:], duration=FRAME_MILLISECONDS, loop=0)
+
+
+def write_video(path: Path, frames: list[np.ndarray]) -> None:
+    """An H.264 MP4 of the frames (yuv420p, which players expect: frames padded with black to even sizes)."""
+    import imageio_ffmpeg
+
+    height, width = frames[0].shape[:2]
+    even_h, even_w = height + height % 2, width + width % 2
+    writer = imageio_ffmpeg.write_frames(
+        str(path),
+        (even_w, even_h),
+        fps=1000 / FRAME_MILLISECONDS,
+        codec="libx264",
+        pix_fmt_out="yuv420p",
+        macro_block_size=2,
+        ffmpeg_log_level="error",
+    )
+    writer.send(None)  # start the encoder
+    try:
+        for f in frames:
+            padded = np.zeros((even_h, even_w, 3), dtype=np.uint8)
+            padded[: f.shape[0], : f.shape[1]] = f[:, :, :3]
+            writer.send(padded)
+    finally:
+        writer.close()
 
 
 def cmd_replay(args: argparse.Namespace) -> None:

@@ -118,6 +118,22 @@ def test_replay_reproduces_the_verdict_and_writes_an_animation(
     out = gauntlet(suite, "replay", campaign_id, failure["test_case_id"], "--render", str(webp), "--max-frames", "12")
     assert out.returncode == 0, out.stdout + out.stderr
     assert 6 <= frames_in(webp) <= 12  # the frame limit thins the episode, it does not cut its end
+    # a video: H.264 in MP4, 20 frames a second, the same frames as the GIF (padded to even sizes)
+    import imageio_ffmpeg
+
+    mp4 = tmp_path / "failure.mp4"
+    out = gauntlet(suite, "replay", campaign_id, failure["test_case_id"], "--render", str(mp4))
+    assert out.returncode == 0, out.stdout + out.stderr
+    frames, seconds = imageio_ffmpeg.count_frames_and_secs(str(mp4))
+    sent = re.search(r"animation: \S+ \((\d+) frames of repetition", out.stdout)
+    assert sent and frames == int(sent.group(1)) > 10, out.stdout  # every frame (a GIF merges repeated ones)
+    assert seconds == pytest.approx(frames / 20, abs=0.1)
+    meta = next(imageio_ffmpeg.read_frames(str(mp4)))
+    with Image.open(gif) as image:
+        assert meta["codec"] == "h264" and meta["size"] == (
+            image.size[0] + image.size[0] % 2,
+            image.size[1] + image.size[1] % 2,
+        )
 
 
 def test_replay_says_when_the_verdict_differs(suite: LocalSuite, failed_campaign: tuple[str, str, dict]) -> None:
@@ -154,8 +170,8 @@ def test_replay_of_an_unknown_id_names_stored_ones(suite: LocalSuite, failed_cam
     out = gauntlet(suite, "replay", campaign_id, "t9999999")
     assert out.returncode == 2
     assert "has no execution 't9999999'" in out.stderr and "t0000001" in out.stderr
-    out = gauntlet(suite, "replay", campaign_id, "t0000001", "--render", "x.mp4")
-    assert out.returncode == 2 and ".gif or .webp" in out.stderr
+    out = gauntlet(suite, "replay", campaign_id, "t0000001", "--render", "x.mov")
+    assert out.returncode == 2 and "must end in .gif, .webp or .mp4" in out.stderr
 
 
 def test_export_keeps_the_failures_as_a_regression_campaign(
