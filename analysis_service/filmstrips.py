@@ -1,4 +1,7 @@
-"""Filmstrips of a campaign's first distinct failures for its report: each failure replayed by the generator
+"""Filmstrips of a campaign's first distinct failures for its report, one per failure cluster first (the distinct
+failing inputs clustered as ClusterFailures clusters them: Indago's k-means and silhouette rule, seed 0, k <= 30),
+then further distinct failures in asking order if there are fewer clusters than filmstrips: each failure replayed by
+the generator
 (ReplayExecution with render: the simulator's RenderEpisode, the model acting, the episode's own seed) and its
 frames laid side by side in one PNG. Best effort: a failure that cannot be replayed (no agent or oracle reachable,
 a subject that cannot render) gets a note instead of a picture, and the report is written all the same."""
@@ -14,6 +17,8 @@ from typing import Any
 import grpc
 import numpy as np
 
+from analysis_service.failure_clusters import encode_inputs, select_clustering
+from analysis_service.seen_failures import MAX_K, SEED  # the clustering ClusterFailures answers with
 from common.generated.gauntlet.v1 import generator_pb2, generator_pb2_grpc
 from common.remote import describe
 from common.tensor import from_tensor
@@ -24,17 +29,31 @@ FRAME_WIDTH = 160
 REPLAY_TIMEOUT_SECONDS = 120
 
 
-def distinct_failures(failures: Sequence[Mapping[str, Any]], n: int) -> list[Mapping[str, Any]]:
-    """The first ``n`` failures (in asking order) with distinct inputs."""
+def distinct_failures(failures: Sequence[Mapping[str, Any]], n: int) -> list[tuple[Mapping[str, Any], int]]:
+    """``n`` failures with distinct inputs, each with its cluster: the first failure (in asking order) of each
+    cluster, clusters in the order their first failure was asked, then the next distinct failures in asking order."""
     seen: set[str] = set()
-    out = []
+    unique = []
     for f in failures:
         key = json.dumps(f.get("values"), sort_keys=True, default=str)
         if key in seen or not f.get("test_case_id"):
             continue
         seen.add(key)
-        out.append(f)
-    return out[:n]
+        unique.append(f)
+    if not unique or n <= 0:
+        return []
+    labels = [
+        int(c)
+        for c in select_clustering(
+            encode_inputs([dict(f.get("values") or {}) for f in unique]), SEED, max_k=MAX_K
+        ).labels
+    ]
+    firsts: dict[int, int] = {}  # cluster -> its first failure's position
+    for i, c in enumerate(labels):
+        firsts.setdefault(c, i)
+    heads = sorted(firsts.values())
+    order = heads + [i for i in range(len(unique)) if i not in set(heads)]
+    return [(unique[i], labels[i]) for i in order[:n]]
 
 
 def strip_png(frames: Sequence[np.ndarray]) -> str:
@@ -65,9 +84,15 @@ def filmstrips(
     """(one JSON entry per filmstrip: test_case_id, reason, frames, note; test_case_id -> base64 PNG)."""
     entries: list[dict[str, Any]] = []
     pngs: dict[str, str] = {}
-    for f in distinct_failures(failures, n):
+    for f, cluster in distinct_failures(failures, n):
         tid = str(f["test_case_id"])
-        entry: dict[str, Any] = {"test_case_id": tid, "reason": f.get("reason") or "", "frames": 0, "note": ""}
+        entry: dict[str, Any] = {
+            "test_case_id": tid,
+            "reason": f.get("reason") or "",
+            "cluster": cluster,
+            "frames": 0,
+            "note": "",
+        }
         request = generator_pb2.ReplayExecutionRequest(
             campaign_id=campaign_id, test_case_id=tid, render=True, max_frames=FRAMES
         )

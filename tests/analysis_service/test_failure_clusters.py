@@ -159,3 +159,25 @@ def test_an_emptied_cluster_takes_a_point_that_shares_its_cluster() -> None:
     d = np.array([[0.1, 9.0, 9.0], [0.2, 9.0, 9.0], [0.5, 9.0, 9.0], [9.0, 4.0, 9.0]])
     counts = refill_empty_clusters(labels, d, 3)
     assert labels.tolist() == [0, 0, 2, 1] and counts.tolist() == [2, 1, 1]
+
+
+def test_filmstrips_show_one_failure_per_cluster_first_then_the_next_distinct_ones() -> None:
+    """The report's filmstrips (issue 32, See): the first failure of each cluster of the distinct failing inputs, in
+    asking order, before a second failure of any cluster; a repeated input is never shown twice."""
+    from analysis_service.filmstrips import distinct_failures
+
+    rng = np.random.default_rng(3)
+    near, far = rng.normal(0.0, 0.01, size=(6, 2)), rng.normal(1.0, 0.01, size=(3, 2))
+    points = [near[0], near[1], near[1], near[2], far[0], near[3], far[1], near[4], far[2], near[5]]
+    failures = [
+        {"test_case_id": f"t{i + 1:07d}", "values": {"x": float(p[0]), "y": float(p[1])}} for i, p in enumerate(points)
+    ]
+    picked = distinct_failures(failures, 3)
+    ids = [f["test_case_id"] for f, _ in picked]
+    assert ids == ["t0000001", "t0000005", "t0000002"]  # near's first, far's first, then near's second in asking order
+    clusters = [c for _, c in picked]
+    assert clusters[0] != clusters[1] and clusters[2] == clusters[0]
+    # the first n distinct inputs in plain asking order would have shown three of the near blob
+    assert [f["test_case_id"] for f, _ in distinct_failures(failures, 20)][:2] == ["t0000001", "t0000005"]
+    assert len(distinct_failures(failures, 20)) == 9  # t0000003 repeats t0000002's input
+    assert distinct_failures(failures, 0) == [] and distinct_failures([], 3) == []

@@ -379,6 +379,7 @@ def test_the_report_shows_the_first_failures_as_filmstrips(
     first = report["campaigns"][0]["failures"][0]
     assert strips[0]["test_case_id"] == first["test_case_id"] and strips[0]["reason"] == first["reason"]
     assert strips[0]["frames"] > 1 and strips[0]["note"] == ""
+    assert all(isinstance(s["cluster"], int) for s in strips)  # one per failure cluster first
     html = Path(report_html(out.stdout)).read_text()
     assert "First failures, replayed" in html
     assert (
