@@ -98,3 +98,37 @@ def test_each_failure_of_a_stochastic_subject_carries_a_failure_probability(
     )
     assert line and int(line.group(1)) == answers[0].failures, out.stdout
     assert ("flaky" in out.stdout) == answers[0].flaky
+
+
+def test_every_distinct_failure_of_the_stochastic_campaign_gets_its_probability(
+    rainy: tuple[LocalSuite, Path],
+) -> None:
+    """Not only the first few: `gauntlet rerun --first N` with N the number of distinct failing inputs prints one
+    probability with its interval per distinct failure, in asking order, and no line for a repeated input."""
+    suite, folder = rainy
+    generator = generator_pb2_grpc.GeneratorServiceStub(client_channel(suite.endpoint("generator")))
+    if not any(
+        c.campaign_id == "trust-1" for c in generator.ListCampaigns(generator_pb2.ListCampaignsRequest()).campaigns
+    ):
+        (folder / "c.yaml").write_text(CAMPAIGN)
+        assert gauntlet(suite, "run", str(folder / "c.yaml"), "--id", "trust-1").returncode == 0
+    listed = sorted(
+        (r.execution for r in generator.ListExecutions(generator_pb2.ListExecutionsRequest(campaign_id="trust-1"))),
+        key=lambda e: e.index,
+    )
+    distinct: dict[str, str] = {}  # input -> its first failure's id
+    for e in listed:
+        if e.verdict == oracle_pb2.VERDICT_KIND_FAIL:
+            distinct.setdefault(str(sorted((k, str(v)) for k, v in e.test_case.values.items())), e.test_case.id)
+    assert len(distinct) >= 2, distinct
+    out = gauntlet(suite, "rerun", "trust-1", "--first", str(len(distinct)), "--runs", "10")
+    assert out.returncode == 0, out.stdout + out.stderr
+    lines = re.findall(
+        r"^(t\d{7}): failed (\d+) of (\d+) reruns with fresh seeds, p\(fail\) ([\d.]+) % \[([\d.]+), ([\d.]+)\]",
+        out.stdout,
+        re.M,
+    )
+    assert [line[0] for line in lines] == list(distinct.values()), out.stdout
+    for _, failed, judged, p, low, high in lines:
+        assert int(judged) == 10 and float(p) == pytest.approx(100 * int(failed) / 10, abs=0.05)
+        assert float(low) <= float(p) <= float(high)
