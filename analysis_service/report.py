@@ -172,9 +172,14 @@ def _campaign_entry(
     # Keep the known keys in a stable order, then anything extra the caller passed.
     info_out = {k: info.get(k) for k in INFO_KEYS}
     info_out.update({k: v for k, v in info.items() if k not in info_out})
+    metrics_out = dataclasses.asdict(metrics)
+    # No failure yet: null and found_failure false (as the comparison's found_failure), never a 0 that reads as a count
+    metrics_out["found_failure"] = metrics.failures > 0
+    if not metrics.failures:
+        metrics_out["tests_to_first_failure"] = metrics_out["seconds_to_first_failure"] = None
     entry = {
         "info": info_out,
-        "metrics": dataclasses.asdict(metrics),
+        "metrics": metrics_out,
         "diversity": diversity(records),
         "failures": [_failure_entry(r, campaign_id) for r in failing[:MAX_FAILURES_LISTED]],
         "failures_truncated": len(failing) > MAX_FAILURES_LISTED,

@@ -206,6 +206,10 @@ def test_report_json_round_trip() -> None:
     assert first["metrics"]["failures"] == 6
     assert [f["index"] for f in first["failures"]] == [3, 6, 9, 12, 15, 18]
     assert second["failures"] == []
+    # the first failure: a position and a time where there is one; null (not 0) and found_failure false where not
+    assert first["metrics"]["found_failure"] is True and first["metrics"]["tests_to_first_failure"] == 3
+    assert second["metrics"]["found_failure"] is False
+    assert second["metrics"]["tests_to_first_failure"] is None and second["metrics"]["seconds_to_first_failure"] is None
 
 
 def test_report_lists_at_most_50_failures_sorted() -> None:
