@@ -16,7 +16,7 @@ import dataclasses
 import json
 import logging
 import math
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import closing
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -651,10 +651,16 @@ class CampaignStore:
         """Stored executions in execution order, optionally only those of one batch. A row whose JSON cannot be
         read raises CorruptRow naming it; with `corrupt`, it is appended there instead and the listing goes on."""
         query = executions.select().where(executions.c.campaign_id == campaign_id)
-        if batch is not None:
-            query = query.where(executions.c.batch == batch)
         with self.engine.connect() as conn:
-            for r in conn.execute(query.order_by(executions.c.idx)).mappings():
+            if batch is None:
+                found: Iterable[sa.RowMapping] = conn.execute(query.order_by(executions.c.idx)).mappings()
+            else:
+                # one batch (the campaign loop reads one per batch): found through ix_executions_batch and sorted
+                # here. Ordered by idx in SQL, SQLite walks the (campaign_id, idx) index over every row of the
+                # campaign instead, so each batch's read grew with the store (bench/campaign_overhead.py)
+                found = conn.execute(query.where(executions.c.batch == batch)).mappings().all()
+                found = sorted(found, key=lambda r: int(r["idx"]))
+            for r in found:
                 try:
                     yield _execution_row(campaign_id, r)
                 except CorruptRow as exc:
