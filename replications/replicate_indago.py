@@ -510,7 +510,11 @@ def ratio_interval(
     else:
         with np.errstate(divide="ignore", invalid="ignore"):
             ratios = np.where(y > 0, x / np.where(y > 0, y, 1.0), np.where(x > 0, np.inf, 1.0))
-    low, high = np.percentile(ratios, [2.5, 97.5])
+    # interpolating towards an infinite resample gives inf - inf = nan; then the ends are resample values
+    if np.isfinite(ratios).all():
+        low, high = np.percentile(ratios, [2.5, 97.5])
+    else:
+        low, high = np.percentile(ratios, [2.5, 97.5], method="inverted_cdf")
     return float(low), float(high)
 
 

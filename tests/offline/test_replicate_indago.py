@@ -84,6 +84,12 @@ def test_every_ratio_has_a_bootstrap_interval_and_the_regressor_setting_competes
     zero = summarise(fake_runs({"random": [0, 0, 0], "hc_rnd": [2, 3, 4]}), ["random", "hc_rnd"])
     best, ratios, notes = failure_ratios(zero)
     assert ratio_intervals(zero, best, notes)["random"] == (pytest.approx(3.0), pytest.approx(5.0))
+    # a baseline that found failures in some runs only: resamples of its zero runs give an infinite ratio, so
+    # the upper end is inf (it was nan: interpolating between two infinite resamples), the lower end finite
+    some = summarise(fake_runs({"sampling": [0, 2], "hc_sal+fail": [8, 7]}), ["sampling", "hc_sal+fail"])
+    best, ratios, notes = failure_ratios(some)
+    low, high = ratio_intervals(some, best, notes)["sampling"]
+    assert not notes and ratios["sampling"] == 7.5 and low == pytest.approx(3.5) and high == np.inf
     # the regressor setting runs hc_sal+rnd on the regressor artifact
     strategy, params = strategy_for("hc_sal+rnd_reg", {"classifier": "c", "regressor": "r"}, {})
     assert strategy == "indago" and params == {"surrogate": "r", "setting": "hc_sal+rnd"}
