@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from analysis_service.designate_archive_report import ARCHIVE_IMAGES
+from common.endpoints import endpoint_type
 from common.server import add_outgoing_arguments, add_service_arguments, options_from_args, outgoing_credentials, serve
 
 
@@ -23,7 +24,12 @@ def main() -> None:
         "failure rate with a 95%% Wilson interval) and writes JSON + HTML reports "
         "(gauntlet.v1.AnalysisService).",
     )
-    parser.add_argument("--generator-endpoint", required=True, help="host:port of the generator service")
+    parser.add_argument(
+        "--generator-endpoint",
+        type=endpoint_type("--generator-endpoint"),
+        required=True,
+        help="host:port of the generator service",
+    )
     parser.add_argument(
         "--report-root",
         type=Path,

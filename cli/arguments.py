@@ -8,9 +8,9 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from cli.endpoints import endpoint_type
 from cli.follow import EXIT_CODES_HELP
 from common.credentials import add_client_arguments, add_token_arguments
+from common.endpoints import endpoint_type
 
 Subparsers = Any  # argparse._SubParsersAction[argparse.ArgumentParser], private in typeshed
 

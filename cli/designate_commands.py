@@ -76,8 +76,8 @@ def _print_archive(gen: generator_pb2_grpc.GeneratorServiceStub, args: argparse.
 
 
 def add_parser(sub: Any) -> None:  # argparse._SubParsersAction, private in typeshed
-    from cli.endpoints import endpoint_type
     from common.credentials import add_client_arguments
+    from common.endpoints import endpoint_type
 
     p = sub.add_parser("designate", help="DESIGNATE: calibrate thresholds, list a campaign's archive")
     actions = p.add_subparsers(dest="designate_command", required=True, metavar="action")

@@ -4,53 +4,20 @@ retries for minutes)."""
 
 from __future__ import annotations
 
-import argparse
 import re
 import socket
 import ssl
-from collections.abc import Callable
 from typing import Any
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from cli.errors import UserError
+from common.endpoints import SCHEMES, endpoint_problem
 from common.remote import describe
 
 # How long a command waits for a named service to answer a health check before it gives up on the endpoint.
 REACH_SECONDS = 5.0
-_HOST_PORT = re.compile(r"^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})$")
-_SCHEMES = ("dns:", "ipv4:", "ipv6:", "unix:", "unix-abstract:")
-
-
-def endpoint_problem(text: str) -> str | None:
-    """Why ``text`` is not an endpoint a client can dial (None when it is): HOST:PORT with a port in 1..65535, a
-    bracketed IPv6 address with a port ([::1]:50054), or a gRPC target with its scheme (dns:///name:port, unix:...)."""
-    if text.startswith(_SCHEMES):
-        if text.startswith("dns:") and not re.search(r":\d{1,5}$", text):
-            return f"{text!r} has no port (dns:///NAME:PORT)"
-        return None
-    found = _HOST_PORT.match(text)
-    if not found:
-        if text and ":" not in text.strip("[]"):
-            return f"{text!r} has no port: give HOST:PORT, e.g. {text}:50054 (no port would mean 443)"
-        return f"{text!r} is not HOST:PORT (e.g. 127.0.0.1:50054, [::1]:50054 or dns:///generator:50054)"
-    if not 1 <= int(found.group(1)) <= 65535:
-        return f"{text!r} has port {found.group(1)}, outside 1..65535"
-    return None
-
-
-def endpoint_type(flag: str) -> Callable[[str], str]:
-    """An argparse `type` for an endpoint flag: the flag's value, or a usage error naming the flag."""
-
-    def check(text: str) -> str:
-        problem = endpoint_problem(text)
-        if problem:
-            raise argparse.ArgumentTypeError(problem)
-        return text
-
-    check.__name__ = flag  # argparse names the type in its message: "invalid --generator value"
-    return check
 
 
 def check_endpoint(service: str, text: str, origin: str = "") -> str:
@@ -94,7 +61,7 @@ def speaks_tls(endpoint: str, seconds: float = 2.0) -> bool:
     Nothing is verified: it only tells a plaintext client why it was hung up on."""
     target = re.sub(r"^dns:(//[^/]*/)?", "", endpoint)
     host, _, port = target.rpartition(":")
-    if not host or not port.isdigit() or target.startswith(_SCHEMES):
+    if not host or not port.isdigit() or target.startswith(SCHEMES):
         return False
     context = ssl.create_default_context()
     context.check_hostname = False

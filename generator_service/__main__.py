@@ -16,6 +16,7 @@ from common.credentials import (
     CredentialError,
     store_url,
 )
+from common.endpoints import endpoint_type, endpoints_type
 from common.server import add_outgoing_arguments, add_service_arguments, options_from_args, outgoing_credentials, serve
 from generator_service.ownership import DEFAULT_LEASE_SECONDS, OWNER_ENV
 from generator_service.protected import ProtectedPaths, own_log_files
@@ -38,6 +39,7 @@ def main() -> None:
     )
     parser.add_argument(
         "--simulator-endpoint",
+        type=endpoints_type("--simulator-endpoint"),
         default=os.environ.get(SIMULATOR_ENDPOINT_ENV),
         required=not os.environ.get(SIMULATOR_ENDPOINT_ENV),
         help="host:port of the simulator service, or several comma-separated (host1:port,host2:port), or "
@@ -50,7 +52,12 @@ def main() -> None:
         help="RunEpisodes streams (shards) per batch, spread round-robin over the simulator endpoints (1..256; "
         f"default ${SIMULATOR_STREAMS_ENV}, else one per listed endpoint and 4 per dns:/// name)",
     )
-    parser.add_argument("--oracle-endpoint", required=True, help="host:port of the oracle service")
+    parser.add_argument(
+        "--oracle-endpoint",
+        type=endpoint_type("--oracle-endpoint"),
+        required=True,
+        help="host:port of the oracle service",
+    )
     parser.add_argument(
         "--store-url",
         default=None,

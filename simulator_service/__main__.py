@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from common.endpoints import endpoint_type, endpoints_type
 from common.server import add_outgoing_arguments, add_service_arguments, options_from_args, outgoing_credentials, serve
 from simulator_service.frames import headless_gl
 from simulator_service.subject import SUBJECT_PATH_ENV, SubjectError, load_subjects
@@ -18,17 +19,20 @@ def main() -> None:
     )
     parser.add_argument(
         "--agent-endpoint",
+        type=endpoints_type("--agent-endpoint", allow_empty=True),
         default="",
         help="host:port of the agent service to act with; several replicas comma-separated (a:1,b:2): each "
         "lock-step group of a batch acts with one of them, round robin (--pipeline groups, so at most that many)",
     )
     parser.add_argument(
         "--translator-endpoint",
+        type=endpoints_type("--translator-endpoint", allow_empty=True),
         default="",
         help="host:port of the translator service that image subjects' observation_translator runs on",
     )
     parser.add_argument(
         "--allow-endpoint",
+        type=endpoint_type("--allow-endpoint"),
         action="append",
         default=[],
         metavar="HOST:PORT",
@@ -37,6 +41,7 @@ def main() -> None:
     )
     parser.add_argument(
         "--peer-simulator",
+        type=endpoint_type("--peer-simulator"),
         action="append",
         default=[],
         metavar="HOST:PORT",

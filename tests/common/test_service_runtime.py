@@ -160,3 +160,23 @@ def test_a_taken_port_fails_the_start_instead_of_sharing_it() -> None:
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)
+
+
+@pytest.mark.parametrize(
+    ("module", "flags", "bad"),
+    [
+        ("generator_service", ["--simulator-endpoint", "127.0.0.1:50051,sim", "--oracle-endpoint", "o:1"], "sim"),
+        ("generator_service", ["--simulator-endpoint", "s:1", "--oracle-endpoint", "oracle"], "oracle"),
+        ("simulator_service", ["--agent-endpoint", "agent-host"], "agent-host"),
+        ("simulator_service", ["--allow-endpoint", "localhost"], "localhost"),
+        ("analysis_service", ["--generator-endpoint", "generator"], "generator"),
+    ],
+)
+def test_a_service_refuses_an_endpoint_flag_without_a_port(module: str, flags: list[str], bad: str) -> None:
+    # gRPC would dial a host without a port on 443: the service refuses it at start, naming the flag and the value
+    done = subprocess.run(
+        [sys.executable, "-m", module, "--port", "0", *flags], capture_output=True, text=True, timeout=60
+    )
+    flag = next(f for f, v in zip(flags, flags[1:]) if bad in v.split(","))
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert f"argument {flag}: {bad!r} has no port" in done.stderr, done.stderr[-2000:]
