@@ -40,6 +40,7 @@ from common.generated.gauntlet.v1 import (
     simulator_pb2,
 )
 from common.remote import describe, local_error
+from common.seeding import strategy_seed
 from common.server import client_channel
 from common.space import ParameterSpace
 from common.test_case import TestCase
@@ -778,8 +779,13 @@ def check_strategy(
     if config.strategy not in known:
         raise NotFound(f"unknown strategy {config.strategy!r}; installed strategies: {', '.join(sorted(known))}")
     try:
-        make_strategy(
-            config.strategy, subject.space, config.seed, config.strategy_params, subject_rules=subject, search=search
+        make_strategy(  # seeded as the campaign will seed it, so a seed-dependent check refuses what the run would
+            config.strategy,
+            subject.space,
+            strategy_seed(config.seed),
+            config.strategy_params,
+            subject_rules=subject,
+            search=search,
         )
     except ValueError as exc:  # StrategyParamError, or a constructor's check of a parameter against the space
         message = str(exc)
