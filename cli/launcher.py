@@ -7,6 +7,7 @@ import functools
 import json
 import os
 import queue
+import random
 import signal
 import socket
 import subprocess
@@ -483,9 +484,40 @@ class LocalSuite:
         self.stop()
 
 
+# Ports the suite picks for its services lie below the kernel's ephemeral range: a port from that range (what binding
+# port 0 gives) can be handed to any other socket between the pick and the service's bind, e.g. another service's
+# metrics listener or an outgoing connection, and the service then fails to bind its gRPC port.
+PICKED_PORTS = (10000, 32768)  # the high end is lowered to the ephemeral range's start where that is lower
+_picked: set[int] = set()  # ports this process handed out: two roles never get the same one
+_pick_lock = threading.Lock()
+_pick_random = random.SystemRandom()  # not the global generator, which a caller may have seeded
+
+
+def _ephemeral_start() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):  # not Linux: the IANA range starts at 49152
+        return 49152
+
+
 def _free_port() -> int:
-    """A loopback port free now, for a role that starts later (or never) but that others must be pointed at."""
-    with socket.socket() as s:
+    """A loopback port free now, for a role that starts later (or never) but that others must be pointed at: a
+    random port below the ephemeral range that nothing listens on and this process has not handed out before."""
+    low, high = PICKED_PORTS[0], min(PICKED_PORTS[1], _ephemeral_start())
+    with _pick_lock:
+        for _ in range(200):
+            port = _pick_random.randrange(low, high)
+            if port in _picked:
+                continue
+            with socket.socket() as s:
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a port in TIME_WAIT is free to a server
+                try:
+                    s.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+            _picked.add(port)
+            return port
+    with socket.socket() as s:  # 200 taken ports in a row: let the kernel choose (the old way)
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
 
