@@ -52,6 +52,14 @@ TestInput = dict[str, ParamValue]  # parameter values only
 Asked = TestCase | Mapping[str, ParamValue]  # what ask() may return for one test: a test case, or values only
 
 
+def require_numeric_box(space: ParameterSpace, strategy: str, why: str) -> None:
+    """ValueError naming the first parameter that is not a real or integer range: the strategies that move points in
+    a box (SBX, a diffusion model, frontier pairs, PRT's mapping) have no way to move a categorical one."""
+    for p in space.parameters:
+        if p.kind not in ("real", "integer"):
+            raise ValueError(f"{strategy} {why}; parameter {p.name!r} is {p.kind} ({p.domain_text()})")
+
+
 def as_test_case(asked: Asked) -> TestCase:
     """One asked test as a TestCase: a mapping is parameter values only (no key of it is reserved)."""
     return asked if isinstance(asked, TestCase) else TestCase(dict(asked))

@@ -43,7 +43,7 @@ import numpy as np
 from pydantic import Field
 
 from common.space import ParameterSpace
-from generator_service.strategies.base import Result, TestInput
+from generator_service.strategies.base import Result, TestInput, require_numeric_box
 from generator_service.strategies.params import Integer, Number, StrategyParams
 from generator_service.strategies.search_support import AskLedger
 
@@ -179,9 +179,7 @@ class DeepJanus:
     Params = DeepJanusParams
 
     def __init__(self, space: ParameterSpace, rng: np.random.Generator, params: DeepJanusParams) -> None:
-        for p in space.parameters:
-            if p.kind not in ("real", "integer"):
-                raise ValueError(f"{NAME} mutates real/integer ranges, and parameter {p.name!r} is {p.kind}")
+        require_numeric_box(space, NAME, "mutates real/integer ranges")
         self.space = space
         self.rng = rng
         self.params = params

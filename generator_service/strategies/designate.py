@@ -48,7 +48,7 @@ from pydantic import Field
 
 from common.image_diversity import DIVERSITY_PERCENTILE, IRRELEVANT, diversity_threshold
 from common.space import ParameterSpace
-from generator_service.strategies.base import Result, TestInput
+from generator_service.strategies.base import Result, TestInput, require_numeric_box
 from generator_service.strategies.designate_diversity_archive import Archive, Distance, pairwise
 from generator_service.strategies.params import ARTIFACT_PATH, Integer, Number, StrategyParams
 from generator_service.strategies.search_support import AskLedger
@@ -140,9 +140,7 @@ class Designate:
     Params = DesignateParams
 
     def __init__(self, space: ParameterSpace, rng: np.random.Generator, params: DesignateParams) -> None:
-        for p in space.parameters:
-            if p.kind not in ("real", "integer"):
-                raise ValueError(f"{NAME} searches real/integer ranges with SBX, and parameter {p.name!r} is {p.kind}")
+        require_numeric_box(space, NAME, "searches real/integer ranges with SBX")
         # pymoo is imported here: listing strategies should not pay for it
         from pymoo.algorithms.moo.nsga2 import binary_tournament
         from pymoo.core.duplicate import DefaultDuplicateElimination

@@ -35,7 +35,7 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from common.space import ParameterSpace
-from generator_service.strategies.base import Result, TestInput
+from generator_service.strategies.base import Result, TestInput, require_numeric_box
 from generator_service.strategies.params import Integer, Number, StrategyParams
 from generator_service.strategies.unit_cube import UnitCube
 
@@ -127,12 +127,7 @@ class GModel:
     Params = GModelParams
 
     def __init__(self, space: ParameterSpace, rng: np.random.Generator, params: GModelParams) -> None:
-        for param in space.parameters:
-            if param.kind not in ("real", "integer"):
-                raise ValueError(
-                    f"g_model needs a box of real/integer parameters; parameter {param.name!r} is "
-                    f"{param.kind} ({param.domain_text()})"
-                )
+        require_numeric_box(space, "g_model", "needs a box of real/integer parameters")
         self.space = space
         self.rng = rng
         self.params = params

@@ -67,7 +67,7 @@ import numpy as np
 from pydantic import Field
 
 from common.space import Parameter, ParameterSpace
-from generator_service.strategies.base import Result, TestInput
+from generator_service.strategies.base import Result, TestInput, require_numeric_box
 from generator_service.strategies.params import Number, StrategyParams
 from generator_service.strategies.unit_cube import UnitCube
 
@@ -337,12 +337,7 @@ class PriorRandomTesting:
 
     def __init__(self, space: ParameterSpace, rng: np.random.Generator, params: PRTParams) -> None:
         lam, variant, mapping = params.lam, params.variant, params.mapping
-        for param in space.parameters:
-            if param.kind not in ("real", "integer"):
-                raise ValueError(
-                    f"prt needs a box of real/integer parameters; parameter {param.name!r} is "
-                    f"{param.kind} ({param.domain_text()})"
-                )
+        require_numeric_box(space, "prt", "needs a box of real/integer parameters")
         self.space = space
         self.lam, self.variant, self.mapping = float(lam), variant, mapping
         self._cube = UnitCube(space)  # PRT generates the dimensions whose low < high; fixed ones keep their value
