@@ -437,6 +437,12 @@ def main() -> None:
     parser.add_argument("--retrain-epochs", type=int, default=2)
     parser.add_argument("--first-seed", type=int, default=0, help="run seeds first .. first + runs - 1")
     parser.add_argument(
+        "--seeds",
+        type=int,
+        nargs="+",
+        help="run exactly these seeds instead of --first-seed/--runs (the ones a merge still lacks; one calibration)",
+    )
+    parser.add_argument(
         "--campaigns-only",
         action="store_true",
         help="run the campaigns, write designate_<subject>.runs[-from<first>].json and stop (a share of the runs)",
@@ -480,6 +486,13 @@ def main() -> None:
     ):
         if not low <= getattr(args, name) <= high:
             parser.error(f"--{name.replace('_', '-')} must be in [{low}, {high}]")
+    if args.seeds is not None:
+        if len(set(args.seeds)) != len(args.seeds) or not all(0 <= seed <= 10_000 for seed in args.seeds):
+            parser.error("--seeds must be distinct integers in [0, 10000]")
+        if len(args.seeds) > 100:
+            parser.error("--seeds takes at most 100 seeds")
+        args.first_seed = min(args.seeds)  # names the share file when --share does not
+    seeds = args.seeds or list(range(args.first_seed, args.first_seed + args.runs))
     if args.share and not re.fullmatch(r"[A-Za-z0-9_.-]{1,40}", args.share):
         parser.error("--share must be 1-40 letters, digits, '_', '.' or '-'")
     for p in [args.diversity_percentile, args.relevance_percentile, *(args.sweep or [])]:
@@ -511,7 +524,7 @@ def main() -> None:
                     return
                 thresholds = calibrate(gen, subject, args, [args.diversity_percentile])[args.diversity_percentile]
                 print("calibration:", json.dumps(thresholds), flush=True)
-                for seed in range(args.first_seed, args.first_seed + args.runs):
+                for seed in seeds:
                     for variant in args.variants:
                         run = one_run(gen, subject, variant, seed, args, thresholds, renderer)
                         runs[variant].append(run)
