@@ -590,6 +590,14 @@ def summarise(
         if v != "DESIGNATE" and pooled[v] and pooled.get("DESIGNATE"):
             c = compare(pooled["DESIGNATE"], pooled[v], alternative="two-sided")
             rq1[v]["designate_a12"], rq1[v]["designate_p"] = c.a12, c.p_value
+    # every pair, not only DESIGNATE against the rest: Â12 of the first approach against the second (< 0.5: the
+    # first's archive images score lower, i.e. it tests better), two-sided Mann-Whitney p over the pooled images
+    pairs = {}
+    for i, a in enumerate(variants):
+        for b in variants[i + 1 :]:
+            if pooled[a] and pooled[b]:
+                c = compare(pooled[a], pooled[b], alternative="two-sided")
+                pairs[f"{a} vs {b}"] = {"a12": c.a12, "p": c.p_value}
     out: dict[str, Any] = {
         "command": "python replications/replicate_designate.py " + " ".join(sys.argv[1:]),
         "subject": subject,
@@ -599,6 +607,7 @@ def summarise(
         "thresholds": thresholds,
         "diversity_percentile": thresholds.get("diversity_percentile", args.diversity_percentile),
         "rq1": rq1,
+        "rq1_pairs": pairs,
         "designate_vs_random_iou": rq1["DESIGNATE"]["median"] / rq1["Random"]["median"],
         "designate_median_iou": rq1["DESIGNATE"]["median"],
         "archive_images_per_run": rq1["DESIGNATE"]["images_per_run_median"],
@@ -671,6 +680,18 @@ def render(subject: str, s: dict[str, Any]) -> str:
             f"({pv['feature_div']}) | {r['pixel_div']:.3f} ({pv['pixel_div']}) | {a12} | "
             f"{r['median_class_share']:.4f} | {r['evaluations_per_run']:.0f} | {r['seconds_per_run']:.0f} |"
         )
+    if s.get("rq1_pairs"):
+        lines += [
+            "",
+            f"Every pair (Â12 of the first against the second over the pooled archive {metric}s, < 0.5: the first's "
+            "are lower; two-sided Mann-Whitney p):",
+            "",
+            "| pair | runs | A12 | p |",
+            "|---|---|---|---|",
+        ]
+        for pair, c in s["rq1_pairs"].items():
+            a, b = pair.split(" vs ")
+            lines.append(f"| {pair} | {s['rq1'][a]['runs']} / {s['rq1'][b]['runs']} | {c['a12']:.2f} | {c['p']:.2g} |")
     if "rq2" in s:
         q = s["rq2"]
         lines += [
