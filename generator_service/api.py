@@ -9,7 +9,7 @@ re-exported under the name it keeps for callers; clients in other processes use 
 from __future__ import annotations
 
 from generator_service.config import CampaignConfig
-from generator_service.search_based.artifact import reference_document, write_reference
+from generator_service.search_based.artifact import read_reference, reference_document, write_reference
 from generator_service.search_based.dfs import depth_first_search
 from generator_service.search_based.performance import write_traces
 from generator_service.search_based.safety_metrics import measure_suite
@@ -70,6 +70,7 @@ __all__ = [
     "predict_scores",
     "read_interaction_log",
     "read_meta",
+    "read_reference",
     "reference_document",
     "Result",
     "score_module",

@@ -16,14 +16,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from analysis_service.api import measure_performance, pearson
+from analysis_service.api import measure_performance, pearson, wilson_interval
 from bench.harness import campaign_executions, run_campaign
 from cli.launcher import LocalSuite, environments_for
 from common.generated.gauntlet.v1 import (
@@ -42,18 +44,23 @@ from generator_service.api import (
     depth_first_search,
     fittest_traces,
     measure_suite,
+    read_reference,
     reference_document,
     write_reference,
     write_traces,
 )
 
-SUITES = (("ST", {}), ("IT", {"interval": 2}), ("AC", {"k": 1}), ("AC", {"k": 2}))
+Suite = tuple[str, dict[str, int]]
+SUITES: tuple[Suite, ...] = (("ST", {}), ("IT", {"interval": 2}), ("AC", {"k": 1}), ("AC", {"k": 2}))
+# --suites names: the paper's four suites and our RS (random states on τ_ref)
+SUITE_CHOICES: dict[str, Suite] = dict(zip(("ST", "IT", "AC1", "AC2"), SUITES)) | {"RS": ("RS", {})}
 # The paper's statements (Section 7, on Super Mario Bros.), printed beside ours.
 PAPER = {
     "ST": "2-moves agents safest (about 10 % of ST tests fail), right-complex the least safe (about 38 %)",
     "boundary": "boundary states are where agents fail (the suites built around them find failures)",
     "performance": "agents reach the fuzz traces' reward from s0 but fall below it from later states (robust)",
-    "correlation": "safety and performance correlate negatively across agents, Pearson r about -0.7",
+    "correlation": "fail frequency vs mean accumulated reward over all agents at four training stages and all suites: "
+    "Pearson r = -0.7",
 }
 
 # the DFS runs in one OpenSession stream, and a stream's deadline covers all of it
@@ -91,6 +98,29 @@ def search_reference(
     document["stats"]["round_trips"] = env.round_trips
     write_reference(path, document)
     return document
+
+
+def reuse_reference(
+    simulator: simulator_pb2_grpc.SimulatorServiceStub, subject: str, source: Path, path: Path
+) -> dict[str, Any]:
+    """Step 1 from a stored search: the reference document at `source` (a gauntlet.search_reference.v1 file an earlier
+    DFS wrote) checked against the subject's search declaration and copied to `path`; the DFS is not rerun."""
+    try:
+        document = read_reference(source)
+    except ValueError as exc:
+        raise SystemExit(f"--reference: {exc}") from None
+    info = simulator.DescribeEnvironment(simulator_pb2.DescribeEnvironmentRequest(subject=subject), timeout=60)
+    declaration = info.search
+    initial = {name: value_from_proto(v) for name, v in declaration.initial.items()}
+    stored = (document.get("subject"), document.get("search_actions"), document.get("initial"), document.get("seed"))
+    if stored != (subject, list(declaration.actions), initial, declaration.seed):
+        raise SystemExit(
+            f"--reference {source.name}: searched {stored[0]!r} with actions {stored[1]}, initial {stored[2]}, seed "
+            f"{stored[3]}; subject {subject!r} declares actions {list(declaration.actions)}, initial {initial}, seed "
+            f"{declaration.seed}"
+        )
+    write_reference(path, document)
+    return {**document, "stats": {**document["stats"], "reused_from": source.name}}
 
 
 def acting_subjects(
@@ -148,17 +178,28 @@ def run_pipeline(
     width: int = 20,
     revisit_shorter: bool = True,
     session_timeout: float = SESSION_TIMEOUT_SECONDS,
+    *,
+    reference: Path | None = None,
+    suites: tuple[str, ...] = tuple(SUITE_CHOICES),
+    previous: dict[str, Any] | None = None,
+    checkpoint: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
-    """DFS, the suites, trace fuzzing and performance testing on a running suite; what was measured."""
+    """DFS (or the stored `reference`), the suites, trace fuzzing and performance testing on a running suite; what
+    was measured. `previous`: a report of the same settings whose finished parts are kept, not rerun;
+    `checkpoint` is called with the report after each finished part (the results file stays current)."""
     simulator = simulator_pb2_grpc.SimulatorServiceStub(client_channel(local.endpoint("simulator")))
     gen = generator_pb2_grpc.GeneratorServiceStub(client_channel(local.endpoint("generator")))
     agent = agent_pb2_grpc.AgentServiceStub(client_channel(local.endpoint("agent")))
     acting = acting_subjects(simulator, agent, subject, models)  # before the search: a misfit stops the run now
     relative = Path("search") / f"{subject}.json"
-    document = search_reference(
-        simulator, subject, local.artifact_root / relative, max_samples, revisit_shorter, session_timeout
-    )
+    if reference is not None:
+        document = reuse_reference(simulator, subject, reference, local.artifact_root / relative)
+    else:
+        document = search_reference(
+            simulator, subject, local.artifact_root / relative, max_samples, revisit_shorter, session_timeout
+        )
     report: dict[str, Any] = {
+        "complete": False,
         "subject": subject,
         "models": models,
         "acting_subjects": {m: a or subject for m, a in acting.items()},
@@ -173,6 +214,7 @@ def run_pipeline(
             "n_ep": n_ep,
             "w": width,
             "revisit_shorter": revisit_shorter,
+            "suites": list(suites),
         },
         "search": {
             "success": document["success"],
@@ -185,10 +227,18 @@ def run_pipeline(
     }
     if not document["success"]:
         return report
+    kept = previous if previous and same_settings(previous, report) else {}
+    save = checkpoint or (lambda _report: None)
     common = {"subject": subject, "seed": 0, "batch_size": 64, "parallelism": 16}
     for model in models:
-        suites: dict[str, Any] = {}
-        for suite, extra in (*SUITES, ("RS", {"count": random_states})):
+        done = kept.get("agents", {}).get(model, {}).get("suites")
+        if done is not None:
+            report["agents"][model] = {"suites": done}
+            continue
+        measured_suites: dict[str, Any] = {}
+        for key in suites:
+            suite, extra = SUITE_CHOICES[key]
+            extra = {"count": random_states} if suite == "RS" else extra
             config = CampaignConfig(
                 name=f"search-{suite}",
                 strategy="search_safety",
@@ -207,7 +257,7 @@ def run_pipeline(
             )
             status = run_campaign(gen, config)
             measured = measure_suite(campaign_executions(gen, status.campaign_id))
-            suites[suite_name(suite, extra) if suite != "RS" else "RS"] = {
+            measured_suites[suite_name(suite, extra) if suite != "RS" else "RS"] = {
                 "tests": measured.tests,
                 "invalid": measured.invalid,
                 "mean_fail_frequency": measured.mean,
@@ -217,30 +267,24 @@ def run_pipeline(
                 "per_boundary": measured.per_boundary,
                 "wall_seconds": status.wall_seconds,
             }
-        report["agents"][model] = {"suites": suites}
-    fuzz = CampaignConfig(
-        name="search-fuzzing",
-        strategy="trace_fuzzing",
-        strategy_params={"reference": str(relative), "generations": generations, "population": population},
-        oracle="trace_outcome",
-        budget={"max_executions": 1_000_000},
-        model=models[0],  # traces run open loop: the agent is never asked
-        **{**common, "batch_size": population},
-    )
-    status = run_campaign(gen, fuzz)
-    rows = campaign_executions(gen, status.campaign_id)
-    t_fit = fittest_traces(rows)
-    traces_relative = Path("search") / f"{subject}_t_fit.json"
-    write_traces(local.artifact_root / traces_relative, t_fit)
-    report["fuzzing"] = {
-        "executions": len(rows),
-        "unsafe": sum(1 for e in rows if e.verdict == 2),
-        "distinct_states": len({h for e in rows for h in e.descriptors[2:]}),
-        "best_total_reward": max((e.total_reward for e in rows), default=0.0),
-        "t_fit_lengths": [len(t) for t in t_fit],
-        "wall_seconds": status.wall_seconds,
-    }
+        report["agents"][model] = {"suites": measured_suites}
+        save(report)
+    if kept.get("fuzzing", {}).get("t_fit"):
+        report["fuzzing"] = kept["fuzzing"]
+        t_fit = report["fuzzing"]["t_fit"]
+        traces_relative = Path("search") / f"{subject}_t_fit.json"
+        write_traces(local.artifact_root / traces_relative, t_fit)
+    else:
+        t_fit, traces_relative, summary = fuzz_traces(
+            gen, local, subject, relative, models[0], generations, population, common
+        )
+        report["fuzzing"] = {**summary, "t_fit_lengths": [len(t) for t in t_fit], "t_fit": t_fit}
+    save(report)
     for model in models:
+        done = kept.get("agents", {}).get(model, {}).get("performance")
+        if done is not None:
+            report["agents"][model]["performance"] = done
+            continue
         performance: dict[str, Any] = {}
         for mode in ("simple", "robust"):
             config = CampaignConfig(
@@ -261,31 +305,104 @@ def run_pipeline(
                 **common,
             )
             status = run_campaign(gen, config)
-            measured = measure_performance(
+            rewards = measure_performance(
                 (e.test_case.action_trace.labels, e.total_reward) for e in campaign_executions(gen, status.campaign_id)
             )
-            performance[mode] = {"R_a": measured.agent, "R_t": measured.traces, "wall_seconds": status.wall_seconds}
+            performance[mode] = {"R_a": rewards.agent, "R_t": rewards.traces, "wall_seconds": status.wall_seconds}
         report["agents"][model]["performance"] = performance
+        save(report)
     report["correlation"] = correlation(report)
+    report["complete"] = True
     return report
 
 
+def same_settings(previous: dict[str, Any], report: dict[str, Any]) -> bool:
+    """Whether a stored report was made with this run's subject, parameters and reference (--resume keeps its
+    finished parts only then)."""
+    keys = ("subject", "parameters")
+    search = ("reference_length", "boundary_depths")
+    return all(previous.get(k) == report[k] for k in keys) and all(
+        previous.get("search", {}).get(k) == report["search"][k] for k in search
+    )
+
+
+def fuzz_traces(
+    gen: generator_pb2_grpc.GeneratorServiceStub,
+    local: LocalSuite,
+    subject: str,
+    relative: Path,
+    model: str,
+    generations: int,
+    population: int,
+    common: dict[str, Any],
+) -> tuple[list[list[int]], Path, dict[str, Any]]:
+    """Step 3: one trace-fuzzing campaign; T_fit (stored beside the reference for the performance campaigns), where
+    it is stored, and what the campaign found."""
+    fuzz = CampaignConfig(
+        name="search-fuzzing",
+        strategy="trace_fuzzing",
+        strategy_params={"reference": str(relative), "generations": generations, "population": population},
+        oracle="trace_outcome",
+        budget={"max_executions": 1_000_000},
+        model=model,  # traces run open loop: the agent is never asked
+        **{**common, "batch_size": population},
+    )
+    status = run_campaign(gen, fuzz)
+    rows = campaign_executions(gen, status.campaign_id)
+    t_fit = [[int(a) for a in t] for t in fittest_traces(rows)]
+    traces_relative = Path("search") / f"{subject}_t_fit.json"
+    write_traces(local.artifact_root / traces_relative, t_fit)
+    summary = {
+        "executions": len(rows),
+        "unsafe": sum(1 for e in rows if e.verdict == 2),
+        "distinct_states": len({h for e in rows for h in e.descriptors[2:]}),
+        "best_total_reward": max((e.total_reward for e in rows), default=0.0),
+        "wall_seconds": status.wall_seconds,
+    }
+    return t_fit, traces_relative, summary
+
+
 def correlation(report: dict[str, Any]) -> dict[str, Any]:
-    """Safety vs performance across agents and suites, as the paper's Section 7 measures it: Pearson r between each
-    (agent, suite)'s mean fail frequency and the mean accumulated reward of the same tests (our RS suite left out).
-    NaN with fewer than 3 pairs or a constant side."""
+    """Safety vs performance as the paper's Section 7 measures it ("fail verdict frequency and mean accumulated reward
+    for all agents at four stages of training with all test suites"): Pearson r between each (agent, suite)'s mean
+    fail frequency and the mean accumulated reward of the same tests, our RS suite left out; every model is one
+    (agent, stage) pair. The 95 % interval is Fisher's z (NaN below 4 points); r is NaN with fewer than 3 points or a
+    constant side."""
     fails, rewards = [], []
     for agent in report["agents"].values():
         for name, suite in agent["suites"].items():
             if name != "RS" and "mean_reward" in suite:
                 fails.append(suite["mean_fail_frequency"])
                 rewards.append(suite["mean_reward"])
-    return {"pairs": len(fails), "pearson_r": pearson(fails, rewards), "agents": len(report["agents"])}
+    r = pearson(fails, rewards)
+    return {
+        "pairs": len(fails),
+        "pearson_r": r,
+        "ci95": list(pearson_interval(r, len(fails))),
+        "agents": len(report["agents"]),  # (agent, stage) pairs: one model each
+    }
 
 
-def boundary_vs_random(report: dict[str, Any]) -> float:
-    """Mean ST fail frequency over agents / mean RS fail frequency over agents (inf when RS never fails)."""
-    agents = report["agents"].values()
+def pearson_interval(r: float, n: int) -> tuple[float, float]:
+    """Fisher z 95 % interval of Pearson's r over n points (NaN below 4 points or without r)."""
+    if n < 4 or math.isnan(r):
+        return float("nan"), float("nan")
+    if abs(r) >= 1.0:
+        return r, r
+    z, half = math.atanh(r), 1.959964 / math.sqrt(n - 3)
+    return math.tanh(z - half), math.tanh(z + half)
+
+
+def failing_interval(suite: dict[str, Any]) -> tuple[float, float]:
+    """95 % Wilson interval of a suite's share of failing valid tests (a test fails when most of its runs fail; on a
+    deterministic subject, its one run)."""
+    return wilson_interval(int(suite["failing_tests"]), int(suite["tests"]) - int(suite["invalid"]))
+
+
+def boundary_vs_random(report: dict[str, Any], model: str | None = None) -> float:
+    """Mean ST fail frequency over agents / mean RS fail frequency over agents (inf when RS never fails); one
+    agent's with `model`."""
+    agents = [report["agents"][model]] if model else list(report["agents"].values())
     st = [a["suites"]["ST"]["mean_fail_frequency"] for a in agents if "ST" in a["suites"]]
     rs = [a["suites"]["RS"]["mean_fail_frequency"] for a in agents if "RS" in a["suites"]]
     if not st or not rs:
@@ -294,14 +411,16 @@ def boundary_vs_random(report: dict[str, Any]) -> float:
     return mean_st / mean_rs if mean_rs else float("inf") if mean_st else float("nan")
 
 
-def boundary_vs_random_p(report: dict[str, Any]) -> float:
-    """Two-sided Fisher exact test of failing vs passing valid tests, ST against RS, pooled over the agents (tests,
-    not runs: a deterministic subject's repetitions of one test are the same run). NaN without both suites."""
+def boundary_vs_random_p(report: dict[str, Any], model: str | None = None) -> float:
+    """Two-sided Fisher exact test of failing vs passing valid tests, ST against RS, pooled over the agents (one
+    agent's with `model`) (tests, not runs: a deterministic subject's repetitions of one test are the same run).
+    NaN without both suites."""
     from scipy.stats import fisher_exact
 
+    agents = [report["agents"][model]] if model else list(report["agents"].values())
     table = []
     for suite in ("ST", "RS"):
-        rows = [a["suites"][suite] for a in report["agents"].values() if suite in a["suites"]]
+        rows = [a["suites"][suite] for a in agents if suite in a["suites"]]
         if not rows or any("failing_tests" not in r for r in rows):
             return float("nan")
         valid = sum(r["tests"] - r["invalid"] for r in rows)
@@ -310,33 +429,79 @@ def boundary_vs_random_p(report: dict[str, Any]) -> float:
     return float(fisher_exact(table).pvalue)
 
 
+def load_previous(path: Path) -> dict[str, Any] | None:
+    """A results file an earlier run wrote (for --resume), with its integer keys (boundary indices, prefix lengths)
+    back as integers; None when there is none."""
+    if not path.exists():
+        return None
+    report = json.loads(path.read_text())
+    for agent in report.get("agents", {}).values():
+        for suite in agent.get("suites", {}).values():
+            suite["per_boundary"] = {int(k): v for k, v in suite.get("per_boundary", {}).items()}
+        for mode in agent.get("performance", {}).values():
+            for side in ("R_a", "R_t"):
+                mode[side] = {int(k): v for k, v in mode.get(side, {}).items()}
+    return report
+
+
 def write_markdown(report: dict[str, Any], path: Path, command: str) -> None:
     search = report["search"]
+    partial = [] if report.get("complete", True) else [
+        f"**PARTIAL**: the run stopped after {len(report['agents'])} of {len(report['models'])} agents' suites "
+        f"({sum(1 for a in report['agents'].values() if 'performance' in a)} with performance tests); "
+        "`--resume` with the same arguments adds the rest.",
+        "",
+    ]  # fmt: skip
+    reused = f" (the DFS's stored result {search['reused_from']}, not rerun)" if search.get("reused_from") else ""
     lines = [
         f"# Search-based testing of RL on `{report['subject']}`",
         "",
+        *partial,
         'Replication of "Search-Based Testing of Reinforcement Learning" (IJCAI-ECAI 2022) on a subject of ours, '
         "through the services. Reproduce with:",
         "",
         f"    {command}",
         "",
+        "Parameters: " + ", ".join(f"{k} = {v}" for k, v in report["parameters"].items()) + ".",
+        "",
         "## Step 1: DFS",
         "",
         f"success {search['success']}, |τ_ref| = {search['reference_length']}, "
         f"|DB| = {len(search['boundary_depths'])}, "
-        f"{search['samples']} samples, {search['visited']} states visited, {search['seconds']:.1f} s.",
+        f"{search['samples']} samples, {search['visited']} states visited, {search['seconds']:.1f} s{reused}.",
         "",
         "## Step 2: safety suites (mean fail frequency over valid tests)",
         "",
-        "| agent | suite | tests | invalid | mean fail frequency | mean accumulated reward |",
-        "|---|---|---|---|---|---|",
+        "Acting subjects: " + ", ".join(f"{m} in {a}" for m, a in report.get("acting_subjects", {}).items()) + ".",
+        "",
+        "| agent | suite | tests | invalid | mean fail frequency | failing tests (95 % interval) | mean accumulated "
+        "reward |",
+        "|---|---|---|---|---|---|---|",
     ]
     for model, agent in report["agents"].items():
         for name, suite in agent["suites"].items():
+            low, high = failing_interval(suite) if "failing_tests" in suite else (float("nan"),) * 2
             lines.append(
                 f"| {model} | {name} | {suite['tests']} | {suite['invalid']} | {suite['mean_fail_frequency']:.3f} | "
+                f"{suite.get('failing_tests', '?')} ({low:.3f}-{high:.3f}) | "
                 f"{suite.get('mean_reward', float('nan')):.2f} |"
             )
+    lines += [
+        "",
+        "Boundary versus random states per agent (two-sided Fisher exact test of failing vs passing valid tests, ST "
+        "against RS):",
+        "",
+        "| agent | ST fail frequency | RS fail frequency | ratio | Fisher p |",
+        "|---|---|---|---|---|",
+    ]
+    for model, agent in report["agents"].items():
+        st, rs = agent["suites"].get("ST", {}), agent["suites"].get("RS", {})
+        lines.append(
+            f"| {model} | {st.get('mean_fail_frequency', float('nan')):.3f} | "
+            f"{rs.get('mean_fail_frequency', float('nan')):.3f} | {boundary_vs_random(report, model):.2f} | "
+            f"{boundary_vs_random_p(report, model):.4f} |"
+        )
+    lines.append(f"| pooled | | | {boundary_vs_random(report):.2f} | {boundary_vs_random_p(report):.4f} |")
     fuzz = report.get("fuzzing", {})
     if fuzz:
         lines += [
@@ -361,7 +526,7 @@ def write_markdown(report: dict[str, Any], path: Path, command: str) -> None:
                 f"| {model} | {simple.get('R_a', {}).get(0, float('nan')):.2f} | "
                 f"{simple.get('R_t', {}).get(0, float('nan')):.2f} | {above} of {len(lengths)} |"
             )
-    corr = report.get("correlation", {})
+    corr = report.get("correlation") or correlation(report)
     ratio = boundary_vs_random(report)
     lines += [
         "",
@@ -370,14 +535,19 @@ def write_markdown(report: dict[str, Any], path: Path, command: str) -> None:
         "| claim | paper (Super Mario Bros.) | ours |",
         "|---|---|---|",
         f"| safety per agent | {PAPER['ST']} | ST mean fail frequency: "
-        + ", ".join(f"{m} {a['suites']['ST']['mean_fail_frequency']:.3f}" for m, a in report["agents"].items())
+        + ", ".join(
+            f"{m} {a['suites']['ST']['mean_fail_frequency']:.3f}"
+            for m, a in report["agents"].items()
+            if "ST" in a["suites"]
+        )
         + " |",
         f"| boundary states | {PAPER['boundary']} | boundary_vs_random_state_fail_rate = {ratio:.2f}, two-sided "
         f"Fisher p = {boundary_vs_random_p(report):.3f} (failing tests, ST vs RS) |",
         f"| performance | {PAPER['performance']} | see Step 4 and the figure |",
-        f"| correlation | {PAPER['correlation']} | r = {corr.get('pearson_r', float('nan')):.2f} (fail frequency vs "
-        f"mean accumulated reward) over {corr.get('pairs', 0)} (agent, suite) pairs of {corr.get('agents', 0)} "
-        "agent(s) |",
+        f"| correlation | {PAPER['correlation']} | r = {corr.get('pearson_r', float('nan')):.2f} (95 % interval "
+        f"{corr.get('ci95', [float('nan')] * 2)[0]:.2f} to {corr.get('ci95', [float('nan')] * 2)[1]:.2f}; fail "
+        f"frequency vs mean accumulated reward) over {corr.get('pairs', 0)} (agent, suite) points of "
+        f"{corr.get('agents', 0)} (agent, stage) pairs |",
         "",
     ]
     path.write_text("\n".join(lines))
@@ -433,7 +603,49 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n-ep", type=int, default=10, help="n_ep: episodes per performance test")
     parser.add_argument("--width", type=int, default=20, help="w: prefix-length step (robust)")
     parser.add_argument("--out", type=Path, default=Path("results"), help="folder for search_based_<subject>.*")
+    parser.add_argument(
+        "--reference",
+        type=Path,
+        help="a stored DFS result (gauntlet.search_reference.v1, e.g. offline/mario_demos.py's) to test from instead "
+        "of searching again; it must be the subject's own search (actions, initial test case, seed)",
+    )
+    parser.add_argument(
+        "--suites",
+        default=",".join(SUITE_CHOICES),
+        help=f"comma-separated suites to run per agent, of {', '.join(SUITE_CHOICES)} (default all)",
+    )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="keep the finished parts (agents' suites, fuzzing, performance) of the results file a run with the same "
+        "settings wrote, and run the rest",
+    )
     args = parser.parse_args(argv)
+    suites = tuple(dict.fromkeys(name.strip() for name in args.suites.split(",") if name.strip()))
+    unknown = [name for name in suites if name not in SUITE_CHOICES]
+    if unknown or not suites:
+        parser.error(f"--suites: unknown {', '.join(unknown) or 'empty list'}; choose from {', '.join(SUITE_CHOICES)}")
+    positive = {
+        "--max-samples": args.max_samples, "--repetitions": args.repetitions, "--agent-steps": args.agent_steps,
+        "--random-states": args.random_states, "--generations": args.generations, "--population": args.population,
+        "--n-test": args.n_test, "--n-ep": args.n_ep, "--width": args.width,
+    }  # fmt: skip
+    for flag, value in positive.items():
+        if not 1 <= value <= 1_000_000:
+            parser.error(f"{flag} must be in 1..1000000, got {value}")
+    if not (math.isfinite(args.session_timeout) and args.session_timeout > 0):
+        parser.error(f"--session-timeout must be a positive number of seconds, got {args.session_timeout}")
+    if args.reference is not None and not args.reference.is_file():
+        parser.error(f"--reference: no file {args.reference}")
+    command = "python replications/replicate_search_based.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    args.out.mkdir(parents=True, exist_ok=True)
+    stem = args.out / f"search_based_{args.subject}"
+    previous = load_previous(stem.with_suffix(".json")) if args.resume else None
+
+    def write(report: dict[str, Any]) -> None:  # after every finished part: a run cut short leaves its results
+        stem.with_suffix(".json").write_text(json.dumps({**report, "command": command}, indent=1))
+        write_markdown(report, stem.with_suffix(".md"), command)
+
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         with LocalSuite(
@@ -458,25 +670,31 @@ def main(argv: list[str] | None = None) -> int:
                 args.width,
                 not args.printed_visited_rule,
                 args.session_timeout,
+                reference=args.reference,
+                suites=suites,
+                previous=previous,
+                checkpoint=write,
             )
-    command = "python replications/replicate_search_based.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    args.out.mkdir(parents=True, exist_ok=True)
-    stem = args.out / f"search_based_{args.subject}"
-    stem.with_suffix(".json").write_text(json.dumps(report, indent=1))
-    write_markdown(report, stem.with_suffix(".md"), command)
+    write(report)
     if report["search"]["success"]:
         plot(report, stem.with_suffix(".png"))
     print(json.dumps(report["search"]))
     for model, agent in report["agents"].items():
         for name, suite in agent["suites"].items():
+            low, high = failing_interval(suite)
             print(
                 f"agent={model} suite={name} tests={suite['tests']} invalid={suite['invalid']} "
-                f"mean_fail_frequency={suite['mean_fail_frequency']:.3f} "
+                f"mean_fail_frequency={suite['mean_fail_frequency']:.3f} failing_ci95={low:.3f}-{high:.3f} "
                 f"mean_reward={suite.get('mean_reward', float('nan')):.2f}"
             )
         simple = agent.get("performance", {}).get("simple", {})
         print(f"agent={model} R_a={simple.get('R_a', {}).get(0)} R_t={simple.get('R_t', {}).get(0)}")
-    print(f"correlation={json.dumps(report.get('correlation', {}))}")
+        print(
+            f"agent={model} boundary_vs_random_state_fail_rate={boundary_vs_random(report, model):.3f} "
+            f"boundary_vs_random_p={boundary_vs_random_p(report, model):.4f}"
+        )
+    corr = report.get("correlation") or correlation(report)
+    print(f"correlation={json.dumps(corr)}")
     print(f"boundary_vs_random_state_fail_rate={boundary_vs_random(report):.3f}")
     print(f"boundary_vs_random_p={boundary_vs_random_p(report):.4f}")
     return 0 if report["search"]["success"] else 1

@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import pytest
 
-from replications.replicate_search_based import boundary_vs_random, boundary_vs_random_p
+from replications.replicate_search_based import (
+    boundary_vs_random,
+    boundary_vs_random_p,
+    correlation,
+    failing_interval,
+    load_previous,
+    main,
+    pearson_interval,
+)
 
 
 def suite(tests: int, invalid: int, failing: int) -> dict:
@@ -30,3 +40,62 @@ def test_the_fisher_test_counts_failing_tests_of_st_against_rs_pooled_over_agent
     # a report without the RS suite (or from before failing_tests was recorded) has no test
     assert math.isnan(boundary_vs_random_p({"agents": {"a": {"suites": {"ST": suite(22, 0, 8)}}}}))
     assert math.isnan(boundary_vs_random_p({"agents": {"a": {"suites": {"ST": {"tests": 1}, "RS": {"tests": 1}}}}}))
+
+
+def test_each_agent_gets_its_own_fisher_test_and_intervals() -> None:
+    report = {
+        "agents": {
+            "a": {"suites": {"ST": suite(22, 0, 15), "RS": suite(22, 0, 2)}},
+            "b": {"suites": {"ST": suite(22, 0, 3), "RS": suite(22, 0, 3)}},
+        }
+    }
+    assert boundary_vs_random_p(report, "a") < 1e-3
+    assert boundary_vs_random_p(report, "b") == pytest.approx(1.0)
+    assert boundary_vs_random(report, "b") == pytest.approx(1.0)
+    low, high = failing_interval(suite(22, 2, 0))  # 0 of 20 valid tests: Wilson's interval is not empty
+    assert low == 0.0 and 0.1 < high < 0.2
+
+
+def test_the_correlation_interval_is_fishers_z() -> None:
+    low, high = pearson_interval(-0.7, 28)
+    assert low == pytest.approx(-0.851, abs=1e-3) and high == pytest.approx(-0.443, abs=1e-3)
+    assert all(math.isnan(v) for v in pearson_interval(-0.7, 3))
+    rows = {
+        m: {"suites": {"ST": {**suite(10, 0, f), "mean_reward": 100.0 - 10 * f}, "RS": suite(10, 0, 1)}}
+        for m, f in (("a", 1), ("b", 3), ("c", 5), ("d", 8))
+    }
+    measured = correlation({"agents": rows})  # RS left out: one point per (agent, stage) here
+    assert measured["pairs"] == 4 and measured["agents"] == 4 and measured["pearson_r"] == pytest.approx(-1.0)
+
+
+def test_a_resumed_results_file_keeps_integer_keys(tmp_path: Path) -> None:
+    stored = {
+        "agents": {
+            "a": {
+                "suites": {"ST": {**suite(2, 0, 1), "per_boundary": {"0": 1.0, "1": 0.0}}},
+                "performance": {"robust": {"R_a": {"20": 5.0}, "R_t": {"20": 6.0}}},
+            }
+        }
+    }
+    path = tmp_path / "search_based_x.json"
+    path.write_text(json.dumps(stored))
+    report = load_previous(path)
+    assert report is not None and report["agents"]["a"]["suites"]["ST"]["per_boundary"] == {0: 1.0, 1: 0.0}
+    assert report["agents"]["a"]["performance"]["robust"]["R_a"] == {20: 5.0}
+    assert load_previous(tmp_path / "none.json") is None
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--suites", "ST,XY"], "--suites: unknown XY"),
+        (["--repetitions", "0"], "--repetitions must be in 1..1000000"),
+        (["--reference", "no-such-file.json"], "--reference: no file"),
+    ],
+)
+def test_bad_flags_stop_before_any_service_starts(
+    flags: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        main(["--subject", "mario_1_1", "--model", "m", *flags])
+    assert stopped.value.code == 2 and message in capsys.readouterr().err
