@@ -32,11 +32,20 @@ before the last ones says so. Besides the paper's 8 settings, hc_sal+rnd_reg run
 surrogate (trained on margins with label-distribution smoothing), as the paper's RQ4 does; it takes part in the
 choice of the best setting.
 
+`--table 4` makes the paper's Table 4 (RQ4) instead: random, train. fail. replay, hc_sal+rnd and hc_sal+rnd_reg,
+their failures clustered together (k* by the same silhouette rule), each setting tested against random and
+train. fail.; it writes results/indago_table4_<subject>.{md,json}, ends with one `indago_table4_diversity:` line per
+setting and `indago_table4: subject=.. best=.. vs_random=.. vs_train_fail=.. p_random=.. p_train_fail=..`, and,
+when results/indago_table2_<subject>.json was made with the same settings, checks that every shared (run,
+approach) found the same failures (the same campaigns: a campaign's inputs depend on its seed only).
+Every run record keeps each approach's failing inputs and their distinct count (#DF).
+
 Stochastic subjects (DescribeEnvironment says not deterministic) run each input 10 times and count it failing
 when more than half of the runs fail (the paper's "> 0.5"); their trajectory is the mean of the failing runs'.
 
     python replications/replicate_indago.py --subject lunarlander --runs 10 --max-iterations 100  # as in results/
     python replications/replicate_indago.py --subject parking --runs 10
+    python replications/replicate_indago.py --subject parking --model parking-her-tqc --table 4 --runs 10
     python replications/replicate_indago.py --subject cartpole --runs 1 --configs 5 --approaches random,hc_rnd  # smoke
 """
 
@@ -86,6 +95,10 @@ APPROACHES: dict[str, tuple[str, str | None]] = {
     REGRESSOR_APPROACH: ("indago", "regressor"),
     "train_fail": ("train_fail_replay", "classifier"),
 }
+# Table 4 (RQ4, "ineffective failure seeds"): hc_sal+rnd on the classifier and on the regressor against random
+# and train. fail. replay, the four clustered together (so k* and the diversity differ from Table 2's)
+TABLE4_APPROACHES = ("random", "train_fail", "hc_sal+rnd", REGRESSOR_APPROACH)
+BASELINES: dict[int, tuple[str, ...]] = {2: ("random", "sampling"), 4: ("random", "train_fail")}
 RATIO_RESAMPLES = 10_000  # bootstrap resamples of the runs behind each ratio's 95 % interval
 METRICS = ("failures", "in_coverage", "in_entropy", "out_coverage", "out_entropy")
 HEADERS = ("#F", "InC", "InE", "OutC", "OutE")
@@ -137,6 +150,28 @@ PAPER_TABLE2: dict[str, dict[str, tuple[float, ...]]] = {
         "ga_sal+rnd": (5, 83.00, 59.70, 60.00, 17.22),
         "ga_sal+fail": (42, 100.00, 97.61, 70.00, 12.73),
         "train_fail": (13,),
+    },
+}
+# Paper Table 4 (RQ4, 10-run means: #F, InC, InE, OutC, OutE). The paper ran it on simplified environments with
+# agents robust to their training failures (Table 1's RQ4 columns); we run it on the Table 2 agents and runs.
+PAPER_TABLE4: dict[str, dict[str, tuple[float, ...]]] = {
+    "Parking": {
+        "random": (1, 46.67, 12.10, 55.00, 19.18),
+        "train_fail": (1, 45.00, 0.00, 50.00, 0.00),
+        "hc_sal+rnd": (3, 71.67, 57.22, 80.00, 62.42),
+        REGRESSOR_APPROACH: (3, 80.00, 62.06, 80.00, 52.88),
+    },
+    "Humanoid": {
+        "random": (1, 30.83, 0.00, 37.50, 5.00),
+        "train_fail": (1, 25.83, 0.00, 35.00, 10.00),
+        "hc_sal+rnd": (3, 43.42, 7.29, 75.00, 48.08),
+        REGRESSOR_APPROACH: (12, 81.92, 57.35, 100.00, 86.02),
+    },
+    "Driving": {
+        "random": (0, 23.72, 0.00, 20.00, 0.00),
+        "train_fail": (2, 33.34, 9.70, 60.00, 20.00),
+        "hc_sal+rnd": (3, 57.97, 48.61, 80.00, 56.23),
+        REGRESSOR_APPROACH: (10, 91.16, 88.10, 100.00, 80.48),
     },
 }
 # Table 5 Gini purity (%) of train. fail. against the setting: (input, output)
@@ -335,11 +370,14 @@ def replicate(
     advance: Callable[[str], None] | None = None,
     checkpoint: Callable[[dict[str, Any]], None] | None = None,
     finished_runs: Sequence[dict[str, Any]] = (),
+    baselines: Sequence[str] = BASELINES[2],
 ) -> dict[str, Any]:
     """Runs the whole experiment on a running suite; returns per-run records and the summary (module docstring).
 
     ``checkpoint`` gets the result so far after every finished run (the caller writes partial results).
-    ``finished_runs``: records of runs 1..k from an earlier, interrupted session (--resume); only k+1.. run."""
+    ``finished_runs``: records of runs 1..k from an earlier, interrupted session (--resume); only k+1.. run.
+    ``baselines``: what every Indago setting is tested against (Table 2: random and sampling; Table 4: random
+    and train. fail.)."""
     from generator_service.api import Encoder
 
     unknown = [a for a in spec.approaches if a not in APPROACHES]
@@ -396,6 +434,7 @@ def replicate(
                     "campaign_id": res.campaign_id,
                     "executions": res.executions,
                     "failures": res.failures,
+                    "distinct_failures": distinct_count(res.failing_inputs),
                     "stop_reason": res.stop_reason,
                     "campaign_seconds": round(res.wall_seconds, 2),
                     "replay_mismatches": res.replay_mismatches,
@@ -403,17 +442,19 @@ def replicate(
                     "in_entropy": div["in"].entropy[a],
                     "out_coverage": div["out"].coverage[a],
                     "out_entropy": div["out"].entropy[a],
+                    # kept so that diversity over another set of approaches needs no rerun
+                    "failing_inputs": res.failing_inputs,
                 }
             runs.append(record)
             if checkpoint and r < spec.runs:
-                checkpoint(_result(spec, info, repetitions, signal, columns, what, runs, started))
+                checkpoint(_result(spec, info, repetitions, signal, columns, what, runs, started, baselines))
             say(
                 f"run {r}/{spec.runs}: "
                 + ", ".join(f"{a} {res.failures}" for a, res in results.items())
                 + f" failures; k* in {div['in'].k:.1f} / out {div['out'].k:.1f}; clustering {cluster_s:.1f} s; "
                 f"elapsed {time.perf_counter() - started:.0f} s"
             )
-    return _result(spec, info, repetitions, signal, columns, what, runs, started)
+    return _result(spec, info, repetitions, signal, columns, what, runs, started, baselines)
 
 
 def _result(
@@ -425,6 +466,7 @@ def _result(
     what: str,
     runs: list[dict[str, Any]],
     started: float,
+    baselines: Sequence[str] = BASELINES[2],
 ) -> dict[str, Any]:
     return {
         "spec": spec_record(spec),
@@ -433,14 +475,16 @@ def _result(
         "output_signal": {"signal": signal, "columns": columns, "what": what},
         "runs": list(runs),
         "runs_done": len(runs),
-        "summary": summarise(runs, spec.approaches),
+        "summary": summarise(runs, spec.approaches, baselines),
         "experiment_seconds": round(time.perf_counter() - started, 1),
     }
 
 
 # -- summary ----------------------------------------------------------------------------------------------
-def summarise(runs: Sequence[Mapping[str, Any]], approaches: Sequence[str]) -> dict[str, Any]:
-    """Means over runs per approach, and each Indago setting against random and sampling (one-sided: greater)."""
+def summarise(
+    runs: Sequence[Mapping[str, Any]], approaches: Sequence[str], baselines: Sequence[str] = BASELINES[2]
+) -> dict[str, Any]:
+    """Means over runs per approach, and each Indago setting against each baseline (one-sided: greater)."""
     values = {a: {m: [float(r["approaches"][a][m]) for r in runs] for m in METRICS} for a in approaches}
     means = {a: {m: statistics.mean(v) for m, v in ms.items()} for a, ms in values.items()}
     sds = {a: {m: statistics.pstdev(v) for m, v in ms.items()} for a, ms in values.items()}
@@ -448,18 +492,39 @@ def summarise(runs: Sequence[Mapping[str, Any]], approaches: Sequence[str]) -> d
     for a in approaches:
         if a not in INDAGO_APPROACHES:
             continue
-        for base in ("random", "sampling"):
+        for base in baselines:
             if base in values:
                 tests.setdefault(a, {})[base] = {}
                 for m in METRICS:
                     c = compare(values[a][m], values[base][m], alternative="greater")
                     tests[a][base][m] = {"p": c.p_value, "a12": c.a12, "effect": c.effect}
+    # distinct failures per run: recorded since Table 4 (older results files lack them)
+    distinct = {
+        a: [float(r["approaches"][a]["distinct_failures"]) for r in runs]
+        for a in approaches
+        if runs and all("distinct_failures" in r["approaches"][a] for r in runs)
+    }
     gini: dict[str, dict[str, float | None]] = {}
     for other in GINI_PAIRS:
         cells = [r["gini"][other] for r in runs if other in r.get("gini", {})]
         if cells:
             gini[other] = {kind: _mean_or_none([c[kind] for c in cells]) for kind in ("input", "output")}
-    return {"values": values, "means": means, "sds": sds, "tests": tests, "gini": gini}
+    return {
+        "values": values,
+        "means": means,
+        "sds": sds,
+        "tests": tests,
+        "gini": gini,
+        "baselines": list(baselines),
+        "distinct_failures": {a: statistics.mean(v) for a, v in distinct.items()},
+    }
+
+
+def distinct_count(inputs: Sequence[Mapping[str, Any]]) -> int:
+    """Distinct failing inputs: a search can return the same input for several asks (a GA converged on the
+    surrogate's maximum, a training failure replayed twice). Values are plain numbers from the store, so exact
+    equality is the test."""
+    return len({json.dumps(v, sort_keys=True) for v in inputs})
 
 
 def _mean_or_none(xs: Sequence[float | None]) -> float | None:
@@ -481,7 +546,7 @@ def failure_ratios(summary: Mapping[str, Any]) -> tuple[str, dict[str, float], l
     best = max(settings, key=lambda a: (means[a]["failures"], -list(INDAGO_APPROACHES).index(a)))
     x = means[best]["failures"]
     ratios, notes = {}, []
-    for base in ("random", "sampling"):
+    for base in summary.get("baselines", BASELINES[2]):
         if base not in means:
             continue
         y = means[base]["failures"]
@@ -525,7 +590,7 @@ def ratio_intervals(summary: Mapping[str, Any], best: str, notes: Sequence[str])
         base: ratio_interval(
             values[best]["failures"], values[base]["failures"], any(f"indago_vs_{base}_" in n for n in notes)
         )
-        for base in ("random", "sampling")
+        for base in summary.get("baselines", BASELINES[2])
         if base in values
     }
 
@@ -538,14 +603,17 @@ def _cell(v: float | None, digits: int = 2) -> str:
     return "-" if v is None else f"{v:.{digits}f}"
 
 
-def render(result: Mapping[str, Any], surrogate_meta: Mapping[str, Any], wall: float) -> str:
+def render(result: Mapping[str, Any], surrogate_meta: Mapping[str, Any], wall: float, table: int = 2) -> str:
     spec, summary = result["spec"], result["summary"]
     case = paper_case(spec["subject"])
-    paper = PAPER_TABLE2.get(case or "", {})
+    paper = (PAPER_TABLE4 if table == 4 else PAPER_TABLE2).get(case or "", {})
     approaches = list(spec["approaches"])
     held = (surrogate_meta.get("metrics") or {}).get("held_out") or {}
+    distinct = summary.get("distinct_failures") or {}
+    # #DF: distinct failing inputs per run, a column where every approach has them (results since Table 4)
+    distinct_header = ("#DF",) if all(a in distinct for a in approaches) else ()
     lines = [
-        f"Indago Table 2 replication on `{spec['subject']}` ({spec['model']}): {spec['runs']} runs x "
+        f"Indago Table {table} replication on `{spec['subject']}` ({spec['model']}): {spec['runs']} runs x "
         f"{len(approaches)} approaches x {spec['configs']} inputs, {result['repetitions']} execution(s) per input",
         "",
         f"Surrogate: {spec['surrogate']} ({surrogate_meta.get('grid', {}).get('name', '?')} grid; filter "
@@ -556,19 +624,31 @@ def render(result: Mapping[str, Any], surrogate_meta: Mapping[str, Any], wall: f
         + f"Output trajectory: {result['output_signal']['what']}. "
         f"Search: {json.dumps(spec['search_params']) if spec['search_params'] else 'strategy defaults'}.",
         "",
-        f"Means over runs (ours) and the paper's Table 2 for {case or 'no matching case study'} "
-        "(train. fail.: #F from Table 5):",
+        f"Means over runs (ours) and the paper's Table {table} for {case or 'no matching case study'} "
+        + (
+            "(the paper's RQ4 runs, on simplified environments; ours on the Table 2 agents):"
+            if table == 4
+            else "(train. fail.: #F from Table 5):"
+        ),
         "",
-        "| approach | " + " | ".join(HEADERS) + " | paper " + " | paper ".join(HEADERS) + " |",
-        "|---|" + "---|" * (2 * len(HEADERS)),
+        "| approach | "
+        + " | ".join(HEADERS[:1] + distinct_header + HEADERS[1:])
+        + " | paper "
+        + " | paper ".join(HEADERS)
+        + " |",
+        "|---|" + "---|" * (2 * len(HEADERS) + len(distinct_header)),
     ]
     for a in approaches:
         m, sd = summary["means"][a], summary["sds"][a]
-        ours = [f"{m['failures']:.1f} ± {sd['failures']:.1f}"] + [_cell(m[k]) for k in METRICS[1:]]
+        ours = (
+            [f"{m['failures']:.1f} ± {sd['failures']:.1f}"]
+            + [f"{distinct[a]:.1f}" for _ in distinct_header]
+            + [_cell(m[k]) for k in METRICS[1:]]
+        )
         ref = list(paper.get(a, ()))
         theirs = [(f"{v:g}" if i == 0 else f"{v:.2f}") for i, v in enumerate(ref)] + ["-"] * (len(HEADERS) - len(ref))
         lines.append(f"| {a} | " + " | ".join(ours) + " | " + " | ".join(theirs) + " |")
-    for base in ("random", "sampling"):
+    for base in summary.get("baselines", BASELINES[2]):
         rows = [(a, t[base]) for a, t in summary["tests"].items() if base in t]
         if not rows:
             continue
@@ -603,6 +683,9 @@ def render(result: Mapping[str, Any], surrogate_meta: Mapping[str, Any], wall: f
     k_in = statistics.mean(r["input_k"] for r in result["runs"])
     k_out = statistics.mean(r["output_k"] for r in result["runs"])
     mism = sum(a["replay_mismatches"] for r in result["runs"] for a in r["approaches"].values())
+    check = result.get("table2_check")
+    if check:
+        lines += ["", table2_check_text(check)]
     lines += [
         "",
         f"Mean k* per run: inputs {k_in:.1f}, outputs {k_out:.1f}. Failures whose re-run for the "
@@ -678,9 +761,19 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "classifier's: the suite's artifact root is that folder)",
     )
     parser.add_argument(
+        "--table",
+        type=int,
+        choices=(2, 4),
+        default=2,
+        help="2: the paper's Table 2 (all approaches, against random and sampling); 4: its Table 4 (RQ4: "
+        + ", ".join(TABLE4_APPROACHES)
+        + ", clustered together, against random and train. fail.), written to indago_table4_<subject>.*",
+    )
+    parser.add_argument(
         "--approaches",
-        default=",".join(APPROACHES),
-        help=f"comma-separated subset (default: all {len(APPROACHES)}: " + ", ".join(APPROACHES) + ")",
+        help=f"comma-separated subset (default: Table 2 all {len(APPROACHES)}: "
+        + ", ".join(APPROACHES)
+        + "; Table 4 its four)",
     )
     parser.add_argument(
         "--repetitions",
@@ -713,7 +806,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--output-signal",
         help="trajectory signal to cluster (default: the subject's position trace, see OUTPUT_SIGNALS)",
     )
-    parser.add_argument("--out", type=Path, default=ROOT / "results", help="folder for indago_table2_<subject>.*")
+    parser.add_argument("--out", type=Path, default=ROOT / "results", help="folder for indago_table<2|4>_<subject>.*")
     parser.add_argument(
         "--resume",
         action="store_true",
@@ -732,12 +825,16 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         parser.error(f"--time-budget must be >= 0, got {args.time_budget}")
     if args.max_k is not None and args.max_k < 2:
         parser.error(f"--max-k must be >= 2, got {args.max_k}")
-    approaches = [a.strip() for a in args.approaches.split(",") if a.strip()]
+    default = TABLE4_APPROACHES if args.table == 4 else tuple(APPROACHES)
+    approaches = [a.strip() for a in (args.approaches or ",".join(default)).split(",") if a.strip()]
     unknown = [a for a in approaches if a not in APPROACHES]
     if unknown:
         parser.error(f"--approaches: unknown {', '.join(unknown)}; known: {', '.join(APPROACHES)}")
-    if not any(a in INDAGO_APPROACHES for a in approaches) or not {"random", "sampling"} & set(approaches):
-        parser.error("--approaches needs at least one Indago setting and random or sampling (the final ratios)")
+    if args.table == 4 and not set(approaches) <= set(TABLE4_APPROACHES):
+        parser.error(f"--approaches: Table 4 compares {', '.join(TABLE4_APPROACHES)} only")
+    baselines = BASELINES[args.table]
+    if not any(a in INDAGO_APPROACHES for a in approaches) or not set(baselines) & set(approaches):
+        parser.error(f"--approaches needs at least one Indago setting and {' or '.join(baselines)} (the final ratios)")
     args.approaches = tuple(approaches)
     return args
 
@@ -798,9 +895,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         search_params=search,
         output_signal=args.output_signal,
     )
-    finished, sessions = (
-        resumable_runs(args.out / f"indago_table2_{args.subject}.json", spec) if args.resume else ([], [])
-    )
+    finished, sessions = resumable_runs(args.out / f"{results_stem(args)}.json", spec) if args.resume else ([], [])
     if finished:
         say(f"resuming: runs 1-{len(finished)} kept from the stored results")
     load = os.getloadavg()
@@ -840,6 +935,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                 advance=advance,
                 checkpoint=partial,
                 finished_runs=finished,
+                baselines=BASELINES[args.table],
             )
         except ValueError as exc:
             raise SystemExit(f"error: {exc}") from None
@@ -886,15 +982,18 @@ def resumable_runs(path: Path, spec: BenchSpec) -> tuple[list[dict[str, Any]], l
 def write_results(
     args: argparse.Namespace, meta: Mapping[str, Any], result: dict[str, Any], seconds: float, load: Sequence[float]
 ) -> str:
-    """Writes results/indago_table2_<subject>.{md,json}; returns the text whose last two lines are the ratios.
-    Before the last run, the files say PARTIAL and how many runs they hold."""
+    """Writes results/indago_table<2|4>_<subject>.{md,json}; returns the text whose last two lines are the
+    ratios. Before the last run, the files say PARTIAL and how many runs they hold. Table 4 also compares its
+    runs' failure counts with the Table 2 file beside it (the same campaigns when made with the same settings)."""
     result["wall_seconds"] = round(seconds, 1)
+    if args.table == 4:
+        result["table2_check"] = table2_check(args.out / f"indago_table2_{args.subject}.json", result)
     result["load_average_at_start"] = [round(x, 2) for x in load]
     result["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     best, ratios, notes = failure_ratios(result["summary"])
     intervals = ratio_intervals(result["summary"], best, notes)
     result["best_setting"], result["ratios"], result["ratio_ci95"] = best, ratios, intervals
-    text = render(result, meta, seconds)
+    text = render(result, meta, seconds, args.table)
     if result["runs_done"] < args.runs:
         text = (
             f"PARTIAL: {result['runs_done']} of {args.runs} runs finished when this was written "
@@ -914,21 +1013,24 @@ def write_results(
             f" min wall, {(earlier['cpu_seconds'] or 0) / 60:.1f} min CPU."
         )
     tests = result["summary"]["tests"].get(best, {})
-    p = {base: tests[base]["failures"]["p"] for base in ("random", "sampling") if base in tests}
+    baselines = BASELINES[args.table]
+    p = {base: tests[base]["failures"]["p"] for base in baselines if base in tests}
     tail = notes + [
-        f"indago_vs_random_failures={ratios.get('random', float('nan')):.3f}{_interval(intervals.get('random'))}",
-        f"indago_vs_sampling_failures={ratios.get('sampling', float('nan')):.3f}{_interval(intervals.get('sampling'))}",
-        f"indago_table2: subject={args.subject} best={best} "
-        + " ".join(
-            f"vs_{base}={ratios[base]:.3f}{_interval(intervals.get(base))}"
-            for base in ("random", "sampling")
-            if base in ratios
-        )
-        + "".join(f" p_{base}={v:.4f}" for base, v in p.items()),
+        f"indago_vs_{base}_failures={ratios.get(base, float('nan')):.3f}{_interval(intervals.get(base))}"
+        for base in baselines
     ]
+    if args.table == 4:
+        tail += diversity_lines(args.subject, result["summary"])
+    tail.append(
+        f"indago_table{args.table}: subject={args.subject} best={best} "
+        + " ".join(
+            f"vs_{base}={ratios[base]:.3f}{_interval(intervals.get(base))}" for base in baselines if base in ratios
+        )
+        + "".join(f" p_{base}={v:.4f}" for base, v in p.items())
+    )
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / f"indago_table2_{args.subject}.md").write_text(text + "\n\n" + "\n".join(tail) + "\n")
-    (args.out / f"indago_table2_{args.subject}.json").write_text(
+    (args.out / f"{results_stem(args)}.md").write_text(text + "\n\n" + "\n".join(tail) + "\n")
+    (args.out / f"{results_stem(args)}.json").write_text(
         json.dumps(
             {
                 "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
@@ -954,6 +1056,71 @@ def write_results(
         + "\n"
     )
     return text + "\n" + "\n".join(tail)
+
+
+def results_stem(args: argparse.Namespace) -> str:
+    return f"indago_table{args.table}_{args.subject}"
+
+
+# Spec fields that decide a campaign's inputs and verdicts: equal in both files, the same seed gives the same run
+SAME_CAMPAIGNS = ("subject", "model", "surrogate", "regressor", "configs", "repetitions", "search_params")
+
+
+def table2_check(path: Path, result: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Table 4's campaigns against Table 2's in ``path``: made with the same settings and seeds they are the same
+    campaigns, so every shared (run, approach) must have the same failure count. None: no comparable file."""
+    if not path.exists():
+        return None
+    stored = json.loads(path.read_text())
+    differ = [k for k in SAME_CAMPAIGNS if json.dumps(stored["spec"].get(k)) != json.dumps(result["spec"].get(k))]
+    if differ:
+        return {"file": path.name, "comparable": False, "differ": differ}
+    theirs = {r["run"]: r["approaches"] for r in stored["runs"]}
+    compared, mismatches = 0, []
+    for r in result["runs"]:
+        for a, cell in r["approaches"].items():
+            if a in theirs.get(r["run"], {}):
+                compared += 1
+                if theirs[r["run"]][a]["failures"] != cell["failures"]:
+                    mismatches.append(
+                        {
+                            "run": r["run"],
+                            "approach": a,
+                            "here": cell["failures"],
+                            "table2": theirs[r["run"]][a]["failures"],
+                        }
+                    )
+    return {"file": path.name, "comparable": True, "compared": compared, "mismatches": mismatches}
+
+
+def table2_check_text(check: Mapping[str, Any]) -> str:
+    if not check["comparable"]:
+        return f"Not the campaigns of {check['file']}: its settings differ ({', '.join(check['differ'])})."
+    bad = check["mismatches"]
+    return (
+        f"Same campaigns as {check['file']} (same settings and seeds): {check['compared'] - len(bad)} of "
+        f"{check['compared']} (run, approach) failure counts equal"
+        + (
+            "."
+            if not bad
+            else "; differ: "
+            + ", ".join(f"run {m['run']} {m['approach']} {m['here']} vs {m['table2']}" for m in bad)
+            + "."
+        )
+    )
+
+
+def diversity_lines(subject: str, summary: Mapping[str, Any]) -> list[str]:
+    """One line per Indago setting: its mean diversity beside the better baseline's, with the one-sided p."""
+    means, tests = summary["means"], summary["tests"]
+    lines = []
+    for a, against in tests.items():
+        cells = []
+        for m in METRICS[1:]:
+            base = max(against, key=lambda b: means[b][m])
+            cells.append(f"{m}={means[a][m]:.2f} ({base} {means[base][m]:.2f}, p={against[base][m]['p']:.4f})")
+        lines.append(f"indago_table4_diversity: subject={subject} setting={a} " + " ".join(cells))
+    return lines
 
 
 def cpu_seconds(pids: Mapping[str, int]) -> dict[str, float]:

@@ -190,3 +190,73 @@ def test_resume_keeps_runs_made_with_the_same_settings_only(tmp_path: Path) -> N
         resumable_runs(path, other)
     with pytest.raises(SystemExit, match="no stored results"):
         resumable_runs(tmp_path / "missing.json", spec)
+
+
+def test_table4_compares_the_rq4_four_against_random_and_train_fail(tmp_path: Path) -> None:
+    """Table 4 (RQ4): its four approaches by default, tested against random and train. fail., and its runs'
+    failure counts checked against the Table 2 file of the same campaigns."""
+    import json
+
+    from replications.replicate_indago import (
+        TABLE4_APPROACHES,
+        diversity_lines,
+        table2_check,
+        table2_check_text,
+    )
+
+    args = parse_args(["--subject", "parking", "--table", "4"])
+    assert args.approaches == TABLE4_APPROACHES
+    with pytest.raises(SystemExit):  # sampling is a Table 2 approach
+        parse_args(["--subject", "parking", "--table", "4", "--approaches", "random,sampling,hc_sal+rnd"])
+    with pytest.raises(SystemExit):  # no baseline of Table 4
+        parse_args(["--subject", "parking", "--table", "4", "--approaches", "hc_sal+rnd"])
+    runs = fake_runs(
+        {"random": [1, 0, 2], "train_fail": [0, 1, 0], "hc_sal+rnd": [5, 6, 4], "hc_sal+rnd_reg": [2, 1, 1]}
+    )
+    summary = summarise(runs, TABLE4_APPROACHES, ("random", "train_fail"))
+    assert set(summary["tests"]) == {"hc_sal+rnd", "hc_sal+rnd_reg"}
+    assert set(summary["tests"]["hc_sal+rnd"]) == {"random", "train_fail"}
+    best, ratios, notes = failure_ratios(summary)
+    assert best == "hc_sal+rnd" and set(ratios) == {"random", "train_fail"}
+    assert ratios["train_fail"] == pytest.approx(5.0 / (1 / 3))
+    assert set(ratio_intervals(summary, best, notes)) == {"random", "train_fail"}
+    # in_coverage of fake_runs grows with failures: random (mean 50) beats train_fail, so it is the one compared
+    line = diversity_lines("parking", summary)[0]
+    assert line.startswith("indago_table4_diversity: subject=parking setting=hc_sal+rnd in_coverage=")
+    assert "(random " in line.split("in_entropy")[0]
+    # the same campaigns as a Table 2 file: counts compared run by run
+    spec = {"subject": "parking", "model": "m", "surrogate": "s", "regressor": "r", "configs": 100}
+    table2 = tmp_path / "indago_table2_parking.json"
+    t2_runs = fake_runs({"random": [1, 0, 2], "hc_sal+rnd": [5, 6, 3], "sampling": [0, 0, 0]})
+    table2.write_text(json.dumps({"spec": spec, "runs": t2_runs}))
+    check = table2_check(table2, {"spec": spec, "runs": runs})
+    assert check is not None and check["compared"] == 6
+    assert check["mismatches"] == [{"run": 3, "approach": "hc_sal+rnd", "here": 4, "table2": 3}]
+    assert "5 of 6" in table2_check_text(check) and "run 3 hc_sal+rnd 4 vs 3" in table2_check_text(check)
+    other = table2_check(table2, {"spec": {**spec, "configs": 50}, "runs": runs})
+    assert other is not None and not other["comparable"] and "configs" in table2_check_text(other)
+    assert table2_check(tmp_path / "missing.json", {"spec": spec, "runs": runs}) is None
+
+
+def test_distinct_failures_count_repeated_inputs_once_and_get_a_column() -> None:
+    from replications.replicate_indago import distinct_count
+
+    same = {"pos_ego": [0.5, -1.0], "goal_lane": 3}
+    assert distinct_count([same, {"goal_lane": 3, "pos_ego": [0.5, -1.0]}, {**same, "goal_lane": 4}]) == 2
+    assert distinct_count([]) == 0
+    runs = fake_runs({"random": [2, 1], "hc_rnd": [4, 4]})
+    for r, d in zip(runs, (2, 1), strict=True):
+        r["approaches"]["random"]["distinct_failures"] = r["approaches"]["random"]["failures"]
+        r["approaches"]["hc_rnd"]["distinct_failures"] = d  # hc_rnd repeated inputs
+    summary = summarise(runs, ["random", "hc_rnd"])
+    assert summary["distinct_failures"] == {"random": 1.5, "hc_rnd": 1.5}
+    result = {
+        "spec": {"subject": "cartpole", "model": "m", "surrogate": "s", "runs": 2, "configs": 100,
+                 "approaches": ["random", "hc_rnd"], "search_params": {}},
+        "summary": summary, "runs": runs, "repetitions": 1, "experiment_seconds": 1.0,
+        "output_signal": {"what": "x"},
+    }  # fmt: skip
+    text = render(result, {"metrics": {}}, 1.0)
+    assert "| approach | #F | #DF | InC |" in text and "| hc_rnd | 4.0 ± 0.0 | 1.5 |" in text
+    del runs[0]["approaches"]["hc_rnd"]["distinct_failures"]  # an older results file: no column
+    assert "#DF" not in render({**result, "summary": summarise(runs, ["random", "hc_rnd"])}, {"metrics": {}}, 1.0)
