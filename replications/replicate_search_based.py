@@ -156,6 +156,11 @@ def acting_subjects(
                 f"({', '.join(info.variants) or 'none'}); nothing was searched"
             )
         acting[model] = "" if fits[0] == subject else fits[0]
+    if "" not in acting.values():  # the fuzzing campaign runs in the subject itself, under a model that fits it
+        raise SystemExit(
+            f"every model acts in a variant of {subject!r} ({', '.join(sorted(set(acting.values())))}): trace fuzzing "
+            f"runs its traces in {subject!r} itself and needs one model of it among --model; nothing was searched"
+        )
     return acting
 
 
@@ -275,8 +280,9 @@ def run_pipeline(
         traces_relative = Path("search") / f"{subject}_t_fit.json"
         write_traces(local.artifact_root / traces_relative, t_fit)
     else:
+        fuzz_model = next(m for m in models if not acting[m])  # one exists: acting_subjects checked it
         t_fit, traces_relative, summary = fuzz_traces(
-            gen, local, subject, relative, models[0], generations, population, common
+            gen, local, subject, relative, fuzz_model, generations, population, common
         )
         report["fuzzing"] = {**summary, "t_fit_lengths": [len(t) for t in t_fit], "t_fit": t_fit}
     save(report)

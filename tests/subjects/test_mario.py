@@ -374,6 +374,10 @@ def test_the_search_based_bench_checks_every_model_fits_before_it_searches(mario
     with pytest.raises(SystemExit, match=r"model 'cartpole-ppo' .* fits neither subject 'mario_1_1' nor a variant"):
         run_pipeline(mario_suite, "mario_1_1", ["mario-1-1-2moves-ddqn", "cartpole-ppo"], max_samples=5)
     assert not (mario_suite.artifact_root / "search" / "mario_1_1.json").exists()  # nothing was searched
+    # trace fuzzing runs open loop in the searched subject, whose preflight needs a model of it among the models
+    with pytest.raises(SystemExit, match=r"every model acts in a variant of 'mario_1_1' \(mario_1_1_basic\)"):
+        run_pipeline(mario_suite, "mario_1_1", ["mario-1-1-basic-ddqn"], max_samples=5)
+    assert not (mario_suite.artifact_root / "search" / "mario_1_1.json").exists()
 
 
 def test_a_safety_suite_campaign_runs_the_basic_agent_in_its_variant(mario_suite: LocalSuite) -> None:
