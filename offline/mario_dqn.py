@@ -80,6 +80,8 @@ class Options:
     l2: float = 1e-5
     demo_fraction: float = 0.25
     eval_episodes: int = 20
+    # pre-training update counts at which an earlier stage of the agent is saved and evaluated (out/stages/pretrainN)
+    stages: tuple[int, ...] = ()
 
     @staticmethod
     def from_hyperparams(params: dict[str, Any]) -> Options:
@@ -89,7 +91,7 @@ class Options:
             raise ValueError(
                 f"hyperparams: unknown DDQN option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}"
             )
-        options = Options(**params)
+        options = Options(**{**params, "stages": tuple(params.get("stages") or ())})
         if options.network not in ("paper", "small"):
             raise ValueError(f"hyperparams.network must be 'paper' or 'small', got {options.network!r}")
         for name in ("eps_start", "eps_min", "eps_fraction", "demo_fraction"):
@@ -97,6 +99,11 @@ class Options:
                 raise ValueError(f"hyperparams.{name} must be in [0, 1]")
         if options.memory < 1_000 or options.pretrain_updates < 0 or options.eval_episodes < 1:
             raise ValueError("hyperparams: memory >= 1000, pretrain_updates >= 0 and eval_episodes >= 1")
+        stages = options.stages
+        if len(stages) > 10 or any(type(n) is not int or not 0 < n < options.pretrain_updates for n in stages):
+            raise ValueError("hyperparams.stages: at most 10 integers in (0, pretrain_updates)")
+        if list(stages) != sorted(set(stages)):
+            raise ValueError("hyperparams.stages must be increasing")
         return options
 
 
@@ -286,6 +293,41 @@ def evaluate(env: Any, net: QNetwork, episodes: int, spread: bool = False) -> di
     }
 
 
+def demo_accuracy(net: QNetwork, demo: Replay) -> float:
+    """How well the network fits the demonstrations: the share of expert transitions whose greedy action is the
+    demonstrated one."""
+    with torch.no_grad():
+        n = len(demo)
+        greedy = net(torch.from_numpy(demo.obs[:n])).argmax(1).numpy()
+        expert = demo.expert[:n] > 0
+        return round(float((greedy[expert] == demo.action[:n][expert]).mean()), 4)
+
+
+def save_stage(env: Any, net: QNetwork, demo: Replay, options: Options, folder: Path, facts: dict[str, Any]) -> None:
+    """An earlier stage of a run (the paper's agents after fewer training episodes): folder/model.pt and its
+    summary.json, evaluated as the finished model is, so safety and performance can be compared across stages."""
+    folder.mkdir(parents=True, exist_ok=True)
+    net.eval()
+    torch.jit.script(net).save(str(folder / "model.pt"))
+    started = time.process_time()
+    quality = evaluate(env, net, options.eval_episodes, spread=True)
+    summary = {
+        **facts,
+        "train_steps": 0,
+        "train_episodes": 0,
+        "train_wall_seconds": 0.0,
+        **{k: round(v, 4) for k, v in quality.items()},
+        "eval_cpu_seconds": round(time.process_time() - started, 1),
+        "demo_accuracy": demo_accuracy(net, demo),
+        "network": options.network,
+        "file_bytes": (folder / "model.pt").stat().st_size,
+    }
+    (folder / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    with gzip.open(folder / "training_log.jsonl.gz", "wt") as fh:  # no online episode yet: the summary alone
+        fh.write(json.dumps({"summary": summary}) + "\n")
+    net.train()
+
+
 def read_recipe(name: str, path: Path = RECIPES) -> dict[str, Any]:
     """One DDQN recipe of a recipe file (read here: offline/training.py needs the suite's environment)."""
     data = yaml.safe_load(path.read_text())
@@ -382,6 +424,7 @@ def train(
             log_rows = [json.loads(line) for line in fh]
     elif demo is not None and options.pretrain_updates:
         started = time.process_time()  # CPU seconds: the wall clock on a shared CPU says little
+        stage_cpu = 0.0  # the stages' evaluations, left out of the pre-training's CPU seconds
         for update in range(options.pretrain_updates):
             loss = dqfd_loss(online, target, demo.sample(rng, options.pretrain_batch), options)
             optimiser.zero_grad()
@@ -389,8 +432,16 @@ def train(
             optimiser.step()
             if (update + 1) % SYNC_EVERY == 0:
                 target.load_state_dict(online.state_dict())
+            if update + 1 in options.stages:  # greedy evaluation draws no random number: the run goes on unchanged
+                mark = time.process_time()
+                save_stage(
+                    env, online, demo, options, out / "stages" / f"pretrain{update + 1}",
+                    {"subject": subject_name, "seed": seed, "pretrain_updates": update + 1,
+                     "pretrain_cpu_seconds": round(mark - started - stage_cpu, 1)},
+                )  # fmt: skip
+                stage_cpu += time.process_time() - mark
         target.load_state_dict(online.state_dict())
-        pretrain_seconds = time.process_time() - started
+        pretrain_seconds = time.process_time() - started - stage_cpu
 
     def save_checkpoint() -> None:
         partial = out / (RESUME_DIR + ".partial")
@@ -481,6 +532,7 @@ def train(
     online.eval()
     scripted = torch.jit.script(online)
     scripted.save(str(out / "model.pt"))
+    eval_started = time.process_time()
     quality = evaluate(env, online, options.eval_episodes, spread=demo is not None)
     summary = {
         "subject": subject_name,
@@ -492,14 +544,11 @@ def train(
         "budget_steps": steps,
         "budget_wall_seconds": wall_seconds,
         **{k: round(v, 4) for k, v in quality.items()},
+        "eval_cpu_seconds": round(time.process_time() - eval_started, 1),
         "file_bytes": (out / "model.pt").stat().st_size,
     }
     if demo is not None:
-        with torch.no_grad():  # how well the network fits the demonstrations: greedy action = demonstrated action
-            n = len(demo)
-            greedy = online(torch.from_numpy(demo.obs[:n])).argmax(1).numpy()
-            expert = demo.expert[:n] > 0
-            summary["demo_accuracy"] = round(float((greedy[expert] == demo.action[:n][expert]).mean()), 4)
+        summary["demo_accuracy"] = demo_accuracy(online, demo)
         summary.update(
             demonstration_transitions=len(demo),
             expert_transitions=int(demo.expert[: len(demo)].sum()),

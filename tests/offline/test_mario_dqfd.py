@@ -28,6 +28,14 @@ def test_recipe_options_are_checked_by_name() -> None:
     assert [noop_for(e, 20) for e in (0, 1, 19)] == [0, 3, 60]  # the evaluation's starts cover 0..60
 
 
+def test_stages_are_increasing_update_counts_before_the_last() -> None:
+    options = Options.from_hyperparams({"pretrain_updates": 8000, "stages": [2000, 5000]})
+    assert options.stages == (2000, 5000)
+    for bad in ([8000], [0], [5000, 2000], [2000, 2000], [2.5], [True]):
+        with pytest.raises(ValueError, match="hyperparams.stages"):
+            Options.from_hyperparams({"pretrain_updates": 8000, "stages": bad})
+
+
 def test_the_large_margin_loss_vanishes_only_when_the_expert_action_leads_by_the_margin() -> None:
     torch.manual_seed(0)
     net = QNetwork(2, small=True)
@@ -76,7 +84,7 @@ def test_a_ddqn_recipe_trains_in_the_mario_environment_in_two_sittings(
     (out / "demonstrations.json").write_text(json.dumps(reference))
     params = {
         "network": "small", "demonstrations": {"noop_starts": [0, 30], "boundary_hold": 5}, "pretrain_updates": 20,
-        "eps_start": 0.1, "eps_min": 0.01, "memory": 1000, "eval_episodes": 1,
+        "stages": [10], "eps_start": 0.1, "eps_min": 0.01, "memory": 1000, "eval_episodes": 1,
     }  # fmt: skip
     recipe = Recipe("mario-test-dqfd", "mario_1_1_60", "DDQN", 0, 160, 1, params)
     first = train(recipe, out, stop_at=60, checkpoint_every=50)
@@ -90,3 +98,8 @@ def test_a_ddqn_recipe_trains_in_the_mario_environment_in_two_sittings(
         rows = [json.loads(line) for line in fh]
     assert rows[-1] == {"summary": summary} and len(rows) - 1 == summary["train_episodes"]
     assert torch.jit.load(str(out / "model.pt"))(torch.zeros((3, 4, 84, 84), dtype=torch.uint8)).shape == (3, 2)
+    stage = json.loads((out / "stages" / "pretrain10" / "summary.json").read_text())  # an earlier agent, evaluated
+    assert stage["pretrain_updates"] == 10 and stage["eval_episodes"] == 1 and 0.0 <= stage["demo_accuracy"] <= 1.0
+    assert (out / "stages" / "pretrain10" / "model.pt").stat().st_size == stage["file_bytes"]
+    with gzip.open(out / "stages" / "pretrain10" / "training_log.jsonl.gz", "rt") as fh:
+        assert [json.loads(line) for line in fh] == [{"summary": stage}]
