@@ -808,6 +808,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--out", type=Path, default=ROOT / "results", help="folder for indago_table<2|4>_<subject>.*")
     parser.add_argument(
+        "--summarise-only",
+        action="store_true",
+        help="run nothing: rewrite the results files from the runs stored in the JSON with this version's summary "
+        "(ratio intervals, tests); the times, loads and settings of the sessions that made them are kept",
+    )
+    parser.add_argument(
         "--resume",
         action="store_true",
         help="keep the runs already in the results JSON (a PARTIAL "
@@ -846,6 +852,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     from generator_service.api import read_meta
 
     args = parse_args(argv)
+    if args.summarise_only:
+        print(summarise_stored(args))
+        return
     console = Console(stderr=True)
     say = console.print
     wall = time.perf_counter()
@@ -980,16 +989,24 @@ def resumable_runs(path: Path, spec: BenchSpec) -> tuple[list[dict[str, Any]], l
 
 
 def write_results(
-    args: argparse.Namespace, meta: Mapping[str, Any], result: dict[str, Any], seconds: float, load: Sequence[float]
+    args: argparse.Namespace,
+    meta: Mapping[str, Any],
+    result: dict[str, Any],
+    seconds: float,
+    load: Sequence[float],
+    load_end: Sequence[float] | None = None,
 ) -> str:
     """Writes results/indago_table<2|4>_<subject>.{md,json}; returns the text whose last two lines are the
     ratios. Before the last run, the files say PARTIAL and how many runs they hold. Table 4 also compares its
-    runs' failure counts with the Table 2 file beside it (the same campaigns when made with the same settings)."""
+    runs' failure counts with the Table 2 file beside it, and a Table 2 run written elsewhere with results/' (the
+    same campaigns when made with the same settings)."""
     result["wall_seconds"] = round(seconds, 1)
-    if args.table == 4:
-        result["table2_check"] = table2_check(args.out / f"indago_table2_{args.subject}.json", result)
+    # Table 4 beside its Table 2 file; a Table 2 rerun into another folder against the committed one
+    reference = (args.out if args.table == 4 else ROOT / "results") / f"indago_table2_{args.subject}.json"
+    if "table2_check" not in result and reference.resolve() != (args.out / f"{results_stem(args)}.json").resolve():
+        result["table2_check"] = table2_check(reference, result)
     result["load_average_at_start"] = [round(x, 2) for x in load]
-    result["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    result["load_average_at_end"] = [round(x, 2) for x in (load_end or os.getloadavg())]
     best, ratios, notes = failure_ratios(result["summary"])
     intervals = ratio_intervals(result["summary"], best, notes)
     result["best_setting"], result["ratios"], result["ratio_ci95"] = best, ratios, intervals
@@ -1058,6 +1075,36 @@ def write_results(
     return text + "\n" + "\n".join(tail)
 
 
+def summarise_stored(args: argparse.Namespace) -> str:
+    """--summarise-only: the stored runs summarised again (a file made before the ratio intervals gets them), with
+    the stored session's settings, times and loads; returns the text write_results prints."""
+    path = args.out / f"{results_stem(args)}.json"
+    if not path.exists():
+        raise SystemExit(f"error: --summarise-only: no stored results at {path}")
+    stored = json.loads(path.read_text())
+    result = {k: v for k, v in stored.items() if k not in ("args", "surrogate_meta")}
+    result.setdefault("table2_check", None)  # checked when the runs were made, or never
+    result["summarised_again"] = {"with": "--summarise-only", "utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    result["summary"] = summarise(result["runs"], result["spec"]["approaches"], BASELINES[args.table])
+    made_by = argparse.Namespace(**{**stored["args"], "table": args.table, "out": args.out})
+    made_by.runs = stored["args"]["runs"]
+    md = path.with_suffix(".md")
+    # a note quoted above the table by hand (e.g. which agent made it) stays
+    old = md.read_text().splitlines() if md.exists() else []
+    note = old[: next((i for i, line in enumerate(old) if not line.startswith(">")), len(old))]
+    text = write_results(
+        made_by,
+        stored["surrogate_meta"],
+        result,
+        stored["wall_seconds"],
+        stored["load_average_at_start"],
+        stored["load_average_at_end"],
+    )
+    if note:
+        md.write_text("\n".join(note) + "\n\n" + md.read_text())
+    return text
+
+
 def results_stem(args: argparse.Namespace) -> str:
     return f"indago_table{args.table}_{args.subject}"
 
@@ -1072,7 +1119,8 @@ def table2_check(path: Path, result: Mapping[str, Any]) -> dict[str, Any] | None
     if not path.exists():
         return None
     stored = json.loads(path.read_text())
-    differ = [k for k in SAME_CAMPAIGNS if json.dumps(stored["spec"].get(k)) != json.dumps(result["spec"].get(k))]
+    keys = [k for k in SAME_CAMPAIGNS if k != "regressor" or REGRESSOR_APPROACH in result["spec"].get("approaches", ())]
+    differ = [k for k in keys if json.dumps(stored["spec"].get(k)) != json.dumps(result["spec"].get(k))]
     if differ:
         return {"file": path.name, "comparable": False, "differ": differ}
     theirs = {r["run"]: r["approaches"] for r in stored["runs"]}

@@ -236,6 +236,10 @@ def test_table4_compares_the_rq4_four_against_random_and_train_fail(tmp_path: Pa
     other = table2_check(table2, {"spec": {**spec, "configs": 50}, "runs": runs})
     assert other is not None and not other["comparable"] and "configs" in table2_check_text(other)
     assert table2_check(tmp_path / "missing.json", {"spec": spec, "runs": runs}) is None
+    # a rerun without the regressor setting has no regressor: that does not make its campaigns others
+    no_reg = {**spec, "regressor": None, "approaches": ["random", "hc_sal+rnd"]}
+    assert table2_check(table2, {"spec": no_reg, "runs": runs})["comparable"]  # type: ignore[index]
+    assert not table2_check(table2, {"spec": {**no_reg, "approaches": ["hc_sal+rnd_reg"]}, "runs": runs})["comparable"]  # type: ignore[index]
 
 
 def test_distinct_failures_count_repeated_inputs_once_and_get_a_column() -> None:
@@ -260,3 +264,52 @@ def test_distinct_failures_count_repeated_inputs_once_and_get_a_column() -> None
     assert "| approach | #F | #DF | InC |" in text and "| hc_rnd | 4.0 ± 0.0 | 1.5 |" in text
     del runs[0]["approaches"]["hc_rnd"]["distinct_failures"]  # an older results file: no column
     assert "#DF" not in render({**result, "summary": summarise(runs, ["random", "hc_rnd"])}, {"metrics": {}}, 1.0)
+
+
+def test_summarise_only_rewrites_a_stored_table_with_intervals_and_keeps_its_sessions(tmp_path: Path) -> None:
+    """The committed parking-her-sac table was made before the ratio intervals: --summarise-only adds them from
+    its stored runs, with the same means and the times and loads of the sessions that made it."""
+    import json
+    import shutil
+
+    from replications.replicate_indago import main
+
+    source = Path(__file__).resolve().parents[2] / "results" / "parking_her_sac" / "indago_table2_parking.json"
+    shutil.copy(source, tmp_path / source.name)
+    (tmp_path / "indago_table2_parking.md").write_text("> made with the 50k-step agent\n\nold table\n")
+    before = json.loads(source.read_text())
+    main(["--subject", "parking", "--out", str(tmp_path), "--summarise-only"])
+    after = json.loads((tmp_path / source.name).read_text())
+    assert after["runs"] == before["runs"] and after["wall_seconds"] == before["wall_seconds"]
+    assert after["load_average_at_end"] == before["load_average_at_end"]
+    assert after["summary"]["means"] == before["summary"]["means"]
+    assert after["args"]["model"] == before["args"]["model"] and after["args"]["runs"] == 10
+    low, high = after["ratio_ci95"]["random"]
+    assert low < after["ratios"]["random"] < high
+    text = (tmp_path / "indago_table2_parking.md").read_text()
+    assert "indago_table2: subject=parking best=hc_sal+rnd vs_random=1.033 (95 % CI " in text
+    assert "Not the campaigns" not in text  # no check against another agent's table
+    assert text.startswith("> made with the 50k-step agent\n\nIndago Table 2") and "old table" not in text
+    with pytest.raises(SystemExit, match="no stored results"):
+        main(["--subject", "cartpole", "--out", str(tmp_path), "--summarise-only"])
+
+
+def test_the_indago_agents_are_in_the_papers_failure_regime_and_the_weak_ones_stay() -> None:
+    """Issue 28's subjects, as the zoo manifest records them (written by gauntlet evaluate --model-root): Parking's
+    HER + TQC fails on <= 5 % of >= 2,000 random valid inputs, the MuJoCo subject's agent on 1-5 %, both with
+    a 95 % interval inside the band; the weak agents they replace stay listed with their measured rates."""
+    import yaml
+
+    manifest = yaml.safe_load((Path(__file__).resolve().parents[2] / "agent_service/zoo/manifest.yaml").read_text())
+    models = manifest["models"]
+    for name, subject, low, high in (
+        ("parking-her-tqc", "parking", 0.0, 0.05),
+        ("hopper-ppo-wide", "hopper_wide", 0.01, 0.05),
+    ):
+        entry = models[name]
+        assert entry["subject"] == subject and entry["eval_tests"] >= 2000, name
+        ci_low, ci_high = entry["eval_failure_rate_ci95"]
+        assert low <= ci_low <= entry["eval_failure_rate"] <= ci_high <= high, name
+    assert models["parking-her-tqc"]["algorithm"] == "TQC" and models["parking-her-tqc"]["timesteps"] >= 200_000
+    for weak in ("parking-her-sac", "humanoid-sac", "hopper-ppo"):  # kept as named (easy / unusable) subjects
+        assert models[weak]["eval_tests"] >= 1000 and "eval_failures" in models[weak], weak
