@@ -649,6 +649,11 @@ def summarise(
     return out
 
 
+def _p(p: float) -> str:
+    """A p-value as the tables print it; one that underflows a double reads '< 1e-300', not 0."""
+    return "< 1e-300" if p == 0.0 else f"{p:.1e}"
+
+
 def render(subject: str, s: dict[str, Any]) -> str:
     metric = "IoU_car" if subject == "urban" else "mIoU"
     share = "car" if subject == "urban" else "sky"
@@ -672,7 +677,7 @@ def render(subject: str, s: dict[str, Any]) -> str:
     ]
     for v, r in s["rq1"].items():
         pv = p[v]
-        a12 = f"{r['designate_a12']:.2f} ({r['designate_p']:.1e})" if "designate_a12" in r else "-"
+        a12 = f"{r['designate_a12']:.2f} ({_p(r['designate_p'])})" if "designate_a12" in r else "-"
         lines.append(
             f"| {v} | {r['runs']} | {r['images_per_run']:.0f} ({pv['images']}) | "
             f"{r['median']:.3f} ({pv['median']:.2f}) | "
@@ -691,7 +696,7 @@ def render(subject: str, s: dict[str, Any]) -> str:
         ]
         for pair, c in s["rq1_pairs"].items():
             a, b = pair.split(" vs ")
-            lines.append(f"| {pair} | {s['rq1'][a]['runs']} / {s['rq1'][b]['runs']} | {c['a12']:.2f} | {c['p']:.2g} |")
+            lines.append(f"| {pair} | {s['rq1'][a]['runs']} / {s['rq1'][b]['runs']} | {c['a12']:.2f} | {_p(c['p'])} |")
     if "rq2" in s:
         q = s["rq2"]
         lines += [

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from replications.replicate_designate import render, summarise
+from replications.replicate_designate import _p, render, summarise
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -57,6 +57,11 @@ def test_every_pair_is_compared_and_rendered() -> None:
     # the lines close the file, retraining nan without an RQ2
     assert md.rstrip().splitlines()[-5:][0].startswith("designate_vs_random_iou=")
     assert "retraining_gain=nan" in md
+
+
+def test_a_p_value_that_underflows_is_not_printed_as_zero() -> None:
+    assert _p(0.0) == "< 1e-300"
+    assert _p(2.1e-184) == "2.1e-184"
 
 
 def run_script(*argv: str) -> subprocess.CompletedProcess[str]:
