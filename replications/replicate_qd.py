@@ -384,6 +384,18 @@ def _pct(v: float) -> str:
     return "nan" if not np.isfinite(v) else f"{v:+.0f}"
 
 
+def closing_line(summary: dict[str, Any]) -> str:
+    """The bench's last line: MAP-Elites' final distinct faults against random testing's, with the one-sided
+    Mann-Whitney p (ME > RT) and Â12; empty when the table has no MAP-Elites row."""
+    if "map_elites" not in summary:
+        return ""
+    me, rt = summary["map_elites"]["faults"], summary["random"]["faults"]
+    return (
+        f"map_elites_vs_random_faults: map_elites={me['median']:g} random={rt['median']:g} "
+        f"({_pct(me['improvement_pct'])} %) p={me['p_value']:.3f} a12={me['a12']:.2f}"
+    )
+
+
 def render(subject: str, results: dict[str, list[dict[str, Any]]], summary: dict[str, Any]) -> str:
     setup = SUBJECTS[subject]
     runs = results["random"]
@@ -637,6 +649,8 @@ def main() -> None:
         # the runs this table counts, in one file beside it (unless it is one of the inputs)
         if saved.resolve() not in {p.resolve() for p in args.from_runs}:
             saved.write_text("".join(json.dumps({"method": m, **r}) + "\n" for m, rs in results.items() for r in rs))
+    if closing_line(summary):  # the line a reader or script looks for, last
+        text += "\n\n" + closing_line(summary)
     print(text)
     (args.out / f"{stem}.md").write_text(text + "\n")
     (args.out / f"{stem}.json").write_text(

@@ -88,3 +88,17 @@ def test_the_table_keeps_seeds_every_space_finished_and_refuses_other_settings(t
     other = _write(tmp_path / "other.jsonl", [("random", _run(s, 10, 50, budget=500)) for s in range(2)])
     with pytest.raises(SystemExit, match="budget is 500 but the other spaces' runs have 300"):
         load_spaces([*paths[:3], other], list(SPACES))
+
+
+def test_the_bench_ends_with_map_elites_against_random_and_its_p_value() -> None:
+    from replications.replicate_qd import closing_line
+
+    results = {
+        "random": [_run(s, 10 + s, 50) for s in range(4)],
+        "map_elites": [_run(s, 20 + s, 52) for s in range(4)],
+    }
+    _, summary = summarise("bipedalwalker_obstacles", results)
+    line = closing_line(summary)
+    # medians 21.5 and 11.5 (+87 %); every ME run beats every random run: A12 = 1, p = 1/70 for 4 against 4
+    assert line == "map_elites_vs_random_faults: map_elites=21.5 random=11.5 (+87 %) p=0.014 a12=1.00"
+    assert closing_line({"random": summary["random"]}) == ""
