@@ -455,6 +455,8 @@ def main() -> None:
         for key, value in stored["args"].items():  # the settings the results were measured with
             if key not in ("render", "out"):
                 setattr(args, key, Path(value) if key == "report_dir" and value else value)
+        if "entropy_tests" not in stored["args"]:  # measured before Table 4 existed: no entropy was asked for
+            args.entropy_tests = 0
         # files written before runs recorded "found" counted a run without a failure as exactly the cap
         results = {
             name: [
@@ -621,6 +623,31 @@ def entropy_line(entropy: dict[str, dict[str, Any]]) -> str:
     return "prt_entropy: " + " ".join(f"{name}={row['mean']:.4f}" for name, row in entropy.items())
 
 
+def command_line(args: argparse.Namespace, entropy: dict[str, dict[str, Any]] | None) -> str:
+    """The command that makes this table again: from the saved runs when it was summarised from them, else the
+    bench's own settings (a table made with --render keeps the settings it was measured with)."""
+    cmd = ["python", "replications/replicate_prt.py", "--subject", args.subject]
+    if getattr(args, "from_runs", None):
+        cmd += ["--from-runs", *(_relative(Path(p)) for p in args.from_runs)]
+    else:
+        cmd += ["--reps", str(args.reps), "--max-tests", str(args.max_tests), "--batch", str(args.batch)]
+        cmd += ["--strategies", args.strategies, "--me-init", str(args.me_init), "--fuzz-init", str(args.fuzz_init)]
+    if entropy:  # Table 4's own size, as measured (a rendered table's command line may not say it)
+        row = next(iter(entropy.values()))
+        cmd += ["--entropy-tests", str(row["tests"]), "--entropy-reps", str(len(row["values"]))]
+    else:
+        cmd += ["--entropy-tests", "0"]
+    return " ".join(cmd + (["--tag", args.tag] if args.tag else []))
+
+
+def _relative(path: Path) -> str:
+    """A path as the docs name it: relative to the repository when inside it."""
+    try:
+        return str(path.resolve().relative_to(ROOT))
+    except ValueError:
+        return str(path)
+
+
 def write(
     results: dict[str, list[dict[str, Any]]],
     args: argparse.Namespace,
@@ -641,6 +668,8 @@ def write(
         )
     if entropy:
         lines += entropy_lines(entropy, args.subject) + ["", entropy_line(entropy)]
+    command = command_line(args, entropy)
+    lines += [f"Command: `{command}`", ""]
     ref = PAPER.get(PAPER_SOURCE.get(args.subject, args.subject), {})
     if ref:
         paper_ratio = (
@@ -663,6 +692,7 @@ def write(
         json.dumps(
             {
                 "args": stored,
+                "command": command,
                 "model": model,
                 "wall_seconds": wall,
                 "notes": extra,

@@ -48,6 +48,13 @@ def test_render_rewrites_a_stored_run_without_running_campaigns(tmp_path: Path) 
     assert "g_model (paper only: not run here)" in table
     assert "random: no failure within 50 tests in any of the 2 runs." in table
     assert "prt: 1 of 2 runs found no failure within 50 tests" in table
+    # the command that made the table, with the settings it was measured with (not this command line's defaults)
+    command = (
+        "python replications/replicate_prt.py --subject mountaincar_continuous --reps 2 --max-tests 50 --batch 16 "
+        "--strategies prt,random,map_elites --me-init 100 --fuzz-init 100 --entropy-tests 0"
+    )
+    assert f"Command: `{command}`" in table.splitlines()
+    assert json.loads((tmp_path / "prt_table3_mountaincar_continuous.json").read_text())["command"] == command
 
 
 def test_bad_options_are_named() -> None:
