@@ -1038,6 +1038,7 @@ def write_results(
     ]
     if args.table == 4:
         tail += diversity_lines(args.subject, result["summary"])
+    tail += distinct_lines(args.subject, result["runs"], result["summary"])
     tail.append(
         f"indago_table{args.table}: subject={args.subject} best={best} "
         + " ".join(
@@ -1156,6 +1157,23 @@ def table2_check_text(check: Mapping[str, Any]) -> str:
             + "."
         )
     )
+
+
+def distinct_lines(subject: str, runs: Sequence[Mapping[str, Any]], summary: Mapping[str, Any]) -> list[str]:
+    """The best setting by distinct failing inputs against each baseline's (one-sided MWU on the per-run counts):
+    a search that returns one input for many asks counts it once here. None when the runs lack the counts."""
+    means = summary.get("distinct_failures") or {}
+    settings = [a for a in INDAGO_APPROACHES if a in means]
+    if not settings:
+        return []
+    best = max(settings, key=lambda a: (means[a], -list(INDAGO_APPROACHES).index(a)))
+    per_run = {a: [float(r["approaches"][a]["distinct_failures"]) for r in runs] for a in means}
+    cells = [f"{best}={means[best]:.2f}"]
+    for base in summary.get("baselines", BASELINES[2]):
+        if base in per_run:
+            p = compare(per_run[best], per_run[base], alternative="greater").p_value
+            cells.append(f"{base}={means[base]:.2f} p_{base}={p:.4f}")
+    return [f"indago_distinct_failures: subject={subject} best=" + " ".join(cells)]
 
 
 def diversity_lines(subject: str, summary: Mapping[str, Any]) -> list[str]:

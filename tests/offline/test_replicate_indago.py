@@ -262,8 +262,13 @@ def test_distinct_failures_count_repeated_inputs_once_and_get_a_column() -> None
     }  # fmt: skip
     text = render(result, {"metrics": {}}, 1.0)
     assert "| approach | #F | #DF | InC |" in text and "| hc_rnd | 4.0 ± 0.0 | 1.5 |" in text
+    from replications.replicate_indago import distinct_lines
+
+    (line,) = distinct_lines("cartpole", runs, summary)
+    assert line.startswith("indago_distinct_failures: subject=cartpole best=hc_rnd=1.50 random=1.50 p_random=")
     del runs[0]["approaches"]["hc_rnd"]["distinct_failures"]  # an older results file: no column
     assert "#DF" not in render({**result, "summary": summarise(runs, ["random", "hc_rnd"])}, {"metrics": {}}, 1.0)
+    assert distinct_lines("cartpole", runs, summarise(runs, ["random", "hc_rnd"])) == []
 
 
 def test_summarise_only_rewrites_a_stored_table_with_intervals_and_keeps_its_sessions(tmp_path: Path) -> None:
