@@ -129,6 +129,14 @@ PAPER_ENTROPY: dict[str, dict[str, float]] = {
         "map_elites": -1.1395,
         "random": 0.0215,
     },
+    "humanoid": {  # beside hopper_wide, the substitute: other dimensions, so the pattern compares, not the values
+        "prt": 14.9516,
+        "mdpfuzz": 2.3939,
+        "curefuzz": 11.6711,
+        "g_model": -52.3097,
+        "map_elites": -80.6062,
+        "random": 14.6885,
+    },
     "mountaincar_continuous": {
         "prt": 0.0880,
         "mdpfuzz": -0.5727,
