@@ -30,6 +30,17 @@ from common.server import client_channel
 from common.space import ParameterSpace
 from common.tensor import from_tensor
 
+REPOSITORY = Path(__file__).resolve().parent.parent
+
+
+def repo_relative(path: Path) -> str:
+    """A path as a results file's command line names it: relative to the repository when inside it, so the
+    command reads the same on every checkout."""
+    try:
+        return str(path.resolve().relative_to(REPOSITORY))
+    except ValueError:
+        return str(path)
+
 
 def load_saved_runs(
     paths: Iterable[Path],

@@ -28,7 +28,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from replications.harness import load_saved_runs
+from replications.harness import load_saved_runs, repo_relative
 from replications.replicate_qd import PAPER, RUN_SETTINGS, SUBJECTS, summarise
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -123,7 +123,7 @@ def main() -> None:
     spaces, settings = load_spaces(args.runs, subjects)
     summaries = {s: summarise(s, res)[1] for s, res in spaces.items()}
     text = render(spaces, summaries, settings)
-    command = "python replications/qd_rq3.py --runs " + " ".join(_relative(p) for p in args.runs)
+    command = "python replications/qd_rq3.py --runs " + " ".join(repo_relative(p) for p in args.runs)
     text += f"\n\nCommand: `{command}`."
     print(text)
     args.out.mkdir(exist_ok=True)
@@ -146,13 +146,6 @@ def main() -> None:
         )
         + "\n"
     )
-
-
-def _relative(path: Path) -> str:
-    try:
-        return str(path.resolve().relative_to(ROOT))
-    except ValueError:
-        return str(path)
 
 
 if __name__ == "__main__":

@@ -58,7 +58,7 @@ from cli.launcher import LocalSuite
 from common.generated.gauntlet.v1 import analysis_pb2, analysis_pb2_grpc, generator_pb2, generator_pb2_grpc
 from common.server import client_channel
 from generator_service.api import CampaignConfig, Result, as_test_case, make_strategy, strategies
-from replications.harness import load_saved_runs
+from replications.harness import load_saved_runs, repo_relative
 from simulator_service.api import get_subject
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -636,7 +636,7 @@ def command_line(args: argparse.Namespace, entropy: dict[str, dict[str, Any]] | 
     bench's own settings (a table made with --render keeps the settings it was measured with)."""
     cmd = ["python", "replications/replicate_prt.py", "--subject", args.subject]
     if getattr(args, "from_runs", None):
-        cmd += ["--from-runs", *(_relative(Path(p)) for p in args.from_runs)]
+        cmd += ["--from-runs", *(repo_relative(Path(p)) for p in args.from_runs)]
     else:
         cmd += ["--reps", str(args.reps), "--max-tests", str(args.max_tests), "--batch", str(args.batch)]
         cmd += ["--strategies", args.strategies, "--me-init", str(args.me_init), "--fuzz-init", str(args.fuzz_init)]
@@ -646,14 +646,6 @@ def command_line(args: argparse.Namespace, entropy: dict[str, dict[str, Any]] | 
     else:
         cmd += ["--entropy-tests", "0"]
     return " ".join(cmd + (["--tag", args.tag] if args.tag else []))
-
-
-def _relative(path: Path) -> str:
-    """A path as the docs name it: relative to the repository when inside it."""
-    try:
-        return str(path.resolve().relative_to(ROOT))
-    except ValueError:
-        return str(path)
 
 
 def write(

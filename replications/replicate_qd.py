@@ -59,7 +59,7 @@ from common.server import client_channel
 from common.space import value_from_proto
 from generator_service.api import CampaignConfig
 from replications.bipedal_reach import Walker, reachable_key
-from replications.harness import load_saved_runs
+from replications.harness import load_saved_runs, repo_relative
 from simulator_service.api import get_subject
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -641,7 +641,7 @@ def main() -> None:
     if args.from_runs:
         text += (
             f" Summarised with `python replications/replicate_qd.py --subject {args.subject} --from-runs "
-            + " ".join(_relative(p) for p in args.from_runs)
+            + " ".join(repo_relative(p) for p in args.from_runs)
             + (f" --methods {','.join(methods)}" if chosen else "")
             + (f" --tag {args.tag}" if args.tag else "")
             + "`."
@@ -675,14 +675,6 @@ def main() -> None:
         )
     )
     plot(args.subject, results, summary, args.out / f"{stem}.png")
-
-
-def _relative(path: Path) -> str:
-    """A path as a command in the README would name it: relative to the repository when inside it."""
-    try:
-        return str(path.resolve().relative_to(ROOT))
-    except ValueError:
-        return str(path)
 
 
 if __name__ == "__main__":
