@@ -7,7 +7,10 @@ AC(2) per agent as campaigns of the strategy `search_safety` (oracle trace_safet
 RS, the agent started from states on τ_ref drawn uniformly at random; Step 3 runs the strategy `trace_fuzzing`
 (oracle trace_outcome) once and rebuilds T_fit from its executions; Step 4 runs `trace_performance` simple and robust
 per agent. Writes results/search_based_<subject>.{md,json,png} with the paper's statements beside ours and ends with
-`boundary_vs_random_state_fail_rate=<mean ST fail frequency / mean RS fail frequency>`.
+`boundary_vs_random_state_fail_rate=<mean boundary-suite fail frequency / mean RS fail frequency>` (ST, IT and AC
+together, over distinct valid tests, averaged over agents), `boundary_vs_random_p=<p>` (two-sided permutation test,
+labels shuffled within each agent) and `boundary_vs_random_fisher_p=<p>` (the pooled Fisher table, printed beside).
+`--focus-models` with `--focus-suites` gives the extra suites (and more random states) only to the agents named.
 
     python replications/replicate_search_based.py --subject taxi_large --model taxi-qlearning
 """
@@ -188,10 +191,15 @@ def run_pipeline(
     suites: tuple[str, ...] = tuple(SUITE_CHOICES),
     previous: dict[str, Any] | None = None,
     checkpoint: Callable[[dict[str, Any]], None] | None = None,
+    focus_models: tuple[str, ...] = (),
+    focus_suites: tuple[str, ...] = (),
+    focus_random_states: int | None = None,
 ) -> dict[str, Any]:
     """DFS (or the stored `reference`), the suites, trace fuzzing and performance testing on a running suite; what
-    was measured. `previous`: a report of the same settings whose finished parts are kept, not rerun;
-    `checkpoint` is called with the report after each finished part (the results file stays current)."""
+    was measured. `previous`: an earlier report whose finished parts made with the same settings are kept, not
+    rerun (per agent and suite, the fuzzing, per agent's performance); `checkpoint` is called with the report after
+    each finished part (the results file stays current). `focus_models` also run `focus_suites` (RS with
+    `focus_random_states` states): the extra tests go where they add information."""
     simulator = simulator_pb2_grpc.SimulatorServiceStub(client_channel(local.endpoint("simulator")))
     gen = generator_pb2_grpc.GeneratorServiceStub(client_channel(local.endpoint("generator")))
     agent = agent_pb2_grpc.AgentServiceStub(client_channel(local.endpoint("agent")))
@@ -220,6 +228,9 @@ def run_pipeline(
             "w": width,
             "revisit_shorter": revisit_shorter,
             "suites": list(suites),
+            "focus_models": list(focus_models),
+            "focus_suites": list(focus_suites),
+            "focus_random_states": focus_random_states,
         },
         "search": {
             "success": document["success"],
@@ -232,18 +243,27 @@ def run_pipeline(
     }
     if not document["success"]:
         return report
-    kept = previous if previous and same_settings(previous, report) else {}
+    same_search = previous is not None and all(
+        previous.get("search", {}).get(k) == report["search"][k] for k in ("reference_length", "boundary_depths")
+    )
+    kept = previous if previous is not None and same_search and previous.get("subject") == subject else {}
     save = checkpoint or (lambda _report: None)
-    common = {"subject": subject, "seed": 0, "batch_size": 64, "parallelism": 16}
+    common: dict[str, Any] = {"subject": subject, "seed": 0, "batch_size": 64, "parallelism": 16}
     for model in models:
-        done = kept.get("agents", {}).get(model, {}).get("suites")
-        if done is not None:
-            report["agents"][model] = {"suites": done}
-            continue
+        focused = model in focus_models
+        planned = tuple(dict.fromkeys((*suites, *(focus_suites if focused else ()))))
+        done = kept.get("agents", {}).get(model, {}).get("suites", {})
         measured_suites: dict[str, Any] = {}
-        for key in suites:
+        report["agents"][model] = {"suites": measured_suites}
+        for key in planned:
             suite, extra = SUITE_CHOICES[key]
-            extra = {"count": random_states} if suite == "RS" else extra
+            count = focus_random_states if focused and focus_random_states and key in focus_suites else random_states
+            extra = {"count": count} if suite == "RS" else extra
+            name = suite_name(suite, extra) if suite != "RS" else "RS"
+            settings = {"n": repetitions, "l": agent_steps, **({"count": count} if suite == "RS" else {})}
+            if name in done and suite_settings(kept, done[name], suite == "RS") == settings:
+                measured_suites[name] = done[name]
+                continue
             config = CampaignConfig(
                 name=f"search-{suite}",
                 strategy="search_safety",
@@ -261,8 +281,10 @@ def run_pipeline(
                 **common,
             )
             status = run_campaign(gen, config)
-            measured = measure_suite(campaign_executions(gen, status.campaign_id))
-            measured_suites[suite_name(suite, extra) if suite != "RS" else "RS"] = {
+            executions = campaign_executions(gen, status.campaign_id)
+            measured = measure_suite(executions)
+            actions = {e.test_case.id: list(e.test_case.action_trace.actions) for e in executions}
+            measured_suites[name] = {
                 "tests": measured.tests,
                 "invalid": measured.invalid,
                 "mean_fail_frequency": measured.mean,
@@ -270,11 +292,20 @@ def run_pipeline(
                 "failing_tests": sum(1 for f in measured.fail_frequency.values() if f > 0.5),
                 "mean_reward": measured.mean_reward,
                 "per_boundary": measured.per_boundary,
+                # each valid test's fail frequency under its replayed actions (state_key): the same state reached
+                # twice (IT and AC overlap ST) is one test in the boundary-versus-random statistics
+                "per_test": {
+                    state_key(actions[i], document["reference_actions"]): f for i, f in measured.fail_frequency.items()
+                },
+                "settings": settings,
                 "wall_seconds": status.wall_seconds,
             }
-        report["agents"][model] = {"suites": measured_suites}
-        save(report)
-    if kept.get("fuzzing", {}).get("t_fit"):
+            save(report)
+    fuzz_keys, perf_keys = ("g", "p"), ("g", "p", "n_test", "n_ep", "w")
+    same = {k: kept.get("parameters", {}).get(k) == report["parameters"][k] for k in perf_keys}
+    keep_fuzzing = bool(kept.get("fuzzing", {}).get("t_fit")) and all(same[k] for k in fuzz_keys)
+    keep_performance = keep_fuzzing and all(same.values())
+    if keep_fuzzing:
         report["fuzzing"] = kept["fuzzing"]
         t_fit = report["fuzzing"]["t_fit"]
         traces_relative = Path("search") / f"{subject}_t_fit.json"
@@ -288,7 +319,7 @@ def run_pipeline(
     save(report)
     for model in models:
         done = kept.get("agents", {}).get(model, {}).get("performance")
-        if done is not None:
+        if done is not None and keep_performance:
             report["agents"][model]["performance"] = done
             continue
         performance: dict[str, Any] = {}
@@ -322,14 +353,29 @@ def run_pipeline(
     return report
 
 
-def same_settings(previous: dict[str, Any], report: dict[str, Any]) -> bool:
-    """Whether a stored report was made with this run's subject, parameters and reference (--resume keeps its
-    finished parts only then)."""
-    keys = ("subject", "parameters")
-    search = ("reference_length", "boundary_depths")
-    return all(previous.get(k) == report[k] for k in keys) and all(
-        previous.get("search", {}).get(k) == report["search"][k] for k in search
-    )
+def suite_settings(previous: dict[str, Any], entry: dict[str, Any], random: bool) -> dict[str, Any]:
+    """The settings a stored suite measurement was made with: its own record, or (a results file from before they
+    were recorded per suite) its report's parameters."""
+    if "settings" in entry:
+        return dict(entry["settings"])
+    parameters = previous.get("parameters", {})
+    return {
+        "n": parameters.get("n"),
+        "l": parameters.get("l"),
+        **({"count": parameters.get("random_states")} if random else {}),
+    }
+
+
+def state_key(actions: list[int], reference: list[int]) -> str:
+    """One name per state a test starts the agent from: the length of the reference prefix the replayed actions
+    follow, then (AC's combinations) the actions after it that leave τ_ref, e.g. "71" or "70+1,0"."""
+    follows = 0
+    for taken, wanted in zip(actions, reference):
+        if int(taken) != int(wanted):
+            break
+        follows += 1
+    rest = [int(a) for a in actions[follows:]]
+    return f"{follows}+{','.join(map(str, rest))}" if rest else str(follows)
 
 
 def fuzz_traces(
@@ -405,33 +451,87 @@ def failing_interval(suite: dict[str, Any]) -> tuple[float, float]:
     return wilson_interval(int(suite["failing_tests"]), int(suite["tests"]) - int(suite["invalid"]))
 
 
+PERMUTATIONS = 20_000  # label shuffles of the permutation test (its p is resolved to about 1/20,000)
+
+
+def suite_values(entry: dict[str, Any], name: str, depths: list[int]) -> dict[str, float]:
+    """A suite's valid tests as {state_key: fail frequency}. Results files from before per-test records rebuild them:
+    ST's tests are its boundary states (per_boundary); other suites become their failing and passing counts under
+    keys of their own (they cannot be matched with other suites' tests; exact on a deterministic subject, n = 1)."""
+    if "per_test" in entry:
+        return {str(k): float(v) for k, v in entry["per_test"].items()}
+    if name == "ST" and "per_boundary" in entry and len(entry["per_boundary"]) == len(depths):
+        return {str(depths[int(i)]): float(f) for i, f in entry["per_boundary"].items()}
+    if "failing_tests" not in entry:
+        return {}
+    valid, failing = int(entry["tests"]) - int(entry["invalid"]), int(entry["failing_tests"])
+    return {f"{name}#{i}": 1.0 if i < failing else 0.0 for i in range(valid)}
+
+
+def sides(report: dict[str, Any], model: str) -> tuple[list[float], list[float]]:
+    """One agent's distinct valid tests' fail frequencies: from boundary states (ST, IT(is), AC(k) together, a state
+    the suites share counted once) and from random states (RS)."""
+    depths = list(report.get("search", {}).get("boundary_depths", []))
+    boundary: dict[str, float] = {}
+    random: dict[str, float] = {}
+    for name, entry in report["agents"][model]["suites"].items():
+        (random if name == "RS" else boundary).update(suite_values(entry, name, depths))
+    return list(boundary.values()), list(random.values())
+
+
+def _agents(report: dict[str, Any], model: str | None) -> list[tuple[list[float], list[float]]]:
+    pairs = [sides(report, m) for m in ([model] if model else list(report["agents"]))]
+    return [(b, r) for b, r in pairs if b and r]
+
+
 def boundary_vs_random(report: dict[str, Any], model: str | None = None) -> float:
-    """Mean ST fail frequency over agents / mean RS fail frequency over agents (inf when RS never fails); one
-    agent's with `model`."""
-    agents = [report["agents"][model]] if model else list(report["agents"].values())
-    st = [a["suites"]["ST"]["mean_fail_frequency"] for a in agents if "ST" in a["suites"]]
-    rs = [a["suites"]["RS"]["mean_fail_frequency"] for a in agents if "RS" in a["suites"]]
-    if not st or not rs:
+    """Mean over agents of the boundary suites' fail frequency (distinct valid tests of ST, IT, AC) / mean over agents
+    of RS's (inf when RS never fails); one agent's with `model`. An agent that fails nothing adds 0 to both means."""
+    pairs = _agents(report, model)
+    if not pairs:
         return float("nan")
-    mean_st, mean_rs = sum(st) / len(st), sum(rs) / len(rs)
-    return mean_st / mean_rs if mean_rs else float("inf") if mean_st else float("nan")
+    mean_b = sum(sum(b) / len(b) for b, _ in pairs) / len(pairs)
+    mean_r = sum(sum(r) / len(r) for _, r in pairs) / len(pairs)
+    return mean_b / mean_r if mean_r else float("inf") if mean_b else float("nan")
 
 
-def boundary_vs_random_p(report: dict[str, Any], model: str | None = None) -> float:
-    """Two-sided Fisher exact test of failing vs passing valid tests, ST against RS, pooled over the agents (one
-    agent's with `model`) (tests, not runs: a deterministic subject's repetitions of one test are the same run).
-    NaN without both suites."""
+def boundary_vs_random_p(report: dict[str, Any], model: str | None = None, permutations: int = PERMUTATIONS) -> float:
+    """Two-sided permutation test of the boundary-versus-random difference, stratified by agent: the statistic is the
+    mean over agents of (boundary fail frequency - RS fail frequency) over distinct valid tests, and each shuffle
+    reassigns the boundary/RS labels among one agent's own tests (seeded: the same report gives the same p). Agents
+    differ in how often they fail and in how many tests each side has, so pooling tests across agents (the Fisher
+    table) would mix their base rates; within-agent shuffles do not, and an agent that never fails adds nothing.
+    NaN without both sides."""
+    import numpy as np
+
+    pairs = _agents(report, model)
+    if not pairs:
+        return float("nan")
+    rng = np.random.default_rng(0)
+    observed = sum(sum(b) / len(b) - sum(r) / len(r) for b, r in pairs) / len(pairs)
+    shuffled = np.zeros(permutations)
+    for b, r in pairs:
+        values = np.tile(np.asarray(b + r, dtype=float), (permutations, 1))
+        values = rng.permuted(values, axis=1)
+        shuffled += values[:, : len(b)].mean(axis=1) - values[:, len(b) :].mean(axis=1)
+    shuffled /= len(pairs)
+    extreme = int(np.sum(np.abs(shuffled) >= abs(observed) - 1e-12))
+    return (1 + extreme) / (1 + permutations)
+
+
+def boundary_vs_random_fisher_p(report: dict[str, Any], model: str | None = None) -> float:
+    """Two-sided Fisher exact test of failing (fail frequency > 0.5) vs passing distinct valid tests, boundary suites
+    against RS, pooled over the agents (one agent's with `model`); the statistic the 22-test run reported, printed
+    beside the permutation test. NaN without both sides."""
     from scipy.stats import fisher_exact
 
-    agents = [report["agents"][model]] if model else list(report["agents"].values())
-    table = []
-    for suite in ("ST", "RS"):
-        rows = [a["suites"][suite] for a in agents if suite in a["suites"]]
-        if not rows or any("failing_tests" not in r for r in rows):
-            return float("nan")
-        valid = sum(r["tests"] - r["invalid"] for r in rows)
-        failing = sum(r["failing_tests"] for r in rows)
-        table.append([failing, valid - failing])
+    pairs = _agents(report, model)
+    if not pairs:
+        return float("nan")
+    table = [
+        [sum(1 for f in side if f > 0.5), sum(1 for f in side if f <= 0.5)]
+        for side in ([f for b, _ in pairs for f in b], [f for _, r in pairs for f in r])
+    ]
     return float(fisher_exact(table).pvalue)
 
 
@@ -450,12 +550,26 @@ def load_previous(path: Path) -> dict[str, Any] | None:
     return report
 
 
+def planned_suites(report: dict[str, Any]) -> int:
+    """How many (agent, suite) measurements the report's parameters ask for."""
+    parameters = report["parameters"]
+    base, focus = parameters["suites"], parameters.get("focus_suites", [])
+    focused = set(parameters.get("focus_models", []))
+    return sum(len(dict.fromkeys([*base, *(focus if m in focused else [])])) for m in report["models"])
+
+
+def boundary_names(report: dict[str, Any]) -> list[str]:
+    """The boundary suites measured, in first-measured order."""
+    return list(dict.fromkeys(n for a in report["agents"].values() for n in a["suites"] if n != "RS"))
+
+
 def write_markdown(report: dict[str, Any], path: Path, command: str) -> None:
     search = report["search"]
+    finished = sum(len(a["suites"]) for a in report["agents"].values())
     partial = [] if report.get("complete", True) else [
-        f"**PARTIAL**: the run stopped after {len(report['agents'])} of {len(report['models'])} agents' suites "
-        f"({sum(1 for a in report['agents'].values() if 'performance' in a)} with performance tests); "
-        "`--resume` with the same arguments adds the rest.",
+        f"**PARTIAL**: the run stopped after {finished} of {planned_suites(report)} (agent, suite) measurements "
+        f"({sum(1 for a in report['agents'].values() if 'performance' in a)} of {len(report['models'])} agents with "
+        "performance tests); `--resume` with the same arguments adds the rest.",
         "",
     ]  # fmt: skip
     reused = f" (the DFS's stored result {search['reused_from']}, not rerun)" if search.get("reused_from") else ""
@@ -494,20 +608,27 @@ def write_markdown(report: dict[str, Any], path: Path, command: str) -> None:
             )
     lines += [
         "",
-        "Boundary versus random states per agent (two-sided Fisher exact test of failing vs passing valid tests, ST "
-        "against RS):",
+        "Boundary versus random states per agent, over distinct valid tests (a state that ST, IT and AC share counts "
+        "once): the boundary side is ST, IT(is) and AC(k) together, the random side RS. p: two-sided permutation test "
+        "of the fail-frequency difference, labels shuffled within each agent's tests "
+        f"({PERMUTATIONS} shuffles; the pooled row averages the differences over agents); Fisher p: two-sided Fisher "
+        "exact test of failing vs passing tests (pooled row: one table over all agents).",
         "",
-        "| agent | ST fail frequency | RS fail frequency | ratio | Fisher p |",
-        "|---|---|---|---|---|",
+        "| agent | boundary tests | boundary fail frequency | RS tests | RS fail frequency | ratio | p (permutation) | "
+        "Fisher p |",
+        "|---|---|---|---|---|---|---|---|",
     ]
-    for model, agent in report["agents"].items():
-        st, rs = agent["suites"].get("ST", {}), agent["suites"].get("RS", {})
+    for model in report["agents"]:
+        b, r = sides(report, model)
         lines.append(
-            f"| {model} | {st.get('mean_fail_frequency', float('nan')):.3f} | "
-            f"{rs.get('mean_fail_frequency', float('nan')):.3f} | {boundary_vs_random(report, model):.2f} | "
-            f"{boundary_vs_random_p(report, model):.4f} |"
+            f"| {model} | {len(b)} | {sum(b) / len(b) if b else float('nan'):.3f} | {len(r)} | "
+            f"{sum(r) / len(r) if r else float('nan'):.3f} | {boundary_vs_random(report, model):.2f} | "
+            f"{boundary_vs_random_p(report, model):.4f} | {boundary_vs_random_fisher_p(report, model):.4f} |"
         )
-    lines.append(f"| pooled | | | {boundary_vs_random(report):.2f} | {boundary_vs_random_p(report):.4f} |")
+    lines.append(
+        f"| pooled | | | | | {boundary_vs_random(report):.2f} | {boundary_vs_random_p(report):.4f} | "
+        f"{boundary_vs_random_fisher_p(report):.4f} |"
+    )
     fuzz = report.get("fuzzing", {})
     if fuzz:
         lines += [
@@ -548,7 +669,8 @@ def write_markdown(report: dict[str, Any], path: Path, command: str) -> None:
         )
         + " |",
         f"| boundary states | {PAPER['boundary']} | boundary_vs_random_state_fail_rate = {ratio:.2f}, two-sided "
-        f"Fisher p = {boundary_vs_random_p(report):.3f} (failing tests, ST vs RS) |",
+        f"permutation p = {boundary_vs_random_p(report):.4f} (Fisher p = {boundary_vs_random_fisher_p(report):.4f}; "
+        f"{', '.join(boundary_names(report))} vs RS) |",
         f"| performance | {PAPER['performance']} | see Step 4 and the figure |",
         f"| correlation | {PAPER['correlation']} | r = {corr.get('pearson_r', float('nan')):.2f} (95 % interval "
         f"{corr.get('ci95', [float('nan')] * 2)[0]:.2f} to {corr.get('ci95', [float('nan')] * 2)[1]:.2f}; fail "
@@ -621,6 +743,20 @@ def main(argv: list[str] | None = None) -> int:
         help=f"comma-separated suites to run per agent, of {', '.join(SUITE_CHOICES)} (default all)",
     )
     parser.add_argument(
+        "--focus-models",
+        nargs="+",
+        default=[],
+        help="models (of --model) that also run --focus-suites: the extra tests go to the agents that fail at all",
+    )
+    parser.add_argument(
+        "--focus-suites",
+        default="",
+        help=f"comma-separated suites the --focus-models also run, of {', '.join(SUITE_CHOICES)}",
+    )
+    parser.add_argument(
+        "--focus-random-states", type=int, help="RS: random states for the --focus-models when RS is a focus suite"
+    )
+    parser.add_argument(
         "--resume",
         action="store_true",
         help="keep the finished parts (agents' suites, fuzzing, performance) of the results file a run with the same "
@@ -631,6 +767,17 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [name for name in suites if name not in SUITE_CHOICES]
     if unknown or not suites:
         parser.error(f"--suites: unknown {', '.join(unknown) or 'empty list'}; choose from {', '.join(SUITE_CHOICES)}")
+    focus_suites = tuple(dict.fromkeys(name.strip() for name in args.focus_suites.split(",") if name.strip()))
+    unknown = [name for name in focus_suites if name not in SUITE_CHOICES]
+    if unknown:
+        parser.error(f"--focus-suites: unknown {', '.join(unknown)}; choose from {', '.join(SUITE_CHOICES)}")
+    strangers = [m for m in args.focus_models if m not in args.model]
+    if strangers:
+        parser.error(f"--focus-models: {', '.join(strangers)} not among --model")
+    if bool(args.focus_models) != bool(focus_suites):
+        parser.error("--focus-models and --focus-suites go together")
+    if args.focus_random_states is not None and not 1 <= args.focus_random_states <= 1_000_000:
+        parser.error(f"--focus-random-states must be in 1..1000000, got {args.focus_random_states}")
     positive = {
         "--max-samples": args.max_samples, "--repetitions": args.repetitions, "--agent-steps": args.agent_steps,
         "--random-states": args.random_states, "--generations": args.generations, "--population": args.population,
@@ -680,6 +827,9 @@ def main(argv: list[str] | None = None) -> int:
                 suites=suites,
                 previous=previous,
                 checkpoint=write,
+                focus_models=tuple(args.focus_models),
+                focus_suites=focus_suites,
+                focus_random_states=args.focus_random_states,
             )
     write(report)
     if report["search"]["success"]:
@@ -697,12 +847,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"agent={model} R_a={simple.get('R_a', {}).get(0)} R_t={simple.get('R_t', {}).get(0)}")
         print(
             f"agent={model} boundary_vs_random_state_fail_rate={boundary_vs_random(report, model):.3f} "
-            f"boundary_vs_random_p={boundary_vs_random_p(report, model):.4f}"
+            f"boundary_vs_random_p={boundary_vs_random_p(report, model):.4f} "
+            f"boundary_vs_random_fisher_p={boundary_vs_random_fisher_p(report, model):.4f}"
         )
     corr = report.get("correlation") or correlation(report)
     print(f"correlation={json.dumps(corr)}")
     print(f"boundary_vs_random_state_fail_rate={boundary_vs_random(report):.3f}")
     print(f"boundary_vs_random_p={boundary_vs_random_p(report):.4f}")
+    print(f"boundary_vs_random_fisher_p={boundary_vs_random_fisher_p(report):.4f}")
+    if not report.get("complete"):
+        print(
+            f"PARTIAL: {sum(len(a['suites']) for a in report['agents'].values())} of {planned_suites(report)} "
+            "(agent, suite) measurements"
+        )
     return 0 if report["search"]["success"] else 1
 
 

@@ -10,12 +10,16 @@ import pytest
 
 from replications.replicate_search_based import (
     boundary_vs_random,
+    boundary_vs_random_fisher_p,
     boundary_vs_random_p,
     correlation,
     failing_interval,
     load_previous,
     main,
     pearson_interval,
+    sides,
+    state_key,
+    suite_settings,
 )
 
 
@@ -27,7 +31,7 @@ def suite(tests: int, invalid: int, failing: int) -> dict:
 def test_the_fisher_test_counts_failing_tests_of_st_against_rs_pooled_over_agents() -> None:
     # the issue's one-agent Mario run: 8 of 22 ST tests failed, 6 of 20 RS tests (two-sided Fisher p about 0.75)
     one = {"agents": {"a": {"suites": {"ST": suite(22, 0, 8), "RS": suite(20, 0, 6)}}}}
-    assert boundary_vs_random_p(one) == pytest.approx(0.7499, abs=1e-3)
+    assert boundary_vs_random_fisher_p(one) == pytest.approx(0.7499, abs=1e-3)
     assert boundary_vs_random(one) == pytest.approx((8 / 22) / 0.3)
     # pooled: invalid tests are left out of both counts, and a clear difference is significant
     two = {
@@ -36,10 +40,11 @@ def test_the_fisher_test_counts_failing_tests_of_st_against_rs_pooled_over_agent
             "b": {"suites": {"ST": suite(22, 0, 14), "RS": suite(22, 0, 3)}},
         }
     }
-    assert boundary_vs_random_p(two) < 1e-5
+    assert boundary_vs_random_fisher_p(two) < 1e-5
     # a report without the RS suite (or from before failing_tests was recorded) has no test
-    assert math.isnan(boundary_vs_random_p({"agents": {"a": {"suites": {"ST": suite(22, 0, 8)}}}}))
-    assert math.isnan(boundary_vs_random_p({"agents": {"a": {"suites": {"ST": {"tests": 1}, "RS": {"tests": 1}}}}}))
+    for test in (boundary_vs_random_fisher_p, boundary_vs_random_p):
+        assert math.isnan(test({"agents": {"a": {"suites": {"ST": suite(22, 0, 8)}}}}))
+        assert math.isnan(test({"agents": {"a": {"suites": {"ST": {"tests": 1}, "RS": {"tests": 1}}}}}))
 
 
 def test_each_agent_gets_its_own_fisher_test_and_intervals() -> None:
@@ -49,11 +54,62 @@ def test_each_agent_gets_its_own_fisher_test_and_intervals() -> None:
             "b": {"suites": {"ST": suite(22, 0, 3), "RS": suite(22, 0, 3)}},
         }
     }
+    assert boundary_vs_random_fisher_p(report, "a") < 1e-3
+    assert boundary_vs_random_fisher_p(report, "b") == pytest.approx(1.0)
     assert boundary_vs_random_p(report, "a") < 1e-3
     assert boundary_vs_random_p(report, "b") == pytest.approx(1.0)
     assert boundary_vs_random(report, "b") == pytest.approx(1.0)
     low, high = failing_interval(suite(22, 2, 0))  # 0 of 20 valid tests: Wilson's interval is not empty
     assert low == 0.0 and 0.1 < high < 0.2
+
+
+def with_tests(per_test: dict[str, float]) -> dict:
+    failing = sum(1 for f in per_test.values() if f > 0.5)
+    return {**suite(len(per_test), 0, failing), "per_test": per_test}
+
+
+def test_the_permutation_test_shuffles_within_agents_where_the_pooled_fisher_table_mixes_them() -> None:
+    # within each agent boundary and random states fail alike (a: 6 of 12 both sides; b never fails), but b has
+    # many more boundary tests than random ones: one pooled table sees a difference that no agent has
+    report = {
+        "agents": {
+            "a": {"suites": {"ST": suite(12, 0, 6), "RS": suite(12, 0, 6)}},
+            "b": {"suites": {"ST": suite(10, 0, 0), "RS": suite(200, 0, 0)}},
+        }
+    }
+    assert boundary_vs_random_fisher_p(report) < 0.01
+    assert boundary_vs_random_p(report) == pytest.approx(1.0)
+    assert boundary_vs_random(report) == pytest.approx(1.0)
+    # the permutation p is seeded (the same report gives the same p) and resolves to 1 / (permutations + 1)
+    clear = {"agents": {"a": {"suites": {"ST": suite(30, 0, 30), "RS": suite(30, 0, 0)}}}}
+    assert boundary_vs_random_p(clear) == boundary_vs_random_p(clear) == pytest.approx(1 / 20_001)
+
+
+def test_a_state_several_boundary_suites_share_is_one_test() -> None:
+    reference = [0, 1, 1, 0, 1]
+    assert state_key([0, 1, 1], reference) == "3"
+    assert state_key([0, 1, 0], reference) == "2+0"
+    assert state_key([0, 0, 1], reference) == "1+0,1"
+    assert state_key([], reference) == "0"
+    # AC(1)'s combination that takes τ_ref's own action is ST's test: counted once on the boundary side
+    st = {**with_tests({"3": 1.0, "5": 0.0}), "per_boundary": {0: 1.0, 1: 0.0}}
+    ac = with_tests({"3": 1.0, "2+0": 1.0, "5": 0.0, "4+0": 0.0})
+    suites = {"ST": st, "AC(1)": ac, "RS": with_tests({"1": 0.0, "4": 1.0})}
+    report = {"search": {"boundary_depths": [3, 5]}, "agents": {"a": {"suites": suites}}}
+    boundary, random = sides(report, "a")
+    assert sorted(boundary) == [0.0, 0.0, 1.0, 1.0] and sorted(random) == [0.0, 1.0]
+    # a results file from before per-test records: ST's tests are rebuilt from its boundary states' frequencies
+    legacy = {"tests": 2, "invalid": 0, "failing_tests": 1, "mean_fail_frequency": 0.5, "per_boundary": {0: 1.0, 1: 0}}
+    suites["ST"] = legacy
+    assert sorted(sides(report, "a")[0]) == [0.0, 0.0, 1.0, 1.0]
+
+
+def test_a_resumed_suite_is_kept_only_under_its_own_settings() -> None:
+    previous = {"parameters": {"n": 1, "l": 40, "random_states": 22}}
+    assert suite_settings(previous, {"tests": 22}, random=True) == {"n": 1, "l": 40, "count": 22}
+    assert suite_settings(previous, {"tests": 22}, random=False) == {"n": 1, "l": 40}
+    recorded = {"settings": {"n": 1, "l": 40, "count": 150}}
+    assert suite_settings(previous, recorded, random=True) == {"n": 1, "l": 40, "count": 150}
 
 
 def test_the_correlation_interval_is_fishers_z() -> None:
@@ -91,6 +147,10 @@ def test_a_resumed_results_file_keeps_integer_keys(tmp_path: Path) -> None:
         (["--suites", "ST,XY"], "--suites: unknown XY"),
         (["--repetitions", "0"], "--repetitions must be in 1..1000000"),
         (["--reference", "no-such-file.json"], "--reference: no file"),
+        (["--focus-models", "other", "--focus-suites", "IT"], "--focus-models: other not among --model"),
+        (["--focus-models", "m", "--focus-suites", "IT,XY"], "--focus-suites: unknown XY"),
+        (["--focus-models", "m"], "--focus-models and --focus-suites go together"),
+        (["--focus-models", "m", "--focus-suites", "RS", "--focus-random-states", "0"], "--focus-random-states must"),
     ],
 )
 def test_bad_flags_stop_before_any_service_starts(
