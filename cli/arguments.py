@@ -394,6 +394,13 @@ def add_surrogate(sub: Subparsers) -> None:
         default="small",
         help="tuning grid: tiny (2 runs), small (18, default) or paper (9 filters x 4 depths x 10 seeds)",
     )
+    t.add_argument(
+        "--features",
+        choices=["config", "scene"],
+        default="config",
+        help="what the network reads: the encoded configuration (default, the paper's) or that plus the scene it "
+        "implies (goal relative to the agent, the goal's neighbours; Parking only; a documented deviation)",
+    )
     t.add_argument("--out", type=Path, help="artifact folder (default runs/surrogates/<model>-<kind>-<timestamp>)")
     t.add_argument("--model-root", type=Path, help="models folder of --model (default: the bundled zoo)")
     s = actions.add_parser("show", help="print what a surrogate artifact is and how well it predicts")

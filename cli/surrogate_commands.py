@@ -34,7 +34,7 @@ def train(args: argparse.Namespace) -> None:
     out: Path = args.out or default_out_dir(args.model, args.kind)
     grid = GRIDS[args.grid]
     with Progress(
-        TextColumn(f"[bold]training {args.kind} for {args.model} ({grid.name} grid)"),
+        TextColumn(f"[bold]training {args.kind} for {args.model} ({grid.name} grid, {args.features} features)"),
         BarColumn(),
         MofNCompleteColumn(),
         TextColumn("{task.fields[last]}"),
@@ -53,7 +53,13 @@ def train(args: argparse.Namespace) -> None:
             bar.update(task, completed=done, last=last)
 
         path = train_zoo_surrogate(
-            args.model, kind=args.kind, grid=grid, out_dir=out, model_root=args.model_root, progress=progress
+            args.model,
+            kind=args.kind,
+            grid=grid,
+            out_dir=out,
+            model_root=args.model_root,
+            progress=progress,
+            features=args.features,
         )
     console.print(f"surrogate: {path}")
     _print_summary(path)
@@ -116,6 +122,7 @@ def _print_summary(path: Path, meta: Mapping[str, Any] | None = None) -> None:
             f"{arch.get('hidden_units', 32)}, seed {meta['seed']}",
         ),
         ("selection", meta.get("selection", {}).get("rule", "-")),
+        ("features", (meta.get("features") or {"kind": "config"})["kind"]),
         ("grid", _grid_text(meta)),
         ("format", str(meta["format_version"])),
     ]

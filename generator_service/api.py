@@ -20,9 +20,10 @@ from generator_service.strategies.base import Result, as_test_case
 from generator_service.strategies.designate import SCALARS as DESIGNATE_SCALARS
 from generator_service.strategies.indago import SETTINGS as INDAGO_SETTINGS
 from generator_service.surrogates.artifact import FORMAT_VERSION as SURROGATE_FORMAT_VERSION
-from generator_service.surrogates.artifact import read_meta, write_artifact
+from generator_service.surrogates.artifact import load_surrogate, read_meta, write_artifact
 from generator_service.surrogates.dataset import InteractionData, file_sha256, kept_indices, load_interaction_log
 from generator_service.surrogates.encoding import Encoder
+from generator_service.surrogates.features import FEATURE_KINDS, FeatureMap
 from generator_service.surrogates.interaction_log import LOG_NAME as INTERACTION_LOG_NAME
 from generator_service.surrogates.interaction_log import InteractionLog, read_interaction_log
 from generator_service.surrogates.model import (
@@ -49,6 +50,8 @@ __all__ = [
     "DESIGNATE_SCALARS",
     "DROPOUT",
     "Encoder",
+    "FEATURE_KINDS",
+    "FeatureMap",
     "file_sha256",
     "fit",
     "fittest_traces",
@@ -64,6 +67,7 @@ __all__ = [
     "LdsDensity",
     "load_interaction_log",
     "load_network",
+    "load_surrogate",
     "make_strategy",
     "measure_suite",
     "as_test_case",

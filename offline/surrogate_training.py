@@ -45,6 +45,7 @@ from generator_service.api import (
     LDS_SIGMA,
     SURROGATE_FORMAT_VERSION,
     Encoder,
+    FeatureMap,
     InteractionData,
     LdsDensity,
     TrainSettings,
@@ -151,8 +152,14 @@ def train_surrogate(
     settings: TrainSettings = DEFAULT_SETTINGS,
     held_out_seed: int = 0,
     progress: Callable[[int, int, Mapping[str, Any]], None] | None = None,
+    features: Mapping[str, Any] | None = None,
 ) -> Path:
-    """Tunes, selects and writes a surrogate artifact to ``out_dir``; returns ``out_dir`` (module docstring)."""
+    """Tunes, selects and writes a surrogate artifact to ``out_dir``; returns ``out_dir`` (module docstring).
+
+    ``features`` is what the network reads (generator_service/surrogates/features.py; None: the encoded
+    configuration, as the paper); a ``scene`` map's feature ranges are fitted on the episodes outside the
+    held-out set.
+    """
     import torch
 
     check_kind(kind)
@@ -176,10 +183,12 @@ def train_surrogate(
             "needs both verdicts; train a regressor instead (`--kind regressor`)"
         )
     encoder = Encoder(space)
-    x = encoder.encode_many(data.configs)
+    encoded = encoder.encode_many(data.configs)
     held = held_out_indices(n, seed=held_out_seed)
     in_held = np.zeros(n, dtype=bool)
     in_held[held] = True
+    feature_map = FeatureMap(features, encoder).fitted(encoded[~in_held])
+    x = feature_map.transform(encoded)
     scale = MarginScale.fit(data.margins[~in_held]) if kind == "regressor" else None
     labels = scale.labels(data.margins) if scale else None
     cut = 0.5 if kind == "classifier" else 1.0 - scale.threshold  # type: ignore[union-attr]
@@ -229,7 +238,7 @@ def train_surrogate(
                 ),
             )  # type: ignore[index]
             extra = {}
-        scorer = score_module(load_network(result.state_dict, encoder.n_features, layers, kind), kind)
+        scorer = score_module(load_network(result.state_dict, feature_map.n_out, layers, kind), kind)
         val_scores = predict_scores(scorer, x[val_idx])
         metrics = {"validation": failure_metrics(data.failed[val_idx], val_scores, cut)}
         if len(held):
@@ -286,7 +295,7 @@ def train_surrogate(
     candidates = len(reach) if kind == "classifier" and reach else len(records)
     meta = _meta(
         data,
-        encoder,
+        feature_map,
         kind,
         model,
         subject,
@@ -335,7 +344,7 @@ def _selection_key(kind: str, val: Mapping[str, Any]) -> tuple[float, ...]:
 
 def _meta(
     data: InteractionData,
-    encoder: Encoder,
+    feature_map: FeatureMap,
     kind: str,
     model: str | None,
     subject: str,
@@ -400,8 +409,9 @@ def _meta(
             "output": "softmax over (pass, fail)" if kind == "classifier" else "sigmoid",
             "failure_score": "P(fail)" if kind == "classifier" else "1 - prediction",
         },
-        "encoding": encoder.spec(),
-        "feature_names": encoder.feature_names,
+        "encoding": feature_map.encoder.spec(),
+        "feature_names": feature_map.names,
+        "features": feature_map.spec(),
         "training": training,
         "metrics": chosen["metrics"],
         "selection": {
@@ -453,8 +463,11 @@ def train_zoo_surrogate(
     model_root: Path | None = None,
     settings: TrainSettings = DEFAULT_SETTINGS,
     progress: Callable[[int, int, Mapping[str, Any]], None] | None = None,
+    features: str = "config",
 ) -> Path:
-    """Trains a surrogate for a zoo model from its interaction log (subject and space from the manifest)."""
+    """Trains a surrogate for a zoo model from its interaction log (subject and space from the manifest);
+    ``features`` names what the network reads (offline/surrogate_features.py: config or scene)."""
+    from offline.surrogate_features import feature_spec
     from simulator_service.api import get_subject
 
     check_kind(kind)
@@ -464,6 +477,7 @@ def train_zoo_surrogate(
         subject = get_subject(subject_name)
     except KeyError as exc:
         raise ValueError(str(exc.args[0])) from None
+    spec = feature_spec(features, subject_name)
     out = Path(out_dir) if out_dir else default_out_dir(model, kind)
     return train_surrogate(
         log_path,
@@ -475,4 +489,5 @@ def train_zoo_surrogate(
         out_dir=out,
         settings=settings,
         progress=progress,
+        features=spec,
     )

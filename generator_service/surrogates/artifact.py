@@ -6,8 +6,10 @@ Folder layout (format version 1):
   ("classifier" | "regressor"), ``subject``, ``model`` (zoo model name or null), ``created_at`` (UTC ISO 8601),
   ``log`` {path, sha256, episodes, failures}, ``filter_percent``, ``layers``, ``seed``, ``architecture``
   {hidden_units, batch_norm, dropout}, ``encoding`` (the parameter space, see encoding.Encoder.spec),
-  ``feature_names``, ``training`` (optimiser settings, epochs, class weights or LDS settings and the margin
-  scale), ``metrics`` {validation, held_out: {precision, recall, f1, auc, rows, failures[, mse]}},
+  ``feature_names``, optionally ``features`` (what the network reads: absent or kind "config" = the
+  encoding, "scene" = the encoding plus scene features, see features.py), ``training`` (optimiser settings,
+  epochs, class weights or LDS settings and the margin scale), ``metrics`` {validation, held_out: {precision,
+  recall, f1, auc, rows, failures[, mse]}},
   ``selection`` {rule, candidates, trained, note}, ``grid`` {name, filters, layers, seeds}, ``versions``.
 * ``model.pt``: the network's ``state_dict`` (torch.save; loaded with ``weights_only=True``).
 * ``failures.jsonl.gz``: every failing training episode, in training order, as {index, episode, config}
@@ -31,6 +33,7 @@ import numpy as np
 from common.space import ParameterSpace
 from generator_service.surrogates.dataset import filtered_count
 from generator_service.surrogates.encoding import Encoder
+from generator_service.surrogates.features import FeatureMap
 from generator_service.surrogates.model import check_kind
 
 FORMAT_VERSION = 1
@@ -209,11 +212,16 @@ def load_surrogate(path: Path | str, subject: str | None = None) -> Surrogate:
         raise ValueError(f"{weights} cannot be read as a torch state dict ({type(exc).__name__}: {exc})") from None
     encoder = Encoder.from_spec(meta["encoding"])
     try:
-        network = load_network(state, encoder.n_features, int(meta["layers"]), meta["kind"])
+        features = FeatureMap(meta.get("features"), encoder)  # absent: the encoded configuration (format 1)
+    except ValueError as exc:
+        raise ValueError(f"{path / META_FILE}: {exc}") from None
+    try:
+        network = load_network(state, features.n_out, int(meta["layers"]), meta["kind"])
     except (RuntimeError, ValueError, TypeError) as exc:
         raise ValueError(
             f"{weights} does not fit the architecture in {META_FILE} "
-            f"({meta['layers']} hidden layers, {encoder.n_features} features): {exc}"
+            f"({meta['layers']} hidden layers, {features.n_out} features): {exc}"
         ) from None
+    network = features.wrap(network)  # the network reads encoded configurations whatever its features
     torch.set_num_threads(1)  # tiny MLP: one thread is fastest, and the service shares the machine
     return Surrogate(path, meta, network)
