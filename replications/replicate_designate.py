@@ -8,8 +8,10 @@ IV, VIII, XII for Mars). Steps, all campaigns on a local suite (cli.launcher.Loc
    ``--diversity-percentile`` of the pairwise distances; the paper's rule is the median, 50), as
    cli/designate_calibration.py's calibrate_rows. The subject's own relevance rule applies to every approach
    (urban: a minimum car share, env_kwargs.min_class_share, our deviation measured by designate_object_size.py);
-2. with ``--sweep P [P ...]``: DESIGNATE (run seed 0 .. ``--sweep-runs`` - 1) at each T_diversity percentile P,
-   archive size, IoU and diversity per row into results/designate_diversity_sweep_<subject>.{md,json}; then stop;
+2. with ``--sweep P [P ...]``: DESIGNATE (run seeds ``--seeds``, default ``--first-seed``) at each T_diversity
+   percentile P: archive size, IoU, diversity and the relevant images the search evaluated per run, accumulated in
+   results/designate_diversity_sweep_<subject>.{md,json}, each run kept in designate_<subject>.runs-sweep<P>.json
+   (a percentile and seed already there is not run again); then stop;
 3. per run seed: the designate strategy (r = 5 x N = 12 seeding, ``--generations`` generations: 1,260 evaluations
    at the paper's 100) in variants designate, single, pix (with the *_pix oracle) and designate with
    ``observation_translator: none`` (NoGAN); random with ``--random-budget`` executed images (the paper's 1,200);
@@ -97,8 +99,10 @@ PAPER = {  # Tables II/IV (median, avg accuracy, #images), VI/VIII (feature medi
     },
 }
 ORACLES = {"urban": "iou_car", "mars": "miou"}
-# the sweep's choice: archives of ~100 images (results/designate_diversity_sweep_urban.md)
-DEFAULT_DIVERSITY_PERCENTILE = 0.5
+# T_diversity's percentile per subject (the paper's rule is 50). Urban: the sweep's rule, the largest percentile whose
+# median archive over its seeds holds at least 100 images (results/designate_diversity_sweep_urban.md). Mars: 0.5,
+# urban's earlier choice, at which its committed runs were made (archives of 144-312 images)
+DEFAULT_DIVERSITY_PERCENTILE = {"urban": 0.25, "mars": 0.5}
 
 
 class Renderer:
@@ -215,6 +219,14 @@ def one_run(
         members = [(case_values(m.execution.test_case), m.f_accuracy) for m in archive]
         scalars = [list(m.execution.descriptors[:DESIGNATE_SCALARS]) for m in archive]
     poses = [dict(v) for v, _ in members]
+    # what bounds an archive: the relevant images the search evaluated (the archive keeps a T_diversity-spread
+    # subset of them), counted and counted once per distinct pose
+    relevant = [
+        r
+        for r in rows
+        if r.verdict != oracle_pb2.VERDICT_KIND_INVALID and r.margin < IRRELEVANT and r.descriptors[3] <= t_rel
+    ]
+    distinct = {json.dumps(case_values(r.test_case), sort_keys=True) for r in relevant}
     rendered = renderer.render(poses, translated=variant not in SIMULATOR_IMAGES)
     images = list(rendered["images"])
     return {
@@ -222,6 +234,8 @@ def one_run(
         "campaign": status.campaign_id,
         "evaluations": len(rows),
         "executed": sum(1 for r in rows if r.verdict != oracle_pb2.VERDICT_KIND_INVALID),
+        "relevant_evaluated": len(relevant),
+        "relevant_distinct": len(distinct),
         "seconds": round(seconds, 1),
         "accuracy": [round(float(f), 4) for _, f in members],
         # the class share (car / sky) of each member's ground truth, and its IoU on the simulator image
@@ -263,61 +277,151 @@ def calibrate(
     return out
 
 
+def _sweep_row(p: float, thresholds: dict[str, Any], run: dict[str, Any]) -> dict[str, Any]:
+    accuracy = run["accuracy"]
+    return {
+        "percentile": p,
+        "seed": run["seed"],
+        "t_diversity_features": thresholds["t_diversity_features"],
+        "archive_images": len(accuracy),
+        "median_iou": float(np.median(accuracy)) if accuracy else float("nan"),
+        "mean_iou": float(np.mean(accuracy)) if accuracy else float("nan"),
+        "feature_div": run["feature_div"],
+        "pixel_div": run["pixel_div"],
+        # absent in runs made before the count existed
+        "relevant_evaluated": run.get("relevant_evaluated", float("nan")),
+        "relevant_distinct": run.get("relevant_distinct", float("nan")),
+        "seconds": run["seconds"],
+    }
+
+
+def sweep_runs_path(out: Path, subject: str, p: float) -> Path:
+    """A sweep row's whole run (poses included), in --from-runs' format: the chosen row's runs merge as they are."""
+    return out / f"designate_{subject}.runs-sweep{p:g}.json"
+
+
 def sweep(
-    gen: Any, subject: str, args: argparse.Namespace, by_percentile: dict[float, dict[str, Any]], renderer: Renderer
+    subject: str,
+    args: argparse.Namespace,
+    seeds: list[int],
+    renderer: Renderer,
+    imported: list[tuple[Path, dict[str, Any]]],
 ) -> None:
-    """DESIGNATE at each T_diversity percentile, in the order given: archive size, IoU and diversity per run,
-    written after every row (a stopped sweep keeps the rows it finished)."""
-    rows: list[dict[str, Any]] = []
+    """DESIGNATE at each T_diversity percentile and seed (seed by seed, so a cut sweep has every row's first seeds):
+    archive size, IoU, diversity and the relevant images the search evaluated, per run. Rows accumulate in
+    results/designate_diversity_sweep_<subject>.{md,json} over invocations (a row of the same percentile and seed
+    is replaced); each run is also kept whole in designate_<subject>.runs-sweep<P>.json. A (percentile, seed) that
+    already has a row is not run again (a cut sweep resumes). ``imported``: runs files of ordinary replications
+    whose DESIGNATE runs become rows at their files' percentile (no campaign)."""
     stem = args.out / f"designate_diversity_sweep_{subject}"
-    for p, thresholds in by_percentile.items():
-        for seed in range(args.sweep_runs):
-            run = one_run(gen, subject, "DESIGNATE", seed, args, thresholds, renderer)
-            row = {
-                "percentile": p,
-                "seed": seed,
-                "t_diversity_features": thresholds["t_diversity_features"],
-                "archive_images": len(run["accuracy"]),
-                "median_iou": float(np.median(run["accuracy"])) if run["accuracy"] else float("nan"),
-                "mean_iou": float(np.mean(run["accuracy"])) if run["accuracy"] else float("nan"),
-                "feature_div": run["feature_div"],
-                "pixel_div": run["pixel_div"],
-                "seconds": run["seconds"],
-            }
-            rows.append(row)
-            print(
-                f"sweep percentile {p:g} seed {seed}: T_diversity {row['t_diversity_features']:.3f}, "
-                f"{row['archive_images']} archive images, median {row['median_iou']:.3f}, feature div "
-                f"{row['feature_div']:.2f}, pixel div {row['pixel_div']:.3f} ({row['seconds']} s)",
-                flush=True,
-            )
-            found = {
-                "command": "python replications/replicate_designate.py " + " ".join(sys.argv[1:]),
-                "subject": subject,
-                "generations": args.generations,
-                "calibration": {f"{p:g}": t for p, t in by_percentile.items()},
-                "rows": rows,
-                "load1": os.getloadavg()[0],
-            }
-            stem.with_suffix(".json").write_text(json.dumps(found, indent=1, default=float))
-            stem.with_suffix(".md").write_text(render_sweep(found))
+    found: dict[str, Any] = {"rows": [], "commands": [], "calibration": {}}
+    if stem.with_suffix(".json").exists():
+        found = json.loads(stem.with_suffix(".json").read_text())
+        found.setdefault("commands", [found.pop("command")] if "command" in found else [])
+    found["subject"], found["generations"] = subject, args.generations
+    found["commands"].append("python replications/replicate_designate.py " + " ".join(sys.argv[1:]))
+    rows: dict[tuple[float, int], dict[str, Any]] = {(r["percentile"], r["seed"]): r for r in found["rows"]}
+
+    def write() -> None:
+        found["rows"] = sorted(rows.values(), key=lambda r: (r["percentile"], r["seed"]))
+        found["load1"] = os.getloadavg()[0]
+        stem.with_suffix(".json").write_text(json.dumps(found, indent=1, default=float))
+        stem.with_suffix(".md").write_text(render_sweep(found))
+
+    def check(p: float, thresholds: dict[str, Any], where: str) -> None:
+        known = found["calibration"].setdefault(f"{p:g}", thresholds)
+        if (
+            known["t_relevance"] != thresholds["t_relevance"]
+            or known["t_diversity_features"] != thresholds["t_diversity_features"]
+        ):
+            raise SystemExit(f"--sweep: {where} was calibrated otherwise than the sweep's percentile {p:g}")
+
+    for path, saved in imported:
+        p = float(saved["thresholds"]["diversity_percentile"])
+        check(p, saved["thresholds"], str(path))
+        for run in saved["runs"].get("DESIGNATE", []):
+            rows[(p, run["seed"])] = _sweep_row(p, saved["thresholds"], run)
+    saved_runs: dict[float, dict[str, Any]] = {}  # {} where a percentile has no runs file yet
+    for p in args.sweep:
+        path = sweep_runs_path(args.out, subject, p)
+        saved_runs[p] = json.loads(path.read_text()) if path.exists() else {}
+        for run in saved_runs[p].get("runs", {}).get("DESIGNATE", []):
+            rows[(p, run["seed"])] = _sweep_row(p, saved_runs[p]["thresholds"], run)
+    todo = [(seed, p) for seed in seeds for p in args.sweep if (p, seed) not in rows]
+    if not todo:
+        write()
+        return
+    with TemporaryDirectory() as tmp:
+        with LocalSuite(store_url=f"sqlite:///{tmp}/designate.db", log_dir=Path(tmp) / "logs") as local:
+            gen = generator_pb2_grpc.GeneratorServiceStub(client_channel(local.endpoint("generator")))
+            by_percentile = calibrate(gen, subject, args, list(args.sweep))
+            for p, thresholds in by_percentile.items():
+                check(p, thresholds, "this calibration")
+                if saved_runs[p] and saved_runs[p]["thresholds"] != thresholds:
+                    raise SystemExit(f"--sweep: {sweep_runs_path(args.out, subject, p)} was calibrated otherwise")
+            for seed, p in todo:
+                run = one_run(gen, subject, "DESIGNATE", seed, args, by_percentile[p], renderer)
+                row = rows[(p, seed)] = _sweep_row(p, by_percentile[p], run)
+                print(
+                    f"sweep percentile {p:g} seed {seed}: T_diversity {row['t_diversity_features']:.3f}, "
+                    f"{row['archive_images']} archive images of {row['relevant_evaluated']} relevant evaluated "
+                    f"({row['relevant_distinct']} distinct), median {row['median_iou']:.3f}, feature div "
+                    f"{row['feature_div']:.2f}, pixel div {row['pixel_div']:.3f} ({row['seconds']} s)",
+                    flush=True,
+                )
+                if not saved_runs[p]:
+                    saved_runs[p] = {"command": " ".join(sys.argv), "thresholds": by_percentile[p], "runs": {}}
+                saved_runs[p]["runs"].setdefault("DESIGNATE", []).append(run)
+                sweep_runs_path(args.out, subject, p).write_text(json.dumps(saved_runs[p], default=float))
+                write()  # after every run: a stopped sweep keeps the rows it finished
+
+
+def _int_or_dash(x: Any) -> str:
+    return "-" if x is None or (isinstance(x, float) and not np.isfinite(x)) else f"{x:.0f}"
 
 
 def render_sweep(s: dict[str, Any]) -> str:
     metric = "IoU_car" if s["subject"] == "urban" else "mIoU"
+    commands = "\n".join(f"    {c}" for c in s["commands"])
     lines = [
         f"# DESIGNATE T_diversity sweep on {s['subject']}",
         "",
-        f"Command: `{s['command']}` (generations {s['generations']}; T_diversity = that percentile of the pairwise "
-        "feature distances of the random calibration images; 50 = the paper's median).",
+        f"Commands, in order (rows accumulate; generations {s['generations']}; T_diversity = that percentile of the "
+        "pairwise feature distances of the random calibration images; 50 = the paper's median):",
         "",
-        f"| percentile | seed | T_diversity | archive images | median {metric} | mean {metric} | feature div | "
-        "pixel div | s |",
+        commands,
+        "",
+        "Per percentile (medians over the seeds; relevant evaluated = the search's evaluated images that pass the "
+        "relevance rule, which bound the archive):",
+        "",
+        f"| percentile | T_diversity | seeds | archive images, median (min-max) | median {metric} (median over "
+        "seeds) | feature div | pixel div | relevant evaluated | distinct relevant |",
         "|---|---|---|---|---|---|---|---|---|",
+    ]
+    by_p: dict[float, list[dict[str, Any]]] = {}
+    for r in s["rows"]:
+        by_p.setdefault(r["percentile"], []).append(r)
+    for p, rs in sorted(by_p.items()):
+        sizes = [r["archive_images"] for r in rs]
+        lines.append(
+            f"| {p:g} | {rs[0]['t_diversity_features']:.3f} | {len(rs)} | {np.median(sizes):g} ({min(sizes)}-"
+            f"{max(sizes)}) | {np.median([r['median_iou'] for r in rs]):.3f} | "
+            f"{np.median([r['feature_div'] for r in rs]):.2f} | {np.median([r['pixel_div'] for r in rs]):.3f} | "
+            f"{_int_or_dash(np.median([r.get('relevant_evaluated', np.nan) for r in rs]))} | "
+            f"{_int_or_dash(np.median([r.get('relevant_distinct', np.nan) for r in rs]))} |"
+        )
+    lines += [
+        "",
+        "Per run:",
+        "",
+        f"| percentile | seed | T_diversity | archive images | relevant evaluated | distinct relevant | "
+        f"median {metric} | mean {metric} | feature div | pixel div | s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in s["rows"]:
         lines.append(
             f"| {r['percentile']:g} | {r['seed']} | {r['t_diversity_features']:.3f} | {r['archive_images']} | "
+            f"{_int_or_dash(r.get('relevant_evaluated'))} | {_int_or_dash(r.get('relevant_distinct'))} | "
             f"{r['median_iou']:.3f} | {r['mean_iou']:.3f} | {r['feature_div']:.2f} | {r['pixel_div']:.3f} | "
             f"{r['seconds']:.0f} |"
         )
@@ -424,12 +528,17 @@ def main() -> None:
     parser.add_argument(
         "--diversity-percentile",
         type=float,
-        default=DEFAULT_DIVERSITY_PERCENTILE,
-        help="T_diversity = this percentile of the random pairwise distances (50: the paper's median; the default "
-        "is the sweep's choice, see docs/replications/designate.md)",
+        help="T_diversity = this percentile of the random pairwise distances (50: the paper's median; default: "
+        "urban 0.25, the sweep's choice, mars 0.5; see docs/replications/designate.md)",
     )
     parser.add_argument("--sweep", type=float, nargs="+", help="T_diversity percentiles to sweep (then stop)")
-    parser.add_argument("--sweep-runs", type=int, default=1)
+    parser.add_argument(
+        "--sweep-import",
+        type=Path,
+        nargs="+",
+        default=[],
+        help="runs files whose DESIGNATE runs become sweep rows at their calibration's percentile (no campaigns)",
+    )
     parser.add_argument("--plateau-epochs", type=int, default=8, help="RQ2: most epochs to reach the plateau")
     parser.add_argument("--plateau-patience", type=int, default=2, help="RQ2: epochs without improvement")
     parser.add_argument("--retrain-seeds", type=int, default=10)
@@ -448,7 +557,10 @@ def main() -> None:
         help="run the campaigns, write designate_<subject>.runs[-from<first>].json and stop (a share of the runs)",
     )
     parser.add_argument(
-        "--from-runs", type=Path, nargs="+", help="RQ2 and the tables from saved .runs.json files, merged"
+        "--from-runs",
+        nargs="+",
+        help="RQ2 and the tables from saved .runs.json files, merged; FILE:V1,V2 takes only those variants of a "
+        "file (e.g. a file's Random runs beside DESIGNATE runs made at another T_diversity)",
     )
     parser.add_argument(
         "--share",
@@ -477,7 +589,6 @@ def main() -> None:
         ("generations", 0, 1000),
         ("random_budget", 1, 100_000),
         ("calibration", 2, 100_000),
-        ("sweep_runs", 1, 100),
         ("plateau_epochs", 0, 100),
         ("plateau_patience", 1, 100),
         ("retrain_seeds", 0, 100),
@@ -495,6 +606,8 @@ def main() -> None:
     seeds = args.seeds or list(range(args.first_seed, args.first_seed + args.runs))
     if args.share and not re.fullmatch(r"[A-Za-z0-9_.-]{1,40}", args.share):
         parser.error("--share must be 1-40 letters, digits, '_', '.' or '-'")
+    if args.diversity_percentile is None:
+        args.diversity_percentile = DEFAULT_DIVERSITY_PERCENTILE[args.subject]
     for p in [args.diversity_percentile, args.relevance_percentile, *(args.sweep or [])]:
         if not 0.0 <= p <= 100.0:
             parser.error(f"a percentile must be in [0, 100], got {p}")
@@ -505,23 +618,20 @@ def main() -> None:
     if args.plateau_only:
         plateau(subject, args)
         return
+    if args.sweep:
+        imported = [(path, json.loads(path.read_text())) for path in args.sweep_import]
+        sweep(subject, args, args.seeds or [args.first_seed], renderer, imported)
+        return
     if args.from_runs:
-        runs, thresholds = {}, {}
-        for path in args.from_runs:  # shares of the runs, merged in the order given
-            saved = json.loads(path.read_text())
-            if thresholds and saved["thresholds"] != thresholds:
-                parser.error(f"--from-runs: {path} was calibrated otherwise than {args.from_runs[0]}")
-            thresholds = saved["thresholds"]
-            for v, done in saved["runs"].items():
-                runs.setdefault(v, []).extend(done)
+        try:
+            runs, thresholds = merge_runs([(spec, *read_runs_spec(spec)) for spec in args.from_runs])
+        except ValueError as e:
+            parser.error(f"--from-runs: {e}")
     else:
         runs = {v: [] for v in args.variants}
         with TemporaryDirectory() as tmp:
             with LocalSuite(store_url=f"sqlite:///{tmp}/designate.db", log_dir=Path(tmp) / "logs") as local:
                 gen = generator_pb2_grpc.GeneratorServiceStub(client_channel(local.endpoint("generator")))
-                if args.sweep:
-                    sweep(gen, subject, args, calibrate(gen, subject, args, args.sweep), renderer)
-                    return
                 thresholds = calibrate(gen, subject, args, [args.diversity_percentile])[args.diversity_percentile]
                 print("calibration:", json.dumps(thresholds), flush=True)
                 for seed in seeds:
@@ -563,6 +673,56 @@ def main() -> None:
         print(f"{key}={summary[key]:.3f}")
     print(f"retraining_gain={summary['retraining_gain']:.4f}")
     print(f"retraining_p={summary['retraining_p']:.3g}")
+
+
+# the calibration entries only the T_diversity-using variants depend on: random's relevant images and DeepJanus'
+# frontier pairs are the same whatever T_diversity is, so their runs merge with DESIGNATE runs made at another one
+DIVERSITY_KEYS = ("t_diversity_features", "t_diversity_pixels", "diversity_percentile")
+USES_T_DIVERSITY = ("DESIGNATE", "DESIGNATE_pix", "DESIGNATE_NoGAN")
+
+
+def read_runs_spec(spec: str) -> tuple[dict[str, Any], list[str] | None]:
+    """A --from-runs entry, FILE or FILE:V1,V2 (only those variants of the file)."""
+    path, _, names = spec.partition(":") if not Path(spec).exists() else (spec, "", "")
+    chosen = [v for v in names.split(",") if v] if names else None
+    if chosen is not None and (not chosen or any(v not in VARIANTS for v in chosen)):
+        raise ValueError(f"{spec}: the variants after ':' must be among {', '.join(VARIANTS)}")
+    if not Path(path).is_file():
+        raise ValueError(f"{path}: no such file")
+    return json.loads(Path(path).read_text()), chosen
+
+
+def merge_runs(
+    shares: list[tuple[str, dict[str, Any], list[str] | None]],
+) -> tuple[dict[str, list[dict[str, Any]]], dict[str, Any]]:
+    """Runs of several shares, merged in the order given. Every share must share the calibration's T_relevance;
+    the shares that bring a T_diversity-using variant must also share T_diversity (the thresholds reported are
+    theirs). A (variant, seed) given twice is an error."""
+    runs: dict[str, list[dict[str, Any]]] = {}
+    base: dict[str, Any] | None = None
+    diversity: dict[str, Any] | None = None
+    first, first_diversity = "", ""
+    for spec, saved, chosen in shares:
+        taken = {v: done for v, done in saved["runs"].items() if chosen is None or v in chosen}
+        t = saved["thresholds"]
+        common = {k: x for k, x in t.items() if k not in DIVERSITY_KEYS}
+        if base is None:
+            base, first = common, spec
+        elif common != base:
+            raise ValueError(f"{spec} was calibrated otherwise than {first} (T_relevance)")
+        if any(taken.get(v) for v in USES_T_DIVERSITY):
+            if diversity is None:
+                diversity, first_diversity = t, spec
+            elif t != diversity:
+                raise ValueError(f"{spec} has another T_diversity than {first_diversity}")
+        for v, done in taken.items():
+            seen = {r["seed"] for r in runs.get(v, [])}
+            again = sorted(seen & {r["seed"] for r in done})
+            if again:
+                raise ValueError(f"{spec}: {v} seed(s) {again} already given by an earlier file")
+            runs.setdefault(v, []).extend(done)
+    thresholds = diversity or (shares[0][1]["thresholds"] if shares else {})
+    return runs, thresholds
 
 
 def summarise(
