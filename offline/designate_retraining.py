@@ -159,6 +159,72 @@ def fine_tune_from(
     return model
 
 
+def fine_tune_to_plateau(
+    kind: str,
+    state: dict[str, torch.Tensor],
+    recipe: str,
+    sets: dict[str, tuple[np.ndarray, np.ndarray]],
+    val: tuple[np.ndarray, np.ndarray],
+    max_epochs: int,
+    patience: int | None,
+    seed: int,
+    min_delta: float = 0.005,
+) -> tuple[dict[str, Segmenter], dict[str, Any]]:
+    """Copies of the plateau model (``state``) fine-tuned on each arm's (labels, images) set in lockstep.
+
+    "The same number of steps, until validation plateaus" (issue 30): every arm trains one epoch per round on its
+    own set (equal sizes, so equal steps per epoch); the rounds stop for all arms together once *every* arm has gone
+    ``patience`` epochs without beating its best validation score so far (the plateau model's counts) by
+    ``min_delta``, or after ``max_epochs``. So each arm has reached its plateau and all ran the same steps. Each arm
+    keeps the weights of its best-validation epoch among those it trained (epoch >= 1: the approach's images must
+    have been trained on). ``patience`` None: exactly ``max_epochs`` epochs, the last weights (the fixed protocol).
+    """
+    sizes = {len(labels) for labels, _ in sets.values()}
+    if len(sizes) != 1 or max_epochs < 1:
+        raise ValueError(f"sets must be of one size and max_epochs >= 1, got sizes {sorted(sizes)}, {max_epochs}")
+    torch.manual_seed(seed)
+    hp = dict(get_recipe(recipe).hyperparams)
+    batch = int(hp.get("batch_size", 16))
+    models, optimisers, rngs = {}, {}, {}
+    for arm in sets:
+        model = Segmenter(len(CLASSES[kind]), 64, 128, tuple(hp.get("widths", (16, 32, 64))))
+        model.load_state_dict(state)
+        models[arm] = model
+        optimisers[arm] = torch.optim.Adam(model.parameters(), lr=float(hp.get("learning_rate", 2e-3)) / 3)
+        rngs[arm] = np.random.default_rng(seed)  # the same shuffles for every arm: paired fine-tunings
+    start = validation_score(kind, models[next(iter(sets))], *val)
+    best = {arm: start for arm in sets}  # what an epoch must beat to count as progress
+    best_trained: dict[str, float] = {arm: -np.inf for arm in sets}  # best among trained epochs (kept)
+    best_epoch = {arm: 0 for arm in sets}
+    kept: dict[str, dict[str, torch.Tensor]] = {}
+    stale = {arm: 0 for arm in sets}
+    log: dict[str, list[float]] = {arm: [round(start, 4)] for arm in sets}
+    epochs = 0
+    for epoch in range(1, max_epochs + 1):
+        for arm, (labels, images) in sets.items():
+            _train_epoch(models[arm], optimisers[arm], labels, images, batch, rngs[arm])
+            score = validation_score(kind, models[arm], *val)
+            log[arm].append(round(score, 4))
+            if score > best[arm] + min_delta:
+                best[arm], stale[arm] = score, 0
+            else:
+                stale[arm] += 1
+            if patience is not None and score > best_trained[arm]:
+                best_trained[arm], best_epoch[arm] = score, epoch
+                kept[arm] = {k: v.clone() for k, v in models[arm].state_dict().items()}
+        epochs = epoch
+        if patience is not None and all(s >= patience for s in stale.values()):
+            break
+    for arm in sets:
+        if patience is None:
+            best_epoch[arm] = epochs
+        else:
+            models[arm].load_state_dict(kept[arm])
+        models[arm].eval()
+    steps = epochs * -(-sizes.pop() // batch)  # optimiser steps per arm
+    return models, {"epochs": epochs, "steps": steps, "best_epoch": best_epoch, "val_log": log}
+
+
 def real_splits(kind: str, recipe: str) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """(labels, images) of every real split: train, val and test."""
     return _dataset(kind, dict(get_recipe(recipe).hyperparams))
