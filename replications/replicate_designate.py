@@ -865,6 +865,7 @@ def summarise(
             "plateau_log": rq2["plateau_log"],
             "plateau_test": stats(rq2["plateau_test"]),
             "images_per_set": rq2["images_per_set"],
+            "command": rq2.get("command"),
             "seeds": len(means["DESIGNATE"]),
             "partial": bool(rq2.get("partial", False)),
             "epochs": rq2.get("retrain_epochs"),
@@ -958,11 +959,13 @@ def render(subject: str, s: dict[str, Any]) -> str:
             "",
             f"Plateau model: the zoo DNN trained further on the real train split, validation {metric} per epoch "
             + ", ".join(f"{e['val']:.3f}" for e in q["plateau_log"])
-            + f" (epoch 0 = the zoo model; the best epoch is kept), test median {q['plateau_test']['median']:.3f}. "
+            + f" (epoch 0 = the zoo model; the best epoch is kept), test median {q['plateau_test']['median']:.3f}, "
+            f"mean {q['plateau_test']['avg']:.4f}. "
             f"Each fine-tuning: {q['images_per_set']} real train images plus {q['images_per_set']} of the approach's, "
             f"{_fine_tuning(q)}, {q['seeds']} seeds ({q['seconds'] / 60:.0f} min in all)"
             + (" **PARTIAL**" if q["partial"] else "")
-            + f"; the added images are drawn from the runs of seeds {q['run_seeds']}.",
+            + f"; the added images are drawn from the runs of seeds {q['run_seeds']}."
+            + (f" Made by: `{q['command']}`." if q.get("command") else ""),
             "",
             "| fine-tuned with | median over seeds of the mean test IoU | per-image median (paper) | per-image Q1 | "
             "A12 vs original data (p, seeds) | A12 vs original data (p, per image) |",
