@@ -28,8 +28,12 @@ IV, VIII, XII for Mars). Steps, all campaigns on a local suite (cli.launcher.Loc
    until its validation score plateaus (``--plateau-epochs``, ``--plateau-patience``); then, per seed
    (``--retrain-seeds``), three fine-tunings of that model on sets of equal size: the same ``--retrain-images``
    real train images plus ``--retrain-images`` images of DESIGNATE's archives (pooled over runs), of random's
-   relevant images, or of other real train images ("original data only"), each for ``--retrain-epochs`` epochs;
-   per-image IoU_car / mIoU on the real test split; Mann-Whitney and A12 over the seeds' mean IoUs.
+   relevant images, or of other real train images ("original data only"), trained in lockstep until every arm's
+   validation score has gone ``--retrain-patience`` epochs without a gain of ``--retrain-min-delta`` (at most
+   ``--retrain-max-epochs``; the same steps for all three, each keeping its best-validation epoch), or exactly
+   ``--retrain-epochs`` epochs when given (the fixed protocol); per-image IoU_car / mIoU on the real test split;
+   Mann-Whitney and A12 over the seeds' mean IoUs. The RQ2 file is rewritten after every seed (``partial``
+   until all are done; ``--resume`` keeps a cut run's finished seeds).
 
 Writes results/designate_<subject>.{md,json} and ends with
     designate_vs_random_iou=<median accuracy over DESIGNATE's archives / median over random's>
@@ -48,6 +52,7 @@ import os
 import re
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from tempfile import TemporaryDirectory
 from typing import Any
@@ -450,11 +455,16 @@ def plateau(subject: str, args: argparse.Namespace) -> tuple[dict[str, torch.Ten
 
 
 def retraining(
-    subject: str, runs: dict[str, list[dict[str, Any]]], renderer: Renderer, args: argparse.Namespace
+    subject: str,
+    runs: dict[str, list[dict[str, Any]]],
+    renderer: Renderer,
+    args: argparse.Namespace,
+    on_seed: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
     """RQ2 as an experiment: a plateau model, then equal-size fine-tunings per approach and seed."""
     from offline.designate_retraining import (
         fine_tune_from,
+        fine_tune_to_plateau,
         per_image_accuracy,
         real_splits,
         validation_score,
@@ -482,6 +492,18 @@ def retraining(
     arms: dict[str, list[float]] = {"original_data": [], "DESIGNATE": [], "Random": []}
     per_image: dict[str, list[float]] = {a: [] for a in arms}
     val_scores: dict[str, list[float]] = {a: [] for a in arms}
+    # fixed protocol (--retrain-epochs E): E epochs each, last weights; else lockstep until every arm plateaus
+    fixed = args.retrain_epochs is not None
+    max_epochs = args.retrain_epochs if fixed else args.retrain_max_epochs
+    patience = None if fixed else args.retrain_patience
+    fits: list[dict[str, Any]] = []
+    done, prior_seconds = 0, 0.0
+    if args.resume is not None and args.resume.exists():  # a run cut short: keep its finished seeds
+        before = json.loads(args.resume.read_text())
+        arms, per_image, val_scores = before["seed_means"], before["per_image"], before["val"]
+        fits, done = before.get("fine_tuning", []), len(before["seed_means"]["DESIGNATE"])
+        prior_seconds = float(before["seconds"])
+        print(f"resumed {done} seeds from {args.resume}", flush=True)
     for seed in range(args.retrain_seeds):
         rng = np.random.default_rng(1000 + seed)
         real = rng.permutation(len(train[0]))
@@ -490,21 +512,33 @@ def retraining(
         for v in ("DESIGNATE", "Random"):
             pick = rng.choice(len(rendered[v][0]), n, replace=False)
             extra[v] = (rendered[v][0][pick], rendered[v][1][pick])
-        for arm in arms:
-            labels = np.concatenate([train[0][base], extra[arm][0]])
-            images = np.concatenate([train[1][base], extra[arm][1]])
-            model = fine_tune_from(subject, state, recipe, (labels, images), args.retrain_epochs, seed)
+        if seed < done:  # drawn above all the same, so the later seeds' images do not depend on resuming
+            continue
+        sets = {
+            arm: (np.concatenate([train[0][base], extra[arm][0]]), np.concatenate([train[1][base], extra[arm][1]]))
+            for arm in arms
+        }
+        models, fit = fine_tune_to_plateau(
+            subject, state, recipe, sets, val, max_epochs, patience, seed, args.retrain_min_delta
+        )
+        fits.append({"seed": seed, **fit})
+        for arm, model in models.items():
             scores = per_image_accuracy(subject, model, *test)
             arms[arm].append(float(np.mean(scores)))
             per_image[arm].extend(float(x) for x in scores)
             val_scores[arm].append(validation_score(subject, model, *val))
         print(
             f"retraining seed {seed}: "
-            + ", ".join(f"{a} {arms[a][-1]:.4f}" for a in arms)
-            + f" ({time.time() - started:.0f} s)",
+            + ", ".join(f"{a} {arms[a][-1]:.4f} (best epoch {fit['best_epoch'][a]})" for a in arms)
+            + f", {fit['epochs']} epochs ({time.time() - started:.0f} s)",
             flush=True,
         )
-    out.update({"seed_means": arms, "per_image": per_image, "val": val_scores, "seconds": time.time() - started})
+        out.update({"seed_means": arms, "per_image": per_image, "val": val_scores, "fine_tuning": fits})
+        out["seconds"] = time.time() - started + prior_seconds
+        if on_seed is not None:
+            on_seed(out)
+    out.update({"seed_means": arms, "per_image": per_image, "val": val_scores, "fine_tuning": fits})
+    out.setdefault("seconds", prior_seconds)  # every seed resumed: nothing ran
     return out
 
 
@@ -543,7 +577,26 @@ def main() -> None:
     parser.add_argument("--plateau-patience", type=int, default=2, help="RQ2: epochs without improvement")
     parser.add_argument("--retrain-seeds", type=int, default=10)
     parser.add_argument("--retrain-images", type=int, default=144, help="RQ2: images each approach adds (n)")
-    parser.add_argument("--retrain-epochs", type=int, default=2)
+    parser.add_argument(
+        "--retrain-epochs",
+        type=int,
+        help="RQ2, fixed protocol: every fine-tuning exactly this many epochs (default: until validation plateaus)",
+    )
+    parser.add_argument(
+        "--retrain-max-epochs", type=int, default=15, help="RQ2: most fine-tuning epochs (all arms in lockstep)"
+    )
+    parser.add_argument(
+        "--retrain-patience",
+        type=int,
+        default=3,
+        help="RQ2: fine-tuning stops once every arm has gone this many epochs without a validation gain",
+    )
+    parser.add_argument(
+        "--retrain-min-delta", type=float, default=0.005, help="RQ2: the validation gain that counts as one"
+    )
+    parser.add_argument(
+        "--resume", type=Path, help="RQ2: a partial designate_<subject>.rq2.json whose finished seeds are kept"
+    )
     parser.add_argument("--first-seed", type=int, default=0, help="run seeds first .. first + runs - 1")
     parser.add_argument(
         "--seeds",
@@ -594,9 +647,14 @@ def main() -> None:
         ("retrain_seeds", 0, 100),
         ("retrain_images", 1, 10_000),
         ("retrain_epochs", 1, 100),
+        ("retrain_max_epochs", 1, 100),
+        ("retrain_patience", 1, 100),
     ):
-        if not low <= getattr(args, name) <= high:
+        value = getattr(args, name)
+        if value is not None and not low <= value <= high:
             parser.error(f"--{name.replace('_', '-')} must be in [{low}, {high}]")
+    if not (np.isfinite(args.retrain_min_delta) and 0.0 <= args.retrain_min_delta <= 1.0):
+        parser.error("--retrain-min-delta must be in [0, 1]")
     if args.seeds is not None:
         if len(set(args.seeds)) != len(args.seeds) or not all(0 <= seed <= 10_000 for seed in args.seeds):
             parser.error("--seeds must be distinct integers in [0, 10000]")
@@ -657,11 +715,25 @@ def main() -> None:
             v: [r for r in done if args.rq2_run_seeds is None or r["seed"] in args.rq2_run_seeds]
             for v, done in runs.items()
         }
-        rq2 = retraining(subject, pool_runs, renderer, args)
-        rq2["command"] = "python replications/replicate_designate.py " + " ".join(sys.argv[1:])
-        rq2["run_seeds"] = {v: [r["seed"] for r in done] for v, done in pool_runs.items()}
-        rq2["retrain_epochs"], rq2["retrain_seeds"] = args.retrain_epochs, args.retrain_seeds
-        (args.out / f"designate_{subject}.rq2.json").write_text(json.dumps(rq2, default=float))
+        protocol = {
+            "command": "python replications/replicate_designate.py " + " ".join(sys.argv[1:]),
+            "run_seeds": {v: [r["seed"] for r in done] for v, done in pool_runs.items()},
+            "retrain_seeds": args.retrain_seeds,
+            "retrain_epochs": args.retrain_epochs,  # None: until validation plateaus, as below
+            "retrain_max_epochs": None if args.retrain_epochs else args.retrain_max_epochs,
+            "retrain_patience": None if args.retrain_epochs else args.retrain_patience,
+            "retrain_min_delta": None if args.retrain_epochs else args.retrain_min_delta,
+        }
+        rq2_path = args.out / f"designate_{subject}.rq2.json"
+
+        def save(partial: dict[str, Any]) -> None:  # after every seed: a run cut short keeps its finished seeds
+            seeds_done = len(partial["seed_means"]["DESIGNATE"])
+            label = {"partial": seeds_done < args.retrain_seeds, "seeds_done": seeds_done}
+            rq2_path.write_text(json.dumps({**partial, **protocol, **label}, default=float))
+
+        rq2 = {**retraining(subject, pool_runs, renderer, args, save), **protocol}
+        rq2["partial"], rq2["seeds_done"] = False, args.retrain_seeds
+        rq2_path.write_text(json.dumps(rq2, default=float))
     else:
         rq2 = None
     if args.rq2_only:
@@ -793,8 +865,14 @@ def summarise(
             "plateau_log": rq2["plateau_log"],
             "plateau_test": stats(rq2["plateau_test"]),
             "images_per_set": rq2["images_per_set"],
-            "seeds": rq2.get("retrain_seeds", args.retrain_seeds),
-            "epochs": rq2.get("retrain_epochs", args.retrain_epochs),
+            "command": rq2.get("command"),
+            "seeds": len(means["DESIGNATE"]),
+            "partial": bool(rq2.get("partial", False)),
+            "epochs": rq2.get("retrain_epochs"),
+            "max_epochs": rq2.get("retrain_max_epochs"),
+            "patience": rq2.get("retrain_patience"),
+            "min_delta": rq2.get("retrain_min_delta"),
+            "fine_tuning": rq2.get("fine_tuning", []),
             "run_seeds": rq2.get("run_seeds"),
             "seconds": rq2["seconds"],
             "seed_means": means,
@@ -812,6 +890,22 @@ def summarise(
 def _p(p: float) -> str:
     """A p-value as the tables print it; one that underflows a double reads '< 1e-300', not 0."""
     return "< 1e-300" if p == 0.0 else f"{p:.1e}"
+
+
+def _fine_tuning(q: dict[str, Any]) -> str:
+    """RQ2's fine-tuning protocol in words, with the epochs each seed ran and each arm's best epoch."""
+    if q.get("patience") is None:
+        return f"{q['epochs']} epoch(s)" if q.get("epochs") else "epochs not recorded"
+    fits = q["fine_tuning"]
+    ran = [f["epochs"] for f in fits]
+    best = {a: [f["best_epoch"][a] for f in fits] for a in fits[0]["best_epoch"]} if fits else {}
+    return (
+        f"all three arms in lockstep until each has gone {q['patience']} epochs without a validation gain of "
+        f"{q['min_delta']:g} (at most {q['max_epochs']}), each keeping its best-validation epoch: "
+        f"{min(ran, default=0)}-{max(ran, default=0)} epochs a seed (median {np.median(ran) if ran else 0:g}, "
+        f"{fits[0]['steps'] // max(fits[0]['epochs'], 1) if fits else 0} steps an epoch); best epoch median "
+        + ", ".join(f"{a} {np.median(b):g}" for a, b in best.items())
+    )
 
 
 def render(subject: str, s: dict[str, Any]) -> str:
@@ -865,10 +959,13 @@ def render(subject: str, s: dict[str, Any]) -> str:
             "",
             f"Plateau model: the zoo DNN trained further on the real train split, validation {metric} per epoch "
             + ", ".join(f"{e['val']:.3f}" for e in q["plateau_log"])
-            + f" (epoch 0 = the zoo model; the best epoch is kept), test median {q['plateau_test']['median']:.3f}. "
+            + f" (epoch 0 = the zoo model; the best epoch is kept), test median {q['plateau_test']['median']:.3f}, "
+            f"mean {q['plateau_test']['avg']:.4f}. "
             f"Each fine-tuning: {q['images_per_set']} real train images plus {q['images_per_set']} of the approach's, "
-            f"{q['epochs']} epoch(s), {q['seeds']} seeds ({q['seconds'] / 60:.0f} min in all); the added images are "
-            f"drawn from the runs of seeds {q['run_seeds']}.",
+            f"{_fine_tuning(q)}, {q['seeds']} seeds ({q['seconds'] / 60:.0f} min in all)"
+            + (" **PARTIAL**" if q["partial"] else "")
+            + f"; the added images are drawn from the runs of seeds {q['run_seeds']}."
+            + (f" Made by: `{q['command']}`." if q.get("command") else ""),
             "",
             "| fine-tuned with | median over seeds of the mean test IoU | per-image median (paper) | per-image Q1 | "
             "A12 vs original data (p, seeds) | A12 vs original data (p, per image) |",
