@@ -21,6 +21,12 @@ what makes a flag-reaching agent affordable on 2 CPU cores, our documented devia
   and L2, then online training where a ``demo_fraction`` of every batch comes from them (with the margin loss).
 * ``network: small``: the frame stack averaged 2x2 (42x42) before 3 narrower conv layers; the model still takes the
   subject's 4x84x84 uint8 stack, so the agent service and the manifest's observation shape stay the same.
+* ``reward: sparse``: the paper's sparse scheme (Appendix B.1) instead of the subject's dense reward, for the
+  demonstrations' transitions and every online step alike: +10 per completed fifth of the level, +1 per enemy defeated,
+  +10 per power-up, -25 per lost life (``sparse_reward``; scaled by 1/25 as the dense reward is). The paper does not
+  say where the fifths end: ``fifths`` gives the 4 x positions where the first four end (the fifth ends at the flag);
+  by default the level's flag x (``FLAG_X``) divided in five. The emulator exposes no enemy counter: a defeated enemy
+  is a step whose score gain the coins and power-ups do not explain (see ``sparse_reward``).
 
 The result is a TorchScript Q-network (model.pt, algorithm "DDQN", served by agent_service/qnetwork.py with the
 observation space its manifest entry declares), summary.json and a gzipped per-episode training log. A recipe's run
@@ -60,6 +66,10 @@ HIDDEN = 256
 LR = 2.5e-4
 RECIPES = Path(__file__).parent / "recipes.yaml"
 RESUME_DIR = "resume"
+# Mario's x position when he touches the flagpole, per level: 3161 on 1-1 (τ_ref of offline/mario_demos.py, replayed
+# from every demonstration start). The sparse reward's default fifths divide it in five.
+FLAG_X = {"SuperMarioBros-1-1": 3161}
+STATUS_RAM = 0x0756  # the player's status byte: 0 small, 1 tall, 2 fireball (gym-super-mario-bros's info "status")
 
 
 @dataclass(frozen=True)
@@ -82,6 +92,8 @@ class Options:
     eval_episodes: int = 20
     # pre-training update counts at which an earlier stage of the agent is saved and evaluated (out/stages/pretrainN)
     stages: tuple[int, ...] = ()
+    reward: str = "dense"  # "dense": the subject's; "sparse": the paper's sparse scheme (sparse_reward)
+    fifths: tuple[int, ...] = ()  # sparse: x where the level's first 4 fifths end (default: FLAG_X divided in five)
 
     @staticmethod
     def from_hyperparams(params: dict[str, Any]) -> Options:
@@ -91,7 +103,9 @@ class Options:
             raise ValueError(
                 f"hyperparams: unknown DDQN option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}"
             )
-        options = Options(**{**params, "stages": tuple(params.get("stages") or ())})
+        options = Options(
+            **{**params, "stages": tuple(params.get("stages") or ()), "fifths": tuple(params.get("fifths") or ())}
+        )
         if options.network not in ("paper", "small"):
             raise ValueError(f"hyperparams.network must be 'paper' or 'small', got {options.network!r}")
         for name in ("eps_start", "eps_min", "eps_fraction", "demo_fraction"):
@@ -104,7 +118,100 @@ class Options:
             raise ValueError("hyperparams.stages: at most 10 integers in (0, pretrain_updates)")
         if list(stages) != sorted(set(stages)):
             raise ValueError("hyperparams.stages must be increasing")
+        if options.reward not in ("dense", "sparse"):
+            raise ValueError(f"hyperparams.reward must be 'dense' or 'sparse', got {options.reward!r}")
+        fifths = options.fifths
+        if fifths and options.reward != "sparse":
+            raise ValueError("hyperparams.fifths applies to reward: sparse only")
+        if fifths and (
+            len(fifths) != 4 or any(type(x) is not int or x <= 0 for x in fifths) or list(fifths) != sorted(set(fifths))
+        ):
+            raise ValueError("hyperparams.fifths: 4 increasing positive x positions (the fifth fifth ends at the flag)")
         return options
+
+
+@dataclass(frozen=True)
+class Progress:
+    """What the sparse reward reads after a step: the episode's largest x, the emulator's score, coin counter (mod
+    100) and player status (0 small, 1 tall, 2 fireball), whether Mario reached the flag or lost a life."""
+
+    max_x: int
+    score: int = 0
+    coins: int = 0
+    status: int = 0
+    flag: bool = False
+    life_lost: bool = False
+
+
+def fifths_completed(progress: Progress, fifths: tuple[int, ...]) -> int:
+    """How many fifths of the level the episode has completed: those whose end its largest x has reached; the flag
+    completes the fifth (and any before it)."""
+    return 5 if progress.flag else sum(progress.max_x >= end for end in fifths)
+
+
+def sparse_reward(before: Progress, after: Progress, fifths: tuple[int, ...]) -> float:
+    """The paper's sparse reward (Appendix B.1) of the step from `before` to `after`: +10 per fifth of the level
+    completed in it, +1 per enemy defeated, +10 per power-up, -25 if Mario lost a life (the components add up).
+
+    A power-up is a rise of the player status (small -> tall -> fireball). The emulator exposes no enemy counter, so
+    an enemy counts as defeated in a step whose score gain, less 200 per coin and 1,000 per power-up, is at least 100
+    (the least an enemy gives; bricks give 50): one per step at most; a star, or a power-up taken at full status,
+    would count as an enemy; the flag's points are not one."""
+    reward = 10.0 * (fifths_completed(after, fifths) - fifths_completed(before, fifths))
+    powerups = max(after.status - before.status, 0)
+    reward += 10.0 * powerups
+    coins = (after.coins - before.coins) % 100
+    unexplained = after.score - before.score - 200 * coins - 1000 * powerups
+    if unexplained >= 100 and not after.flag:
+        reward += 1.0
+    if after.life_lost:
+        reward -= 25.0
+    return reward
+
+
+def progress_of(mario: Any) -> Progress:
+    """The Progress of a MarioEnv (subjects/mario/backend.py) as it stands, read from its emulator."""
+    nes = mario._nes
+    return Progress(
+        int(mario.max_x_pos),
+        int(nes._score),
+        int(nes._coins),
+        int(nes.ram[STATUS_RAM]),
+        bool(mario.flag_get),
+        bool(mario.life_lost),
+    )
+
+
+class Rewards:
+    """The reward the trainer learns from, per step: the subject's (dense), or the sparse scheme computed from the
+    emulator (`reset` at each episode's start, then called after every step of it)."""
+
+    def __init__(self, sparse: bool, fifths: tuple[int, ...] = ()) -> None:
+        self.sparse, self.fifths = sparse, fifths
+        self.last: Progress | None = None
+
+    def reset(self, env: Any) -> None:
+        self.last = progress_of(env.unwrapped) if self.sparse else None
+
+    def __call__(self, env: Any, reward: float) -> float:
+        if not self.sparse:
+            return float(reward)
+        now = progress_of(env.unwrapped)
+        assert self.last is not None, "Rewards.reset was not called at the episode's start"
+        value = sparse_reward(self.last, now, self.fifths)
+        self.last = now
+        return value
+
+
+def rewards_for(options: Options, env_id: str) -> Rewards:
+    """The recipe's reward: dense, or sparse with its fifths (default: the level's flag x divided in five)."""
+    if options.reward != "sparse":
+        return Rewards(False)
+    if options.fifths:
+        return Rewards(True, options.fifths)
+    if env_id not in FLAG_X:
+        raise ValueError(f"reward: sparse on {env_id}: no flag x known for the level, give hyperparams.fifths")
+    return Rewards(True, tuple(round(FLAG_X[env_id] * k / 5) for k in range(1, 5)))
 
 
 class QNetwork(nn.Module):
@@ -196,17 +303,24 @@ class Replay:
         self.count = int(state["count"])
 
 
-def demonstrations(env: Any, reference: dict[str, Any], noop_starts: list[int], hold: int) -> Replay:
+def demonstrations(
+    env: Any, reference: dict[str, Any], noop_starts: list[int], hold: int, rewards: Rewards | None = None
+) -> Replay:
     """The DQfD demonstration transitions: τ_ref's actions replayed from each start in `noop_starts` (expert, cut
     where Mario dies: the dying step is kept as an ordinary transition), then from each boundary prefix (the declared
-    start) the other 2-moves action held for up to `hold` steps (ordinary transitions: what leads to a lost life)."""
+    start) the other 2-moves action held for up to `hold` steps (ordinary transitions: what leads to a lost life).
+    Their rewards are `rewards`' (default the subject's), counted from the level start (a prefix's fifths are paid
+    in the prefix, not again after it)."""
+    rewards = rewards or Rewards(False)
     actions = [int(a) for a in reference["reference_actions"]]
     initial = dict(reference["initial"])
     rows: list[tuple[np.ndarray, int, float, np.ndarray, bool, bool]] = []
     for noop in noop_starts:
         obs, _ = env.reset(seed=int(reference["seed"]), options={"values": {**initial, "noop_frames": int(noop)}})
+        rewards.reset(env)
         for a in actions:
             nxt, r, terminated, truncated, _ = env.step(a)
+            r = rewards(env, r)
             rows.append((obs, a, r / 25.0, nxt, terminated, not terminated))
             obs = nxt
             if terminated or truncated:
@@ -216,11 +330,14 @@ def demonstrations(env: Any, reference: dict[str, Any], noop_starts: list[int], 
         if depth >= len(actions):
             continue
         obs, _ = env.reset(seed=int(reference["seed"]), options={"values": initial})
+        rewards.reset(env)
         for a in actions[:depth]:
-            obs, *_ = env.step(a)
+            obs, r, *_ = env.step(a)
+            rewards(env, r)
         other = 1 - actions[depth]
         for _ in range(hold):
             nxt, r, terminated, truncated, _ = env.step(other)
+            r = rewards(env, r)
             rows.append((obs, other, r / 25.0, nxt, terminated, False))
             obs = nxt
             if terminated or truncated:
@@ -253,36 +370,48 @@ def noop_for(episode: int, episodes: int) -> int:
     return round(episode * 60 / max(episodes - 1, 1))
 
 
-def run_greedy(env: Any, net: QNetwork, noop: int) -> tuple[int, bool, bool, float, list[int]]:
+def run_greedy(
+    env: Any, net: QNetwork, noop: int, rewards: Rewards | None = None
+) -> tuple[int, bool, bool, float, list[int], float]:
+    """One greedy episode: largest x, flag, lost life, the subject's return, the actions, and the return in
+    `rewards` (the sparse scheme's when it is sparse; else the subject's again)."""
+    rewards = rewards or Rewards(False)
     obs, _ = env.reset(seed=0, options={"values": {"noop_frames": noop}})
-    done, total, taken = False, 0.0, []
+    rewards.reset(env)
+    done, total, trained, taken = False, 0.0, 0.0, []
     with torch.no_grad():
         while not done:
             action = int(net(torch.from_numpy(obs[None])).argmax(1).item())
             taken.append(action)
             obs, r, terminated, truncated, _ = env.step(action)
             total += float(r)
+            trained += rewards(env, r)
             done = terminated or truncated
     mario = env.unwrapped
-    return int(mario.max_x_pos), bool(mario.flag_get), bool(mario.life_lost), total, taken
+    return int(mario.max_x_pos), bool(mario.flag_get), bool(mario.life_lost), total, taken, trained
 
 
-def evaluate(env: Any, net: QNetwork, episodes: int, spread: bool = False) -> dict[str, float]:
-    """Greedy episodes: mean and max of the largest x position, flag and death rates. The emulator is deterministic
-    from a start, so the starts differ: noop_frames spread evenly over 0..60 (`spread`, the recipes'), else the
-    original 6e mod 61. `eval_repeat_identical` says whether the first start run again gave the same actions."""
-    xs, flags, deaths, returns = [], [], [], []
+def evaluate(
+    env: Any, net: QNetwork, episodes: int, spread: bool = False, rewards: Rewards | None = None
+) -> dict[str, float]:
+    """Greedy episodes: mean and max of the largest x position, flag and death rates, the mean return in the
+    subject's reward (comparable across agents) and, with a sparse `rewards`, in the sparse scheme too
+    (`eval_mean_sparse_return`). The emulator is deterministic from a start, so the starts differ: noop_frames
+    spread evenly over 0..60 (`spread`, the recipes'), else the original 6e mod 61. `eval_repeat_identical` says
+    whether the first start run again gave the same actions."""
+    xs, flags, deaths, returns, sparse_returns = [], [], [], [], []
     first: list[int] = []
     for e in range(episodes):
         noop = noop_for(e, episodes) if spread else (6 * e) % 61
-        x, flag, death, total, taken = run_greedy(env, net, noop)
+        x, flag, death, total, taken, trained = run_greedy(env, net, noop, rewards)
         first = first or taken
         xs.append(x)
         flags.append(float(flag))
         deaths.append(float(death))
         returns.append(total)
+        sparse_returns.append(trained)
     again = run_greedy(env, net, noop_for(0, episodes) if spread else 0)[4]
-    return {
+    quality = {
         "eval_episodes": float(episodes),
         "eval_mean_max_x": float(np.mean(xs)),
         "eval_best_max_x": float(np.max(xs)),
@@ -291,6 +420,9 @@ def evaluate(env: Any, net: QNetwork, episodes: int, spread: bool = False) -> di
         "eval_mean_return": float(np.mean(returns)),
         "eval_repeat_identical": float(again == first),
     }
+    if rewards is not None and rewards.sparse:
+        quality["eval_mean_sparse_return"] = float(np.mean(sparse_returns))
+    return quality
 
 
 def demo_accuracy(net: QNetwork, demo: Replay) -> float:
@@ -303,14 +435,22 @@ def demo_accuracy(net: QNetwork, demo: Replay) -> float:
         return round(float((greedy[expert] == demo.action[:n][expert]).mean()), 4)
 
 
-def save_stage(env: Any, net: QNetwork, demo: Replay, options: Options, folder: Path, facts: dict[str, Any]) -> None:
+def save_stage(
+    env: Any,
+    net: QNetwork,
+    demo: Replay,
+    options: Options,
+    folder: Path,
+    facts: dict[str, Any],
+    rewards: Rewards | None = None,
+) -> None:
     """An earlier stage of a run (the paper's agents after fewer training episodes): folder/model.pt and its
     summary.json, evaluated as the finished model is, so safety and performance can be compared across stages."""
     folder.mkdir(parents=True, exist_ok=True)
     net.eval()
     torch.jit.script(net).save(str(folder / "model.pt"))
     started = time.process_time()
-    quality = evaluate(env, net, options.eval_episodes, spread=True)
+    quality = evaluate(env, net, options.eval_episodes, spread=True, rewards=rewards)
     summary = {
         **facts,
         "train_steps": 0,
@@ -320,6 +460,7 @@ def save_stage(env: Any, net: QNetwork, demo: Replay, options: Options, folder: 
         "eval_cpu_seconds": round(time.process_time() - started, 1),
         "demo_accuracy": demo_accuracy(net, demo),
         "network": options.network,
+        "reward": options.reward,
         "file_bytes": (folder / "model.pt").stat().st_size,
     }
     (folder / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
@@ -382,6 +523,7 @@ def train(
     rng = np.random.default_rng(seed)
     subject = load_subjects()[subject_name]
     env: Any = make_env(subject)
+    rewards = rewards_for(options, subject.env_id)
     n_actions = int(env.action_space.n)
     small = options.network == "small"
     online, target = QNetwork(n_actions, small), QNetwork(n_actions, small)
@@ -399,6 +541,7 @@ def train(
             reference,
             [int(n) for n in options.demonstrations.get("noop_starts", [0])],
             int(options.demonstrations.get("boundary_hold", 20)),
+            rewards,
         )
     resume_dir = out / RESUME_DIR
     if resume:
@@ -438,6 +581,7 @@ def train(
                     env, online, demo, options, out / "stages" / f"pretrain{update + 1}",
                     {"subject": subject_name, "seed": seed, "pretrain_updates": update + 1,
                      "pretrain_cpu_seconds": round(mark - started - stage_cpu, 1)},
+                    rewards,
                 )  # fmt: skip
                 stage_cpu += time.process_time() - mark
         target.load_state_dict(online.state_dict())
@@ -484,6 +628,7 @@ def train(
             last_saved = step
         noop = int(rng.integers(0, 61))  # training covers the subject's input space
         obs, _ = env.reset(seed=episode, options={"values": {"noop_frames": noop}})
+        rewards.reset(env)
         done, total, length = False, 0.0, 0
         while not done and step < steps:
             # budget used so far: steps or wall clock, whichever binds first (the CPU is shared, speed varies)
@@ -496,6 +641,7 @@ def train(
                 with torch.no_grad():
                     action = int(online(torch.from_numpy(obs[None])).argmax(1).item())
             next_obs, reward, terminated, truncated, _ = env.step(action)
+            reward = rewards(env, reward)  # the subject's, or the sparse scheme's
             done = terminated or truncated
             memory.add(obs, action, reward / 25.0, next_obs, terminated)  # rewards scaled to ~[-1, 0.6]
             obs, total, length, step = next_obs, total + reward, length + 1, step + 1
@@ -533,7 +679,7 @@ def train(
     scripted = torch.jit.script(online)
     scripted.save(str(out / "model.pt"))
     eval_started = time.process_time()
-    quality = evaluate(env, online, options.eval_episodes, spread=demo is not None)
+    quality = evaluate(env, online, options.eval_episodes, spread=demo is not None, rewards=rewards)
     summary = {
         "subject": subject_name,
         "seed": seed,
@@ -555,6 +701,7 @@ def train(
             pretrain_updates=options.pretrain_updates,
             pretrain_cpu_seconds=round(pretrain_seconds, 1),
             network=options.network,
+            reward=options.reward,
             sittings=sittings,
         )
     if steps:

@@ -8,11 +8,22 @@ import gzip
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
 from cli.launcher import SIMULATOR_ENVIRONMENTS
-from offline.mario_dqn import Options, QNetwork, dqfd_loss, noop_for
+from offline.mario_dqn import (
+    Options,
+    Progress,
+    QNetwork,
+    Rewards,
+    demonstrations,
+    dqfd_loss,
+    noop_for,
+    rewards_for,
+    sparse_reward,
+)
 from offline.training import Recipe, train
 from simulator_service.subject import SUBJECT_PATH_ENV, load_subjects
 
@@ -34,6 +45,90 @@ def test_stages_are_increasing_update_counts_before_the_last() -> None:
     for bad in ([8000], [0], [5000, 2000], [2000, 2000], [2.5], [True]):
         with pytest.raises(ValueError, match="hyperparams.stages"):
             Options.from_hyperparams({"pretrain_updates": 8000, "stages": bad})
+
+
+def test_the_sparse_reward_pays_fifths_enemies_power_ups_and_lost_lives_as_the_paper_does() -> None:
+    fifths = rewards_for(Options(reward="sparse"), "SuperMarioBros-1-1").fifths
+    assert fifths == (632, 1264, 1897, 2529)  # 1-1's flag x, 3161, divided in five
+    start = Progress(max_x=600, score=100, coins=3, status=0)
+
+    def reward(**after: object) -> float:
+        return sparse_reward(start, Progress(**{**start.__dict__, **after}), fifths)
+
+    assert reward() == 0.0  # nothing happened
+    assert reward(max_x=640) == 10.0  # the first fifth completed
+    assert reward(max_x=1300) == 20.0  # two fifths in one step
+    assert sparse_reward(Progress(max_x=1300), Progress(max_x=1300), fifths) == 0.0  # a fifth is paid once
+    assert reward(score=200) == 1.0  # 100 points no coin or power-up explains: an enemy stomped
+    assert reward(score=300, coins=4) == 0.0  # a coin's 200 points
+    assert sparse_reward(Progress(600, 0, 99), Progress(600, 200, 0), fifths) == 0.0  # the counter wraps: one coin
+    assert reward(score=150) == 0.0  # a brick's 50 points
+    assert reward(score=1100, status=1) == 10.0  # a mushroom: a power-up, its 1,000 points no enemy
+    assert reward(score=1200, status=1) == 11.0  # a power-up and an enemy in one step
+    assert reward(life_lost=True) == -25.0
+    assert reward(status=0, max_x=600) == 0.0 and reward(status=1) == 10.0  # growing is the power-up
+    assert reward(max_x=640, life_lost=True) == -15.0  # the components add up
+    near = Progress(max_x=2600, score=100)  # four fifths done: the flag completes the fifth, its points are no enemy
+    assert sparse_reward(near, Progress(max_x=3161, score=5100, flag=True), fifths) == 10.0
+    assert sparse_reward(start, Progress(max_x=3161, flag=True), fifths) == 50.0  # from before the first fifth's end
+
+
+class _ScriptedMario:
+    """Stands in for the Mario env (and its emulator): step t sets the progress `script[t]` gives, whatever the action;
+    the subject's (dense) reward is 1 a step."""
+
+    def __init__(self, script: list[dict[str, int]]) -> None:
+        self.script, self.unwrapped, self._nes = script, self, self
+        self.ram = np.zeros(0x800, dtype=np.uint8)
+
+    def _set(self, x: int = 40, score: int = 0, coins: int = 0, status: int = 0, life: int = 0) -> None:
+        self.max_x_pos, self._score, self._coins, self.life_lost = x, score, coins, bool(life)
+        self.ram[0x0756], self.flag_get = status, False
+
+    def reset(self, seed: int, options: dict) -> tuple[np.ndarray, dict]:
+        self.t = 0
+        self._set()
+        return np.zeros((4, 84, 84), dtype=np.uint8), {}
+
+    def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict]:
+        self._set(**self.script[self.t])
+        self.t += 1
+        return np.zeros((4, 84, 84), dtype=np.uint8), 1.0, self.life_lost, False, {}
+
+
+def test_the_demonstrations_rewards_are_relabelled_by_the_sparse_scheme() -> None:
+    script = [
+        {"x": 700},  # the first fifth (ends at 632): +10
+        {"x": 700, "score": 100},  # an enemy: +1
+        {"x": 1300, "score": 1100, "status": 1},  # the second fifth and a mushroom: +20
+        {"x": 1300, "score": 1100, "status": 1, "life": 1},  # a lost life: -25
+    ]
+    reference = {"reference_actions": [0, 0, 0, 0], "initial": {}, "seed": 0, "boundary": [{"depth": 2}]}
+    sparse = demonstrations(
+        _ScriptedMario(script), reference, [0], 5, rewards_for(Options(reward="sparse"), "SuperMarioBros-1-1")
+    )
+    # τ_ref (4 steps, the last one dies), then the boundary prefix of depth 2 (its fifth and enemy paid in the
+    # prefix, not again) and the other action held until Mario dies
+    assert (sparse.reward[: len(sparse)] * 25).tolist() == [10.0, 1.0, 20.0, -25.0, 20.0, -25.0]
+    assert sparse.expert[: len(sparse)].tolist() == [1, 1, 1, 0, 0, 0]
+    dense = demonstrations(_ScriptedMario(script), reference, [0], 5, Rewards(False))
+    assert (dense.reward[: len(dense)] * 25).tolist() == [1.0] * 6  # the subject's own reward, unchanged
+
+
+def test_the_reward_options_are_checked() -> None:
+    assert Options.from_hyperparams({}).reward == "dense"
+    assert Options.from_hyperparams({"reward": "sparse", "fifths": [1, 2, 3, 4]}).fifths == (1, 2, 3, 4)
+    assert rewards_for(Options(reward="sparse", fifths=(1, 2, 3, 4)), "SuperMarioBros-1-2").fifths == (1, 2, 3, 4)
+    with pytest.raises(ValueError, match="no flag x known for the level, give hyperparams.fifths"):
+        rewards_for(Options(reward="sparse"), "SuperMarioBros-1-2")
+    assert rewards_for(Options(), "SuperMarioBros-1-2").sparse is False
+    with pytest.raises(ValueError, match="hyperparams.reward must be 'dense' or 'sparse'"):
+        Options.from_hyperparams({"reward": "shaped"})
+    with pytest.raises(ValueError, match="hyperparams.fifths applies to reward: sparse only"):
+        Options.from_hyperparams({"fifths": [1, 2, 3, 4]})
+    for bad in ([1, 2, 3], [4, 3, 2, 1], [1, 1, 2, 3], [0, 1, 2, 3], [1.5, 2, 3, 4]):
+        with pytest.raises(ValueError, match="hyperparams.fifths: 4 increasing"):
+            Options.from_hyperparams({"reward": "sparse", "fifths": bad})
 
 
 def test_the_large_margin_loss_vanishes_only_when_the_expert_action_leads_by_the_margin() -> None:
