@@ -702,21 +702,25 @@ def cached_surrogate(
     say: Callable[[str], None] = print,
     root: Path = ROOT / "runs" / "surrogates" / "bench",
     kind: str = "classifier",
+    features: str = "config",
 ) -> Path:
-    """The surrogate of ``kind`` for ``model`` trained on ``grid``, from the cache when its log is unchanged."""
+    """The surrogate of ``kind`` for ``model`` trained on ``grid``, reading ``features`` (config: the paper's
+    encoded configuration; scene: plus the scene features of offline/surrogate_features.py), from the cache when
+    its log is unchanged."""
     from generator_service.api import file_sha256
     from offline.surrogate_training import train_zoo_surrogate, zoo_model
 
     _, log = zoo_model(model)
     if not log.exists():
         raise ValueError(f"model {model} has no training log at {log}: Indago's surrogate learns from it")
-    out = root / f"{model}-{kind}-{grid}-{file_sha256(log)[:12]}"
+    variant = grid if features == "config" else f"{grid}-{features}"  # config keeps the names caches already have
+    out = root / f"{model}-{kind}-{variant}-{file_sha256(log)[:12]}"
     if (out / "surrogate.json").exists():
         say(f"surrogate: cached {out}")
         return out
-    say(f"surrogate: training a {kind} for {model} on the {grid} grid ...")
+    say(f"surrogate: training a {kind} for {model} on the {grid} grid, features {features} ...")
     t = time.perf_counter()
-    train_zoo_surrogate(model, kind=kind, grid=grid, out_dir=out)
+    train_zoo_surrogate(model, kind=kind, grid=grid, out_dir=out, features=features)
     say(f"surrogate: {out} ({time.perf_counter() - t:.0f} s)")
     return out
 
@@ -752,6 +756,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         choices=("tiny", "small", "paper"),
         default="small",
         help="surrogate tuning grid (tiny 2 runs, small 18, paper 360; default small)",
+    )
+    parser.add_argument(
+        "--features",
+        choices=("config", "scene"),
+        default="config",
+        help="what the classifier surrogate reads when the bench trains it: config (the paper's encoded "
+        "configuration, default) or scene (plus features of the scene it implies: a documented deviation, "
+        "docs/replications/indago-table2.md); the regressor reads config",
     )
     parser.add_argument("--surrogate", type=Path, help="use this surrogate artifact instead of the cached/trained one")
     parser.add_argument(
@@ -860,7 +872,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     wall = time.perf_counter()
     try:
         model = args.model or zoo_model_for(args.subject)
-        surrogate = args.surrogate or cached_surrogate(model, args.grid, say)
+        surrogate = args.surrogate or cached_surrogate(model, args.grid, say, features=args.features)
         meta = read_meta(surrogate)
     except ValueError as exc:
         raise SystemExit(f"error: {exc}") from None

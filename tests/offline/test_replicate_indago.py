@@ -119,6 +119,28 @@ def test_bad_arguments_are_named() -> None:
     assert args.approaches == tuple(APPROACHES) and len(APPROACHES) == 12
 
 
+def test_the_bench_trains_and_caches_a_scene_surrogate_apart_from_the_config_one(tmp_path: Path) -> None:
+    """--features scene: the bench trains the classifier on the scene features and caches it under its own name,
+    so a config surrogate of the same log and grid is never taken for it (nor it for one)."""
+    import json
+
+    from replications.replicate_indago import cached_surrogate
+
+    said: list[str] = []
+    scene = cached_surrogate("parking-her-tqc", "tiny", said.append, root=tmp_path, features="scene")
+    assert "-classifier-tiny-scene-" in scene.name
+    assert json.loads((scene / "surrogate.json").read_text())["features"]["kind"] == "scene"
+    assert cached_surrogate("parking-her-tqc", "tiny", said.append, root=tmp_path, features="scene") == scene
+    assert said[-1] == f"surrogate: cached {scene}"
+    config = cached_surrogate("parking-her-tqc", "tiny", said.append, root=tmp_path)
+    assert config != scene and "-scene-" not in config.name
+    config_features = json.loads((config / "surrogate.json").read_text()).get("features")
+    assert (config_features or {"kind": "config"})["kind"] == "config"
+    assert parse_args(["--subject", "parking"]).features == "config"
+    with pytest.raises(SystemExit):
+        parse_args(["--subject", "parking", "--features", "pixels"])
+
+
 def test_tiny_replication_through_the_suite(suite: Any, tmp_path: Path) -> None:
     """1 run x 3 approaches x 6 inputs on Parking (its agent fails on ~35 % of random inputs; the LunarLander
     agents now fail too rarely for 6 inputs), the whole path: campaigns, trajectory re-runs, clustering, the table."""
