@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from generator_service.config import CampaignConfig
 from generator_service.search_based.artifact import read_reference, reference_document, write_reference
-from generator_service.search_based.dfs import depth_first_search
+from generator_service.search_based.dfs import depth_first_search, shortest_reference_search
 from generator_service.search_based.performance import write_traces
 from generator_service.search_based.safety_metrics import measure_suite
 from generator_service.search_based.session import SessionEnvironment
@@ -47,6 +47,7 @@ __all__ = [
     "check_kind",
     "class_weights",
     "depth_first_search",
+    "shortest_reference_search",
     "DESIGNATE_SCALARS",
     "DROPOUT",
     "Encoder",

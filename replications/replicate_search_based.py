@@ -49,6 +49,7 @@ from generator_service.api import (
     measure_suite,
     read_reference,
     reference_document,
+    shortest_reference_search,
     write_reference,
     write_traces,
 )
@@ -77,21 +78,29 @@ def search_reference(
     max_samples: int,
     revisit_shorter: bool = True,
     session_timeout: float = SESSION_TIMEOUT_SECONDS,
+    reference_rule: str = "first",
 ) -> dict[str, Any]:
-    """Step 1: the DFS over a session of `subject`, stored at `path`; returns the stored document."""
+    """Step 1: the DFS over a session of `subject`, stored at `path`; returns the stored document. `reference_rule`:
+    "first", τ_ref is the first goal trace Algorithm 1 finds (the paper's: it need not be optimal); "shortest", the
+    shortest goal trace, by DFS with a bisected horizon (shortest_reference_search; needs revisit_shorter)."""
     info = simulator.DescribeEnvironment(simulator_pb2.DescribeEnvironmentRequest(subject=subject), timeout=60)
     if not info.HasField("search"):
         raise SystemExit(f"subject {subject} declares no `search` section (docs/strategies/search-based.md)")
     declaration = info.search
     env = SessionEnvironment(simulator, subject, declaration, timeout=session_timeout)
     try:
-        result = depth_first_search(
-            env,
-            list(declaration.actions),
-            declaration.repetitions,
-            max_samples=max_samples,
-            revisit_shorter=revisit_shorter,
-        )
+        if reference_rule == "shortest":
+            result = shortest_reference_search(
+                env, list(declaration.actions), declaration.repetitions, max_samples=max_samples
+            )
+        else:
+            result = depth_first_search(
+                env,
+                list(declaration.actions),
+                declaration.repetitions,
+                max_samples=max_samples,
+                revisit_shorter=revisit_shorter,
+            )
     finally:
         env.close()
     initial = {name: value_from_proto(v) for name, v in declaration.initial.items()}
@@ -194,12 +203,14 @@ def run_pipeline(
     focus_models: tuple[str, ...] = (),
     focus_suites: tuple[str, ...] = (),
     focus_random_states: int | None = None,
+    reference_rule: str = "first",
 ) -> dict[str, Any]:
-    """DFS (or the stored `reference`), the suites, trace fuzzing and performance testing on a running suite; what
-    was measured. `previous`: an earlier report whose finished parts made with the same settings are kept, not
-    rerun (per agent and suite, the fuzzing, per agent's performance); `checkpoint` is called with the report after
-    each finished part (the results file stays current). `focus_models` also run `focus_suites` (RS with
-    `focus_random_states` states): the extra tests go where they add information."""
+    """DFS (or the stored `reference`; `reference_rule` as search_reference's), the suites, trace fuzzing and
+    performance testing on a running suite; what was measured. `previous`: an earlier report whose finished parts
+    made with the same settings are kept, not rerun (per agent and suite, the fuzzing, per agent's performance);
+    `checkpoint` is called with the report after each finished part (the results file stays current).
+    `focus_models` also run `focus_suites` (RS with `focus_random_states` states): the extra tests go where they
+    add information."""
     simulator = simulator_pb2_grpc.SimulatorServiceStub(client_channel(local.endpoint("simulator")))
     gen = generator_pb2_grpc.GeneratorServiceStub(client_channel(local.endpoint("generator")))
     agent = agent_pb2_grpc.AgentServiceStub(client_channel(local.endpoint("agent")))
@@ -209,7 +220,13 @@ def run_pipeline(
         document = reuse_reference(simulator, subject, reference, local.artifact_root / relative)
     else:
         document = search_reference(
-            simulator, subject, local.artifact_root / relative, max_samples, revisit_shorter, session_timeout
+            simulator,
+            subject,
+            local.artifact_root / relative,
+            max_samples,
+            revisit_shorter,
+            session_timeout,
+            reference_rule,
         )
     report: dict[str, Any] = {
         "complete": False,
@@ -227,6 +244,7 @@ def run_pipeline(
             "n_ep": n_ep,
             "w": width,
             "revisit_shorter": revisit_shorter,
+            **({"reference_rule": reference_rule} if reference is None else {}),  # a stored τ_ref keeps its own
             "suites": list(suites),
             "focus_models": list(focus_models),
             "focus_suites": list(focus_suites),
@@ -716,6 +734,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-samples", type=int, default=20_000, help="DFS budget in sampled transitions")
     parser.add_argument("--printed-visited-rule", action="store_true", help="never re-explore a visited state")
     parser.add_argument(
+        "--reference-rule",
+        choices=("first", "shortest"),
+        default="first",
+        help="τ_ref: first, the first goal trace the DFS finds (the paper's Algorithm 1; it need not be optimal), or "
+        "shortest, the shortest one (DFS with a bisected horizon; each bisection step is another search within "
+        "--max-samples): for a subject whose first trace is a detour the agent never drives (taxi_large)",
+    )
+    parser.add_argument(
         "--session-timeout",
         type=float,
         default=SESSION_TIMEOUT_SECONDS,
@@ -830,6 +856,7 @@ def main(argv: list[str] | None = None) -> int:
                 focus_models=tuple(args.focus_models),
                 focus_suites=focus_suites,
                 focus_random_states=args.focus_random_states,
+                reference_rule=args.reference_rule,
             )
     write(report)
     if report["search"]["success"]:

@@ -86,8 +86,11 @@ def depth_first_search(
     max_samples: int = 0,
     max_seconds: float = 0.0,
     revisit_shorter: bool = True,
+    max_depth: int = 0,
 ) -> SearchResult:
     """Algorithm 1: τ_ref and the boundary states along it; `max_samples`/`max_seconds` bound it (0 = no bound).
+    `max_depth` (0 = none) is a horizon in actions: a successor deeper than it is not logged, so a state whose every
+    successor lies beyond it is a dead end, as one the episode's time limit ends (shortest_reference_search).
 
     With `revisit_shorter` a visited state is explored again when a shorter prefix reaches it: on a subject with a
     time limit, a state first reached deep in a long detour is a dead end there (the limit ends the episode), and
@@ -121,6 +124,8 @@ def depth_first_search(
         child = env.sample(frame.visit, action)
         stats.samples += 1
         depth = len(stack)
+        if max_depth and depth > max_depth:  # beyond the horizon: like a cycle, not a successor of the state
+            continue
         known = depth_of.get(child.key)
         if known is not None and (not revisit_shorter or known <= depth):  # a cycle, or no shorter way: skip
             continue
@@ -140,6 +145,44 @@ def depth_first_search(
     if not success or goal is None:
         return SearchResult(False, stats=stats)
     return _reference(stack or [_Frame(root, -1)], stats)
+
+
+def shortest_reference_search(
+    env: SearchEnvironment,
+    actions: Sequence[int],
+    repetitions: int = 1,
+    max_samples: int = 0,
+    max_seconds: float = 0.0,
+) -> SearchResult:
+    """τ_ref as the shortest goal trace (our reading of the paper's intent, docs/strategies/search-based.md): the
+    first DFS gives a goal trace of n actions; then DFS runs with a horizon (`max_depth`), bisected over 1 .. n − 1,
+    find the smallest horizon that still reaches the goal. With `revisit_shorter` a bounded DFS finds a goal
+    whenever one lies within its horizon, so the bisection is exact. The result is the last successful search
+    (its τ_ref and boundary states, a dead end now including "no goal within the horizon"), with the samples and
+    seconds of all the searches; a budget that runs out keeps the shortest found so far (`stopped` = "budget")."""
+    started = time.perf_counter()
+    best = depth_first_search(env, actions, repetitions, max_samples, max_seconds)
+    samples, stopped = best.stats.samples, best.stats.stopped
+    low, high = 1, len(best.actions) - 1  # a goal trace within `high` actions is what the next search looks for
+    while best.success and low <= high:
+        left_samples = max_samples - samples if max_samples else 0
+        left_seconds = max_seconds - (time.perf_counter() - started) if max_seconds else 0.0
+        if (max_samples and left_samples <= 0) or (max_seconds and left_seconds <= 0):
+            stopped = "budget"
+            break
+        horizon = (low + high) // 2
+        trial = depth_first_search(env, actions, repetitions, left_samples, left_seconds, max_depth=horizon)
+        samples += trial.stats.samples
+        if trial.success:
+            best, high = trial, len(trial.actions) - 1
+        elif trial.stats.stopped == "budget":
+            stopped = "budget"
+            break
+        else:
+            low = horizon + 1
+    best.stats.samples, best.stats.stopped = samples, stopped if best.success else best.stats.stopped
+    best.stats.seconds = time.perf_counter() - started
+    return best
 
 
 def _reference(path: list[_Frame], stats: SearchStats) -> SearchResult:

@@ -6,7 +6,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from generator_service.search_based.dfs import ENDED, GOAL, ONGOING, UNSAFE, Visit, depth_first_search, repetitions_for
+from generator_service.search_based.dfs import (
+    ENDED,
+    GOAL,
+    ONGOING,
+    UNSAFE,
+    Visit,
+    depth_first_search,
+    repetitions_for,
+    shortest_reference_search,
+)
 
 A, B = 0, 1
 # A graph that reproduces the worked example of Figure 2 (Section 3): from s0 the DFS tries a before b; s4, s5 and
@@ -85,6 +94,31 @@ def test_a_state_first_reached_at_the_time_limit_is_explored_again_from_a_shorte
     result = depth_first_search(TimeLimitedGraph(edges, kinds, 3), [A, B])
     assert result.success and result.actions == [B, A] and result.states == ["s0", "m", "g"]
     assert result.boundary == []  # s0's first successor p1 failed, but s0 is never a boundary state
+
+
+# a's branch is a 4-action detour to the goal, which the first DFS takes; b's is 2 actions, past an unsafe state
+# (s1-s3 the detour, s4 then unsafe s5 or the goal s8)
+DETOUR = {"s0": {A: "s1", B: "s4"}, "s1": {A: "s2"}, "s2": {A: "s3"}, "s3": {A: "s8"}, "s4": {A: "s5", B: "s8"}}
+DETOUR_KINDS = {"s8": GOAL, "s5": UNSAFE}
+
+
+def test_the_shortest_reference_bisects_the_horizon_down_to_the_shortest_goal_trace() -> None:
+    first = depth_first_search(GraphEnvironment(DETOUR, DETOUR_KINDS), [A, B])
+    assert first.actions == [A, A, A, A] and first.boundary == []
+    env = GraphEnvironment(DETOUR, DETOUR_KINDS)
+    result = shortest_reference_search(env, [A, B])
+    assert result.success and result.stats.stopped == "goal"
+    assert result.actions == [B, B] and result.states == ["s0", "s4", "s8"]
+    assert [(b.key, b.depth) for b in result.boundary] == [("s4", 1)]  # its first successor, s5, is unsafe
+    assert result.stats.samples == env.samples > first.stats.samples  # every search's samples are counted
+    horizon_one = depth_first_search(GraphEnvironment(DETOUR, DETOUR_KINDS), [A, B], max_depth=1)
+    assert not horizon_one.success and horizon_one.stats.stopped == "exhausted"  # so 2 is the shortest
+
+
+def test_the_shortest_reference_keeps_the_best_trace_when_its_budget_runs_out() -> None:
+    result = shortest_reference_search(GraphEnvironment(DETOUR, DETOUR_KINDS), [A, B], max_samples=5)
+    assert result.success and result.actions == [A, A, A, A]  # the first search's 4 samples, then 1 more
+    assert result.stats.stopped == "budget" and result.stats.samples == 5
 
 
 def test_repetitions_follow_rep_c_p() -> None:
