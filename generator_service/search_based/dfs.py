@@ -155,31 +155,34 @@ def shortest_reference_search(
     max_seconds: float = 0.0,
 ) -> SearchResult:
     """τ_ref as the shortest goal trace (our reading of the paper's intent, docs/strategies/search-based.md): the
-    first DFS gives a goal trace of n actions; then DFS runs with a horizon (`max_depth`), bisected over 1 .. n − 1,
-    find the smallest horizon that still reaches the goal. With `revisit_shorter` a bounded DFS finds a goal
-    whenever one lies within its horizon, so the bisection is exact. The result is the last successful search
+    first DFS gives a goal trace of n actions; then DFS runs with a horizon (`max_depth`) find the smallest horizon
+    that still reaches the goal: horizons 1, 2, 4, ... until one succeeds (a shallow search is cheap, a deep one
+    re-explores states reached by many prefixes), then bisection below it. With `revisit_shorter` a bounded DFS
+    finds a goal whenever one lies within its horizon, so the result is exact. It is the last successful search
     (its τ_ref and boundary states, a dead end now including "no goal within the horizon"), with the samples and
     seconds of all the searches; a budget that runs out keeps the shortest found so far (`stopped` = "budget")."""
     started = time.perf_counter()
     best = depth_first_search(env, actions, repetitions, max_samples, max_seconds)
     samples, stopped = best.stats.samples, best.stats.stopped
     low, high = 1, len(best.actions) - 1  # a goal trace within `high` actions is what the next search looks for
+    probe = 1  # the doubling phase's next horizon; 0 once a bounded search has succeeded (then bisection)
     while best.success and low <= high:
         left_samples = max_samples - samples if max_samples else 0
         left_seconds = max_seconds - (time.perf_counter() - started) if max_seconds else 0.0
         if (max_samples and left_samples <= 0) or (max_seconds and left_seconds <= 0):
             stopped = "budget"
             break
-        horizon = (low + high) // 2
+        horizon = min(probe, high) if probe else (low + high) // 2
         trial = depth_first_search(env, actions, repetitions, left_samples, left_seconds, max_depth=horizon)
         samples += trial.stats.samples
         if trial.success:
-            best, high = trial, len(trial.actions) - 1
+            best, high, probe = trial, len(trial.actions) - 1, 0
         elif trial.stats.stopped == "budget":
             stopped = "budget"
             break
         else:
             low = horizon + 1
+            probe = 2 * horizon if probe else 0
     best.stats.samples, best.stats.stopped = samples, stopped if best.success else best.stats.stopped
     best.stats.seconds = time.perf_counter() - started
     return best
