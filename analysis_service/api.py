@@ -19,10 +19,12 @@ from analysis_service.fault_diversity import (
 )
 from analysis_service.metrics import wilson_interval
 from analysis_service.performance_testing import PerformanceMeasurement, measure_performance, pearson
-from analysis_service.statistics import compare, kl_entropy
+from analysis_service.statistics import ClusterComparison, cluster_comparison, compare, kl_entropy
 
 __all__ = [
     "checkpoints_for",
+    "ClusterComparison",
+    "cluster_comparison",
     "cluster_diversity",
     "compare",
     "gini_purity",

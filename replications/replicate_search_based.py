@@ -9,7 +9,11 @@ RS, the agent started from states on τ_ref drawn uniformly at random; Step 3 ru
 per agent. Writes results/search_based_<subject>.{md,json,png} with the paper's statements beside ours and ends with
 `boundary_vs_random_state_fail_rate=<mean boundary-suite fail frequency / mean RS fail frequency>` (ST, IT and AC
 together, over distinct valid tests, averaged over agents), `boundary_vs_random_p=<p>` (two-sided permutation test,
-labels shuffled within each agent) and `boundary_vs_random_fisher_p=<p>` (the pooled Fisher table, printed beside).
+labels shuffled within each agent) and `boundary_vs_random_fisher_p=<p>` (the pooled Fisher table, printed beside),
+then the same comparison with a boundary state's cluster (its ST test and the IT/AC tests built from it) as the unit:
+`boundary_vs_random_cluster_ci95=<lo>-<hi>` (cluster bootstrap interval of the ratio),
+`boundary_vs_random_cluster_difference_ci95=<lo>..<hi>` and `boundary_vs_random_cluster_p=<p>` (permutation test over
+unit means). `--summarise-only` recomputes the statistics of a stored results file and runs nothing.
 `--focus-models` with `--focus-suites` gives the extra suites (and more random states) only to the agents named.
 
     python replications/replicate_search_based.py --subject taxi_large --model taxi-qlearning
@@ -28,7 +32,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from analysis_service.api import measure_performance, pearson, wilson_interval
+from analysis_service.api import ClusterComparison, cluster_comparison, measure_performance, pearson, wilson_interval
 from bench.harness import campaign_executions, run_campaign
 from cli.launcher import LocalSuite, environments_for
 from common.generated.gauntlet.v1 import (
@@ -553,6 +557,126 @@ def boundary_vs_random_fisher_p(report: dict[str, Any], model: str | None = None
     return float(fisher_exact(table).pvalue)
 
 
+def built_from(name: str, key: str, depths: list[int], length: int) -> set[int] | None:
+    """The boundary states (indices into `depths`) a boundary suite's test could have been built from, by the suite's
+    name ("ST", "IT(is)", "AC(k)") and the test's state key (state_key; `length` = |τ_ref|), as suite_cases builds
+    them: ST's test is its boundary state's prefix; IT(is)'s prefix lengths lie within is of a boundary depth
+    (clamped to τ_ref); AC(k)'s replayed actions are as long as the boundary state's prefix (k actions after
+    depth - k). None when the key is no state key (a results file from before per-test records)."""
+    head, _, rest = key.partition("+")
+    if not head.isdigit():
+        return None
+    follows = int(head)
+    total = follows + (len(rest.split(",")) if rest else 0)
+    if name == "ST":
+        return {i for i, d in enumerate(depths) if d == total} if not rest else set()
+    if name.startswith("IT(") and not rest:
+        interval = int(name[3:-1])
+        return {
+            i
+            for i, d in enumerate(depths)
+            if follows in {min(max(d + o, 0), length) for o in range(-interval, interval + 1)}
+        }
+    if name.startswith("AC("):
+        k = int(name[3:-1])
+        return {i for i, d in enumerate(depths) if max(d - k, 0) + k == total}
+    return set()
+
+
+def boundary_clusters(report: dict[str, Any]) -> dict[str, dict[str, str]] | None:
+    """Per agent, each distinct valid boundary test's cluster: {state_key: cluster id}. A boundary state's cluster is
+    its ST test and the IT/AC tests built from it; boundary states whose tests share a state (IT(2) around depths
+    71, 72 and 73 overlap) are one cluster, over all agents' tests, so the clusters are the same for every agent
+    and are named by their depths ("71-72-73"). None when a test cannot be placed (no per-test records)."""
+    depths = list(report.get("search", {}).get("boundary_depths", []))
+    length = int(report.get("search", {}).get("reference_length", 0))
+    parent = list(range(len(depths)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    owners: dict[str, dict[str, set[int]]] = {}
+    for model, agent in report["agents"].items():
+        tests = owners.setdefault(model, {})
+        for name, entry in agent["suites"].items():
+            if name == "RS":
+                continue
+            for key in suite_values(entry, name, depths):
+                built = built_from(name, key, depths, length)
+                if not built:  # a test no boundary state builds cannot be placed in a cluster
+                    return None
+                tests.setdefault(key, set()).update(built)
+                first, *others = sorted(built)
+                for other in others:
+                    parent[root(other)] = root(first)
+    members: dict[int, list[int]] = {}
+    for i in range(len(depths)):
+        members.setdefault(root(i), []).append(depths[i])
+    names = {r: "-".join(map(str, sorted(ds))) for r, ds in members.items()}
+    return {model: {key: names[root(min(built))] for key, built in tests.items()} for model, tests in owners.items()}
+
+
+def cluster_units(
+    report: dict[str, Any], model: str, clusters: dict[str, dict[str, str]]
+) -> tuple[dict[str, tuple[float, int]], dict[str, tuple[float, int]]]:
+    """One agent's units for cluster_comparison: boundary clusters {cluster: (summed fail frequency, distinct tests)}
+    and random states {"RS " + state_key: (fail frequency, 1)}, over the same distinct valid tests as sides'."""
+    depths = list(report.get("search", {}).get("boundary_depths", []))
+    boundary: dict[str, float] = {}
+    random: dict[str, float] = {}
+    for name, entry in report["agents"][model]["suites"].items():
+        (random if name == "RS" else boundary).update(suite_values(entry, name, depths))
+    units: dict[str, tuple[float, int]] = {}
+    for key, value in boundary.items():
+        fails, tests = units.get(clusters[model][key], (0.0, 0))
+        units[clusters[model][key]] = (fails + value, tests + 1)
+    return units, {f"RS {key}": (value, 1) for key, value in random.items()}
+
+
+CLUSTER_RESAMPLES = 10_000  # bootstrap draws of the cluster-aware interval
+
+
+def boundary_vs_random_cluster(report: dict[str, Any], model: str | None = None) -> ClusterComparison:
+    """The boundary-versus-random comparison with the boundary cluster as the unit (analysis_service's
+    cluster_comparison): per agent (one agent's with `model`, else all agents that have both sides, as
+    boundary_vs_random pools them), boundary clusters against distinct random states; the same ratio and difference
+    as boundary_vs_random's, with a cluster bootstrap interval and a permutation p over unit means. NaN figures when
+    the tests cannot be placed in clusters (a results file without per-test records)."""
+    clusters = boundary_clusters(report)
+    models = [model] if model else list(report["agents"])
+    pairs = [cluster_units(report, m, clusters) for m in models] if clusters is not None else []
+    pairs = [(b, r) for b, r in pairs if b and r]
+    return cluster_comparison(
+        [b for b, _ in pairs], [r for _, r in pairs], resamples=CLUSTER_RESAMPLES, permutations=PERMUTATIONS
+    )
+
+
+def cluster_summary(report: dict[str, Any]) -> dict[str, Any]:
+    """The cluster-aware comparison per agent and pooled, as the results file stores it."""
+
+    def entry(c: ClusterComparison) -> dict[str, Any]:
+        return {
+            "boundary_clusters": c.units[0],
+            "random_states": c.units[1],
+            "ratio": c.ratio,
+            "ratio_ci95": list(c.ratio_ci95),
+            "difference": c.difference,
+            "difference_ci95": list(c.difference_ci95),
+            "p": c.p_value,
+        }
+
+    return {
+        "method": f"cluster bootstrap ({CLUSTER_RESAMPLES} draws, percentile 95 % intervals) and two-sided "
+        f"permutation test ({PERMUTATIONS} shuffles, Welch t over unit means) with boundary clusters and distinct "
+        "random states as units; pooled: units drawn and shuffled alike for every agent",
+        "agents": {m: entry(boundary_vs_random_cluster(report, m)) for m in report["agents"]},
+        "pooled": entry(boundary_vs_random_cluster(report)),
+    }
+
+
 def load_previous(path: Path) -> dict[str, Any] | None:
     """A results file an earlier run wrote (for --resume), with its integer keys (boundary indices, prefix lengths)
     back as integers; None when there is none."""
@@ -579,6 +703,15 @@ def planned_suites(report: dict[str, Any]) -> int:
 def boundary_names(report: dict[str, Any]) -> list[str]:
     """The boundary suites measured, in first-measured order."""
     return list(dict.fromkeys(n for a in report["agents"].values() for n in a["suites"] if n != "RS"))
+
+
+def cluster_line(c: dict[str, Any]) -> str:
+    """The cluster-aware figures as the bench prints them."""
+    return (
+        f"boundary_vs_random_cluster_ci95={c['ratio_ci95'][0]:.3f}-{c['ratio_ci95'][1]:.3f} "
+        f"boundary_vs_random_cluster_difference_ci95={c['difference_ci95'][0]:.3f}..{c['difference_ci95'][1]:.3f} "
+        f"boundary_vs_random_cluster_p={c['p']:.4f}"
+    )
 
 
 def write_markdown(report: dict[str, Any], path: Path, command: str) -> None:
@@ -647,6 +780,24 @@ def write_markdown(report: dict[str, Any], path: Path, command: str) -> None:
         f"| pooled | | | | | {boundary_vs_random(report):.2f} | {boundary_vs_random_p(report):.4f} | "
         f"{boundary_vs_random_fisher_p(report):.4f} |"
     )
+    clustered = report.get("boundary_vs_random_cluster") or cluster_summary(report)
+    lines += [
+        "",
+        "The same comparison with the boundary cluster as the unit: a boundary state's ST test and the IT/AC tests "
+        "built from it are one cluster (boundary states whose tests share a state, such as adjacent depths, are one "
+        "cluster), each distinct RS state is a unit of its own. Ratio and difference as above (tests weigh equally); "
+        f"intervals: {clustered['method']}.",
+        "",
+        "| agent | boundary clusters | RS states | ratio (95 % cluster interval) | difference (95 % cluster "
+        "interval) | p (cluster permutation) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for model, c in [*clustered["agents"].items(), ("pooled", clustered["pooled"])]:
+        lines.append(
+            f"| {model} | {c['boundary_clusters']} | {c['random_states']} | {c['ratio']:.2f} "
+            f"({c['ratio_ci95'][0]:.2f}-{c['ratio_ci95'][1]:.2f}) | {c['difference']:.3f} "
+            f"({c['difference_ci95'][0]:.3f} to {c['difference_ci95'][1]:.3f}) | {c['p']:.4f} |"
+        )
     fuzz = report.get("fuzzing", {})
     if fuzz:
         lines += [
@@ -688,7 +839,9 @@ def write_markdown(report: dict[str, Any], path: Path, command: str) -> None:
         + " |",
         f"| boundary states | {PAPER['boundary']} | boundary_vs_random_state_fail_rate = {ratio:.2f}, two-sided "
         f"permutation p = {boundary_vs_random_p(report):.4f} (Fisher p = {boundary_vs_random_fisher_p(report):.4f}; "
-        f"{', '.join(boundary_names(report))} vs RS) |",
+        f"{', '.join(boundary_names(report))} vs RS); with boundary clusters as units: ratio 95 % interval "
+        f"{clustered['pooled']['ratio_ci95'][0]:.2f}-{clustered['pooled']['ratio_ci95'][1]:.2f}, permutation p = "
+        f"{clustered['pooled']['p']:.4f} |",
         f"| performance | {PAPER['performance']} | see Step 4 and the figure |",
         f"| correlation | {PAPER['correlation']} | r = {corr.get('pearson_r', float('nan')):.2f} (95 % interval "
         f"{corr.get('ci95', [float('nan')] * 2)[0]:.2f} to {corr.get('ci95', [float('nan')] * 2)[1]:.2f}; fail "
@@ -730,7 +883,7 @@ def plot(report: dict[str, Any], path: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--subject", required=True, help="a subject with a `search` section, e.g. taxi_large")
-    parser.add_argument("--model", required=True, nargs="+", help="the agent(s) under test, e.g. taxi-qlearning")
+    parser.add_argument("--model", nargs="+", help="the agent(s) under test, e.g. taxi-qlearning (required)")
     parser.add_argument("--max-samples", type=int, default=20_000, help="DFS budget in sampled transitions")
     parser.add_argument("--printed-visited-rule", action="store_true", help="never re-explore a visited state")
     parser.add_argument(
@@ -788,6 +941,12 @@ def main(argv: list[str] | None = None) -> int:
         help="keep the finished parts (agents' suites, fuzzing, performance) of the results file a run with the same "
         "settings wrote, and run the rest",
     )
+    parser.add_argument(
+        "--summarise-only",
+        action="store_true",
+        help="run nothing: read --out's stored search_based_<subject>.json, compute its statistics again (e.g. the "
+        "cluster-aware boundary-versus-random test, for a file made before it) and rewrite the .json and .md",
+    )
     args = parser.parse_args(argv)
     suites = tuple(dict.fromkeys(name.strip() for name in args.suites.split(",") if name.strip()))
     unknown = [name for name in suites if name not in SUITE_CHOICES]
@@ -797,7 +956,7 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [name for name in focus_suites if name not in SUITE_CHOICES]
     if unknown:
         parser.error(f"--focus-suites: unknown {', '.join(unknown)}; choose from {', '.join(SUITE_CHOICES)}")
-    strangers = [m for m in args.focus_models if m not in args.model]
+    strangers = [m for m in args.focus_models if m not in (args.model or [])]
     if strangers:
         parser.error(f"--focus-models: {', '.join(strangers)} not among --model")
     if bool(args.focus_models) != bool(focus_suites):
@@ -822,9 +981,19 @@ def main(argv: list[str] | None = None) -> int:
     previous = load_previous(stem.with_suffix(".json")) if args.resume else None
 
     def write(report: dict[str, Any]) -> None:  # after every finished part: a run cut short leaves its results
+        report["boundary_vs_random_cluster"] = cluster_summary(report)
         stem.with_suffix(".json").write_text(json.dumps({**report, "command": command}, indent=1))
         write_markdown(report, stem.with_suffix(".md"), command)
 
+    if args.summarise_only:  # the stored measurements, their statistics computed again; no service starts
+        report = load_previous(stem.with_suffix(".json")) or {}
+        if not report:
+            raise SystemExit(f"--summarise-only: no stored results at {stem.with_suffix('.json')}")
+        command = report.pop("command", None) or command
+        write(report)
+        return report_lines(report)
+    if not args.model:
+        parser.error("--model is required (unless --summarise-only)")
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         with LocalSuite(
@@ -861,6 +1030,12 @@ def main(argv: list[str] | None = None) -> int:
     write(report)
     if report["search"]["success"]:
         plot(report, stem.with_suffix(".png"))
+    return report_lines(report)
+
+
+def report_lines(report: dict[str, Any]) -> int:
+    """Prints what was measured, the last lines the boundary-versus-random figures; the exit status."""
+    clustered = report["boundary_vs_random_cluster"]
     print(json.dumps(report["search"]))
     for model, agent in report["agents"].items():
         for name, suite in agent["suites"].items():
@@ -877,11 +1052,13 @@ def main(argv: list[str] | None = None) -> int:
             f"boundary_vs_random_p={boundary_vs_random_p(report, model):.4f} "
             f"boundary_vs_random_fisher_p={boundary_vs_random_fisher_p(report, model):.4f}"
         )
+        print(f"agent={model} {cluster_line(clustered['agents'][model])}")
     corr = report.get("correlation") or correlation(report)
     print(f"correlation={json.dumps(corr)}")
     print(f"boundary_vs_random_state_fail_rate={boundary_vs_random(report):.3f}")
     print(f"boundary_vs_random_p={boundary_vs_random_p(report):.4f}")
     print(f"boundary_vs_random_fisher_p={boundary_vs_random_fisher_p(report):.4f}")
+    print(cluster_line(clustered["pooled"]).replace(" ", "\n"))
     if not report.get("complete"):
         print(
             f"PARTIAL: {sum(len(a['suites']) for a in report['agents'].values())} of {planned_suites(report)} "

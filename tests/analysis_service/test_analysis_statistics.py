@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -9,6 +10,7 @@ import pytest
 
 from analysis_service.statistics import (
     behaviour_coverage,
+    cluster_comparison,
     compare,
     effect_band,
     kl_entropy,
@@ -122,3 +124,67 @@ def test_report_gives_final_state_sparsity_only_for_campaigns_that_kept_final_st
     assert d_plain["final_state_sparsity"] is None and d_plain["failure_state_sparsity"] is None
     html = render_html(report, {"kept": kept, "plain": []})
     assert "1.333 / 13.333" in html and "final-state sparsity" in html
+
+
+def _exact_cluster_p(a: list[float], b: list[float]) -> float:
+    """Two-sided p of the Welch-t permutation test over every relabelling (the reference the sampled test meets)."""
+    values = a + b
+
+    def welch(x: list[float], y: list[float]) -> float:
+        mx, my = sum(x) / len(x), sum(y) / len(y)
+        vx = sum((v - mx) ** 2 for v in x) / (len(x) - 1)
+        vy = sum((v - my) ** 2 for v in y) / (len(y) - 1)
+        se = math.sqrt(vx / len(x) + vy / len(y))
+        return (mx - my) / se if se else 0.0 if mx == my else math.copysign(math.inf, mx - my)
+
+    observed = welch(a, b)
+    stats = []
+    for chosen in itertools.combinations(range(len(values)), len(a)):
+        x = [values[i] for i in chosen]
+        y = [values[i] for i in range(len(values)) if i not in chosen]
+        stats.append(welch(x, y))
+    return sum(1 for s in stats if abs(s) >= abs(observed) - 1e-12) / len(stats)
+
+
+def test_cluster_comparison_by_hand() -> None:
+    # one agent; boundary clusters of 4 and 2 tests (3 of 4 and 1 of 2 fail), random states 0, 0, 1, 0
+    boundary = {"c1": (3.0, 4), "c2": (1.0, 2)}
+    random = {"r1": (0.0, 1), "r2": (0.0, 1), "r3": (1.0, 1), "r4": (0.0, 1)}
+    c = cluster_comparison([boundary], [random], resamples=4000, permutations=20_000)
+    # tests weigh equally: 4/6 against 1/4
+    assert c.ratio == pytest.approx((4 / 6) / (1 / 4))
+    assert c.difference == pytest.approx(4 / 6 - 1 / 4)
+    assert c.units == (2, 4)
+    # unit means 0.75, 0.5 against 0, 0, 1, 0 over all 15 relabellings
+    assert c.p_value == pytest.approx(_exact_cluster_p([0.75, 0.5], [0.0, 0.0, 1.0, 0.0]), abs=0.01)
+    # the bootstrap's boundary side can only be 0.5, 4/6 or 0.75 and the random side 0..1 in quarters
+    low, high = c.difference_ci95
+    assert 0.5 - 1.0 <= low <= c.difference <= high <= 0.75 - 0.0
+    # one unit a side: every draw is the data itself
+    single = cluster_comparison([{"c": (3.0, 4)}], [{"r": (1.0, 4)}], resamples=100, permutations=10)
+    assert single.ratio_ci95 == pytest.approx((3.0, 3.0)) and single.difference_ci95 == pytest.approx((0.5, 0.5))
+
+
+def test_clustering_turns_an_apparently_significant_difference_into_none() -> None:
+    # four boundary states, each with 25 tests that share its outcome (two fail throughout, two pass), against 100
+    # independent random states of which 30 fail: per test, 50 of 100 against 30 of 100
+    boundary = {f"c{i}": (25.0 if i < 2 else 0.0, 25) for i in range(4)}
+    random = {f"r{i}": (1.0 if i < 30 else 0.0, 1) for i in range(100)}
+    per_test = {f"t{i}": (1.0 if i < 50 else 0.0, 1) for i in range(100)}  # the same tests as independent units
+    naive = cluster_comparison([per_test], [random], resamples=2000, permutations=5000)
+    clustered = cluster_comparison([boundary], [random], resamples=2000, permutations=5000)
+    assert naive.difference == pytest.approx(clustered.difference) == pytest.approx(0.2)
+    assert naive.p_value < 0.01 and naive.difference_ci95[0] > 0
+    assert clustered.p_value > 0.2 and clustered.difference_ci95[0] < 0 < clustered.difference_ci95[1]
+
+
+def test_cluster_comparison_draws_a_unit_for_every_agent_at_once() -> None:
+    # two agents that fail at the same boundary cluster: drawn together, the pooled difference moves as one
+    boundary = {"hard": (4.0, 4), "easy": (0.0, 4)}
+    random = {"r1": (0.0, 1), "r2": (1.0, 1)}
+    pooled = cluster_comparison([boundary, boundary], [random, random], resamples=3000, permutations=2000)
+    alone = cluster_comparison([boundary], [random], resamples=3000, permutations=2000)
+    assert pooled.difference_ci95 == pytest.approx(alone.difference_ci95)
+    assert pooled.p_value == pytest.approx(alone.p_value, abs=0.02)
+    empty = cluster_comparison([], [])
+    assert math.isnan(empty.ratio) and math.isnan(empty.p_value)

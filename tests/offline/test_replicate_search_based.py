@@ -9,9 +9,12 @@ from pathlib import Path
 import pytest
 
 from replications.replicate_search_based import (
+    boundary_clusters,
     boundary_vs_random,
+    boundary_vs_random_cluster,
     boundary_vs_random_fisher_p,
     boundary_vs_random_p,
+    built_from,
     correlation,
     failing_interval,
     load_previous,
@@ -159,3 +162,81 @@ def test_bad_flags_stop_before_any_service_starts(
     with pytest.raises(SystemExit) as stopped:
         main(["--subject", "mario_1_1", "--model", "m", *flags])
     assert stopped.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_a_boundary_states_tests_are_its_cluster_and_overlapping_clusters_merge() -> None:
+    depths, length = [3, 4, 10], 12
+    assert built_from("ST", "4", depths, length) == {1}
+    assert built_from("IT(1)", "4", depths, length) == {0, 1}  # 4 is within 1 of depths 3 and 4
+    assert built_from("IT(1)", "11", depths, length) == {2}
+    assert built_from("AC(2)", "8+1,0", depths, length) == {2}  # 2 actions after depth - 2 = 8
+    assert built_from("AC(1)", "9+1", depths, length) == {2}
+    assert built_from("AC(2)", "IT(2)#3", depths, length) is None  # no state key: cannot be placed
+    suites = {
+        "ST": with_tests({"3": 1.0, "4": 1.0, "10": 0.0}),
+        "IT(1)": with_tests({"2": 1.0, "3": 1.0, "4": 1.0, "5": 0.0, "9": 0.0, "10": 0.0, "11": 1.0}),
+        "AC(1)": with_tests({"2+0": 1.0, "9+1": 0.0}),
+        "RS": with_tests({"1": 0.0, "7": 1.0}),
+    }
+    report = {"search": {"boundary_depths": depths, "reference_length": length}, "agents": {"a": {"suites": suites}}}
+    clusters = boundary_clusters(report)
+    assert clusters is not None
+    assert clusters["a"] == {
+        "3": "3-4", "4": "3-4", "10": "10", "2": "3-4", "5": "3-4", "9": "10", "11": "10", "2+0": "3-4", "9+1": "10",
+    }  # fmt: skip
+    compared = boundary_vs_random_cluster(report, "a")
+    assert compared.units == (2, 2)
+    assert compared.ratio == pytest.approx(boundary_vs_random(report, "a"))  # the same tests, weighed alike
+    legacy = {**report, "agents": {"a": {"suites": {**suites, "IT(1)": suite(7, 0, 4)}}}}
+    assert boundary_clusters(legacy) is None and math.isnan(boundary_vs_random_cluster(legacy).p_value)
+
+
+def clustered_report() -> dict:
+    """Four boundary states 100 apart, each with 21 IT(10) tests sharing its outcome (two fail throughout, two
+    pass), against 84 random states of which 25 fail: per test 42 of 84 against 25 of 84."""
+    depths = [100, 200, 300, 400]
+    it = {str(d + o): 1.0 if d < 300 else 0.0 for d in depths for o in range(-10, 11)}
+    rs = {str(n): 1.0 if i < 25 else 0.0 for i, n in enumerate(range(500, 584))}
+    # per_boundary as the bench records it (load_previous gives every suite one)
+    suites = {"IT(10)": {**with_tests(it), "per_boundary": {}}, "RS": {**with_tests(rs), "per_boundary": {}}}
+    return {
+        "subject": "x",
+        "models": ["a"],
+        "parameters": {"n": 1},
+        "search": {"success": True, "boundary_depths": depths, "reference_length": 600, "samples": 1, "visited": 1,
+                   "seconds": 1.0},
+        "agents": {"a": {"suites": suites}},
+        "complete": True,
+    }  # fmt: skip
+
+
+def test_clustered_tests_that_look_significant_one_by_one_are_not_as_clusters() -> None:
+    report = clustered_report()
+    assert boundary_vs_random_p(report) < 0.05  # the tests taken as independent (about 0.011)
+    compared = boundary_vs_random_cluster(report)
+    assert compared.units == (4, 84)
+    assert compared.ratio == pytest.approx(boundary_vs_random(report)) == pytest.approx(42 / 25)
+    assert compared.p_value > 0.2 and compared.ratio_ci95[0] < 1.0 < compared.ratio_ci95[1]
+
+
+def test_summarise_only_adds_the_cluster_statistics_to_the_stored_file_and_runs_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    stored = {**clustered_report(), "command": "python replications/replicate_search_based.py --subject x --model a"}
+    path = tmp_path / "search_based_x.json"
+    path.write_text(json.dumps(stored, indent=1))
+    assert main(["--subject", "x", "--out", str(tmp_path), "--summarise-only"]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert "boundary_vs_random_state_fail_rate=1.680" in printed
+    assert any(line.startswith("boundary_vs_random_cluster_ci95=") for line in printed)
+    p = next(line for line in printed if line.startswith("boundary_vs_random_cluster_p="))
+    again = json.loads(path.read_text())
+    assert float(p.split("=")[1]) == pytest.approx(again["boundary_vs_random_cluster"]["pooled"]["p"], abs=1e-4)
+    assert {k: v for k, v in again.items() if k != "boundary_vs_random_cluster"} == stored  # counts unchanged
+    md = path.with_suffix(".md").read_text()
+    assert stored["command"] in md and "| pooled | 4 | 84 | 1.68 (" in md
+    with pytest.raises(SystemExit, match="no stored results"):
+        main(["--subject", "y", "--out", str(tmp_path), "--summarise-only"])
+    with pytest.raises(SystemExit):  # without --summarise-only a run needs its models
+        main(["--subject", "x", "--out", str(tmp_path)])
+    assert "--model is required" in capsys.readouterr().err
