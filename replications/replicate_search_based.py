@@ -961,6 +961,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--focus-models: {', '.join(strangers)} not among --model")
     if bool(args.focus_models) != bool(focus_suites):
         parser.error("--focus-models and --focus-suites go together")
+    if args.reference_rule == "shortest" and args.printed_visited_rule:
+        # a bounded DFS under the printed rule can miss a goal within its horizon, so the bisection would be wrong
+        parser.error(
+            "--reference-rule shortest needs states revisited from shorter prefixes; drop --printed-visited-rule"
+        )
     if args.focus_random_states is not None and not 1 <= args.focus_random_states <= 1_000_000:
         parser.error(f"--focus-random-states must be in 1..1000000, got {args.focus_random_states}")
     positive = {

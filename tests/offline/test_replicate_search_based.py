@@ -154,6 +154,11 @@ def test_a_resumed_results_file_keeps_integer_keys(tmp_path: Path) -> None:
         (["--focus-models", "m", "--focus-suites", "IT,XY"], "--focus-suites: unknown XY"),
         (["--focus-models", "m"], "--focus-models and --focus-suites go together"),
         (["--focus-models", "m", "--focus-suites", "RS", "--focus-random-states", "0"], "--focus-random-states must"),
+        (
+            ["--reference-rule", "shortest", "--printed-visited-rule"],
+            "--reference-rule shortest needs states revisited",
+        ),
+        (["--reference-rule", "longest"], "argument --reference-rule: invalid choice"),
     ],
 )
 def test_bad_flags_stop_before_any_service_starts(
