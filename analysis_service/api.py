@@ -19,7 +19,13 @@ from analysis_service.fault_diversity import (
 )
 from analysis_service.metrics import wilson_interval
 from analysis_service.performance_testing import PerformanceMeasurement, measure_performance, pearson
-from analysis_service.statistics import ClusterComparison, cluster_comparison, compare, kl_entropy
+from analysis_service.statistics import (
+    ClusterComparison,
+    cluster_comparison,
+    compare,
+    kl_entropy,
+    pooled_median_ratio_interval,
+)
 
 __all__ = [
     "checkpoints_for",
@@ -36,6 +42,7 @@ __all__ = [
     "pad_trajectories",
     "pearson",
     "PerformanceMeasurement",
+    "pooled_median_ratio_interval",
     "quartiles",
     "relative_to_baseline",
     "run_curves",

@@ -249,3 +249,32 @@ def cluster_comparison(
         resamples,
         permutations,
     )
+
+
+def pooled_median_ratio_interval(
+    runs_a: Sequence[Sequence[float]],
+    runs_b: Sequence[Sequence[float]],
+    resamples: int = 10_000,
+    seed: int = 0,
+) -> tuple[float, float]:
+    """95 % interval of median(pooled A) / median(pooled B) when each side's values come in runs (clusters).
+
+    The images of one campaign run are not independent draws (one search, one archive), so the bootstrap resamples
+    whole runs: each draw takes as many runs as each side has, with replacement, pools their values and takes the
+    ratio of the pooled medians; percentile interval (outward order statistics, no interpolation). Empty runs count
+    as runs that add nothing. Seeded: the same input gives the same interval. NaN when a side has no value at all."""
+    a = [np.asarray(r, dtype=float) for r in runs_a]
+    b = [np.asarray(r, dtype=float) for r in runs_b]
+    if not any(r.size for r in a) or not any(r.size for r in b):
+        return float("nan"), float("nan")
+    rng = np.random.default_rng(seed)
+    ratios = np.empty(resamples)
+    for i in range(resamples):
+        pooled_a = np.concatenate([a[j] for j in rng.integers(0, len(a), len(a))])
+        pooled_b = np.concatenate([b[j] for j in rng.integers(0, len(b), len(b))])
+        # a draw of only empty runs has no median: it drops out (NaN), as a stratum with no unit does above
+        ratios[i] = np.median(pooled_a) / np.median(pooled_b) if pooled_a.size and pooled_b.size else np.nan
+    drawn = ratios[~np.isnan(ratios)]  # a median of 0 on B's side gives an infinite ratio: kept, as an upper end
+    if drawn.size == 0:
+        return float("nan"), float("nan")
+    return float(np.percentile(drawn, 2.5, method="lower")), float(np.percentile(drawn, 97.5, method="higher"))

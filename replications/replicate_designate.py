@@ -37,6 +37,8 @@ IV, VIII, XII for Mars). Steps, all campaigns on a local suite (cli.launcher.Loc
 
 Writes results/designate_<subject>.{md,json} and ends with
     designate_vs_random_iou=<median accuracy over DESIGNATE's archives / median over random's>
+    designate_vs_random_iou_ci95=<its 95 % interval, whole runs resampled (a run's images are one search's)>
+    designate_vs_random_run_p=<two-sided Mann-Whitney p of DESIGNATE's against random's per-run median accuracies>
     designate_median_iou=<median accuracy over DESIGNATE's archives, pooled>
     archive_images_per_run=<median DESIGNATE archive size over runs>
     retraining_gain=<median over seeds of the mean test IoU after fine-tuning with DESIGNATE's images, minus the
@@ -64,7 +66,7 @@ import numpy as np
 import torch
 import yaml
 
-from analysis_service.api import compare
+from analysis_service.api import compare, pooled_median_ratio_interval
 from bench.harness import campaign_executions, run_campaign
 from cli.designate_calibration import calibrate_rows
 from cli.launcher import LocalSuite
@@ -741,7 +743,10 @@ def main() -> None:
     summary = summarise(subject, runs, rq2, thresholds, args)
     (args.out / f"designate_{subject}.json").write_text(json.dumps(summary, indent=1, default=float))
     (args.out / f"designate_{subject}.md").write_text(render(subject, summary))
-    for key in ("designate_vs_random_iou", "designate_median_iou", "archive_images_per_run"):
+    print(f"designate_vs_random_iou={summary['designate_vs_random_iou']:.3f}")
+    print("designate_vs_random_iou_ci95={:.3f}-{:.3f}".format(*summary["designate_vs_random_iou_ci95"]))
+    print(f"designate_vs_random_run_p={summary['designate_vs_random_run_p']:.3g}")
+    for key in ("designate_median_iou", "archive_images_per_run"):
         print(f"{key}={summary[key]:.3f}")
     print(f"retraining_gain={summary['retraining_gain']:.4f}")
     print(f"retraining_p={summary['retraining_p']:.3g}")
@@ -841,6 +846,13 @@ def summarise(
         "rq1": rq1,
         "rq1_pairs": pairs,
         "designate_vs_random_iou": rq1["DESIGNATE"]["median"] / rq1["Random"]["median"],
+        # a run's archive images come from one search: the interval and the test take runs, not images, as units
+        "designate_vs_random_iou_ci95": pooled_median_ratio_interval(
+            [r["accuracy"] for r in runs["DESIGNATE"]], [r["accuracy"] for r in runs["Random"]]
+        ),
+        "designate_vs_random_run_p": compare(
+            run_medians(runs["DESIGNATE"]), run_medians(runs["Random"]), alternative="two-sided"
+        ).p_value,
         "designate_median_iou": rq1["DESIGNATE"]["median"],
         "archive_images_per_run": rq1["DESIGNATE"]["images_per_run_median"],
         "retraining_gain": float("nan"),
@@ -885,6 +897,11 @@ def summarise(
         out["retraining_gain"] = medians["DESIGNATE"] - medians["original_data"]
         out["retraining_p"] = tests["DESIGNATE"].p_value if "DESIGNATE" in tests else float("nan")
     return out
+
+
+def run_medians(runs: list[dict[str, Any]]) -> list[float]:
+    """Each run's median archive accuracy (runs with an empty archive have none and are left out)."""
+    return [float(np.median(r["accuracy"])) for r in runs if len(r["accuracy"])]
 
 
 def _p(p: float) -> str:
@@ -988,6 +1005,8 @@ def render(subject: str, s: dict[str, Any]) -> str:
         "",
         f"designate_vs_random_iou={s['designate_vs_random_iou']:.3f} "
         f"(paper {p['DESIGNATE']['median'] / p['Random']['median']:.3f})",
+        "designate_vs_random_iou_ci95={:.3f}-{:.3f} (runs resampled)".format(*s["designate_vs_random_iou_ci95"]),
+        f"designate_vs_random_run_p={s['designate_vs_random_run_p']:.3g} (two-sided Mann-Whitney over run medians)",
         f"designate_median_iou={s['designate_median_iou']:.3f} (paper {p['DESIGNATE']['median']:.2f})",
         f"archive_images_per_run={s['archive_images_per_run']:g} (paper {p['DESIGNATE']['images']})",
         f"retraining_gain={s['retraining_gain']:.4f} (paper {(pr['DESIGNATE'] - pr['original_data']):.2f})",

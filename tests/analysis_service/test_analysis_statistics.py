@@ -14,6 +14,7 @@ from analysis_service.statistics import (
     compare,
     effect_band,
     kl_entropy,
+    pooled_median_ratio_interval,
     sparsity,
     vargha_delaney_a12,
 )
@@ -188,3 +189,22 @@ def test_cluster_comparison_draws_a_unit_for_every_agent_at_once() -> None:
     assert pooled.p_value == pytest.approx(alone.p_value, abs=0.02)
     empty = cluster_comparison([], [])
     assert math.isnan(empty.ratio) and math.isnan(empty.p_value)
+
+
+def test_pooled_median_ratio_interval_resamples_runs_not_values() -> None:
+    # identical runs: every draw pools the same values, so the interval is the point ratio itself
+    assert pooled_median_ratio_interval([[0.4, 0.6]] * 5, [[0.8, 1.0]] * 4) == pytest.approx((0.5 / 0.9, 0.5 / 0.9))
+    # one of two A runs low, one high: a draw can take the low run twice (ratio 0.2 / 1) or the high one twice (1)
+    low, high = pooled_median_ratio_interval([[0.2] * 50, [1.0] * 50], [[1.0]] * 3, resamples=2000)
+    assert (low, high) == (pytest.approx(0.2), pytest.approx(1.0))
+    # the same values as independent single-image runs give a much narrower interval: runs are the unit
+    levels = np.linspace(0.3, 0.7, 10)
+    runs = [[x] * 20 for x in levels]
+    by_run = pooled_median_ratio_interval(runs, [[1.0]] * 3, resamples=2000)
+    singles = pooled_median_ratio_interval([[x] for x in levels for _ in range(20)], [[1.0]] * 3, resamples=2000)
+    assert singles[1] - singles[0] < 0.5 * (by_run[1] - by_run[0])
+    # seeded, and NaN when a side has nothing to take a median of
+    assert pooled_median_ratio_interval([[0.1, 0.5], [0.3]], [[0.6], [0.9]], seed=3) == pooled_median_ratio_interval(
+        [[0.1, 0.5], [0.3]], [[0.6], [0.9]], seed=3
+    )
+    assert all(math.isnan(x) for x in pooled_median_ratio_interval([[], []], [[0.5]]))
