@@ -13,7 +13,10 @@ labels shuffled within each agent) and `boundary_vs_random_fisher_p=<p>` (the po
 then the same comparison with a boundary state's cluster (its ST test and the IT/AC tests built from it) as the unit:
 `boundary_vs_random_cluster_ci95=<lo>-<hi>` (cluster bootstrap interval of the ratio),
 `boundary_vs_random_cluster_difference_ci95=<lo>..<hi>` and `boundary_vs_random_cluster_p=<p>` (permutation test over
-unit means). `--summarise-only` recomputes the statistics of a stored results file and runs nothing.
+unit means). `--summarise-only` recomputes the statistics of a stored results file and runs nothing; with `--pool A.json
+B.json` it pools the results files of several reference traces of one subject (e.g. the DFS with another action order,
+offline/mario_demos.py --action-order) into one comparison, each reference's clusters and random states units of
+their own, written to search_based_<subject>_pooled.{json,md}.
 `--focus-models` with `--focus-suites` gives the extra suites (and more random states) only to the agents named.
 
     python replications/replicate_search_based.py --subject taxi_large --model taxi-qlearning
@@ -120,7 +123,10 @@ def reuse_reference(
     simulator: simulator_pb2_grpc.SimulatorServiceStub, subject: str, source: Path, path: Path
 ) -> dict[str, Any]:
     """Step 1 from a stored search: the reference document at `source` (a gauntlet.search_reference.v1 file an earlier
-    DFS wrote) checked against the subject's search declaration and copied to `path`; the DFS is not rerun."""
+    DFS wrote) checked against the subject's search declaration and copied to `path`; the DFS is not rerun. Its search
+    actions may be any order of the declared ones and its initial test case other values of the declared parameters
+    (both are search parameters, offline/mario_demos.py's --action-order and --initial, not properties of the
+    subject; the suites start from the document's own initial test case); the report's search section says which."""
     try:
         document = read_reference(source)
     except ValueError as exc:
@@ -128,15 +134,25 @@ def reuse_reference(
     info = simulator.DescribeEnvironment(simulator_pb2.DescribeEnvironmentRequest(subject=subject), timeout=60)
     declaration = info.search
     initial = {name: value_from_proto(v) for name, v in declaration.initial.items()}
+    declared = [int(a) for a in declaration.actions]
     stored = (document.get("subject"), document.get("search_actions"), document.get("initial"), document.get("seed"))
-    if stored != (subject, list(declaration.actions), initial, declaration.seed):
+    same_actions = isinstance(stored[1], list) and sorted(stored[1]) == sorted(declared)
+    same_parameters = isinstance(stored[2], dict) and sorted(stored[2]) == sorted(initial)
+    if not (same_actions and same_parameters) or (stored[0], stored[3]) != (subject, declaration.seed):
         raise SystemExit(
             f"--reference {source.name}: searched {stored[0]!r} with actions {stored[1]}, initial {stored[2]}, seed "
-            f"{stored[3]}; subject {subject!r} declares actions {list(declaration.actions)}, initial {initial}, seed "
-            f"{declaration.seed}"
+            f"{stored[3]}; subject {subject!r} declares actions {declared} (in any order), initial {initial} (any "
+            f"values), seed {declaration.seed}"
         )
     write_reference(path, document)
-    return {**document, "stats": {**document["stats"], "reused_from": source.name}}
+    stats = {
+        **document["stats"],
+        "reused_from": source.name,
+        "declared_search_actions": declared,
+        "initial": stored[2],
+        "declared_initial": initial,
+    }
+    return {**document, "stats": stats}
 
 
 def acting_subjects(
@@ -258,6 +274,7 @@ def run_pipeline(
             "success": document["success"],
             "reference_length": len(document["reference_actions"]),
             "boundary_depths": [b["depth"] for b in document["boundary"]],
+            "search_actions": list(document["search_actions"]),  # in the order the DFS tried them
             **document["stats"],
         },
         "agents": {},
@@ -501,8 +518,17 @@ def sides(report: dict[str, Any], model: str) -> tuple[list[float], list[float]]
     return list(boundary.values()), list(random.values())
 
 
+def agent_sides(report: dict[str, Any], model: str) -> tuple[list[float], list[float]]:
+    """sides' lists; for a pooled report (pool_reports) the agent's tests of every reference that tested it, one
+    after another: a state key on one reference and the same key on another are two tests."""
+    if "sources" not in report:
+        return sides(report, model)
+    pairs = [sides(source, model) for _, source in report["sources"] if model in source["agents"]]
+    return [f for b, _ in pairs for f in b], [f for _, r in pairs for f in r]
+
+
 def _agents(report: dict[str, Any], model: str | None) -> list[tuple[list[float], list[float]]]:
-    pairs = [sides(report, m) for m in ([model] if model else list(report["agents"]))]
+    pairs = [agent_sides(report, m) for m in ([model] if model else list(report["agents"]))]
     return [(b, r) for b, r in pairs if b and r]
 
 
@@ -636,6 +662,27 @@ def cluster_units(
     return units, {f"RS {key}": (value, 1) for key, value in random.items()}
 
 
+Units = dict[str, tuple[float, int]]
+
+
+def agent_units(report: dict[str, Any], model: str) -> tuple[Units, Units] | None:
+    """cluster_units' boundary clusters and random states of one agent (None when its tests cannot be placed in
+    clusters); for a pooled report (pool_reports) the units of every reference that tested it, each unit id prefixed
+    with its reference's label ("R2:71-72-73", "R2:RS 120"): a cluster or random state is a unit per reference."""
+    if "sources" not in report:
+        clusters = boundary_clusters(report)
+        return None if clusters is None else cluster_units(report, model, clusters)
+    boundary: Units = {}
+    random: Units = {}
+    for label, source in report["sources"]:
+        units = agent_units(source, model) if model in source["agents"] else ({}, {})
+        if units is None:
+            return None
+        boundary.update({f"{label}:{k}": v for k, v in units[0].items()})
+        random.update({f"{label}:{k}": v for k, v in units[1].items()})
+    return boundary, random
+
+
 CLUSTER_RESAMPLES = 10_000  # bootstrap draws of the cluster-aware interval
 
 
@@ -645,10 +692,9 @@ def boundary_vs_random_cluster(report: dict[str, Any], model: str | None = None)
     boundary_vs_random pools them), boundary clusters against distinct random states; the same ratio and difference
     as boundary_vs_random's, with a cluster bootstrap interval and a permutation p over unit means. NaN figures when
     the tests cannot be placed in clusters (a results file without per-test records)."""
-    clusters = boundary_clusters(report)
-    models = [model] if model else list(report["agents"])
-    pairs = [cluster_units(report, m, clusters) for m in models] if clusters is not None else []
-    pairs = [(b, r) for b, r in pairs if b and r]
+    units = [agent_units(report, m) for m in ([model] if model else list(report["agents"]))]
+    placed = [u for u in units if u is not None]
+    pairs = [(b, r) for b, r in placed if b and r] if len(placed) == len(units) else []
     return cluster_comparison(
         [b for b, _ in pairs], [r for _, r in pairs], resamples=CLUSTER_RESAMPLES, permutations=PERMUTATIONS
     )
@@ -714,50 +760,10 @@ def cluster_line(c: dict[str, Any]) -> str:
     )
 
 
-def write_markdown(report: dict[str, Any], path: Path, command: str) -> None:
-    search = report["search"]
-    finished = sum(len(a["suites"]) for a in report["agents"].values())
-    partial = [] if report.get("complete", True) else [
-        f"**PARTIAL**: the run stopped after {finished} of {planned_suites(report)} (agent, suite) measurements "
-        f"({sum(1 for a in report['agents'].values() if 'performance' in a)} of {len(report['models'])} agents with "
-        "performance tests); `--resume` with the same arguments adds the rest.",
-        "",
-    ]  # fmt: skip
-    reused = f" (the DFS's stored result {search['reused_from']}, not rerun)" if search.get("reused_from") else ""
+def comparison_lines(report: dict[str, Any]) -> list[str]:
+    """The boundary-versus-random tables of the results page: per agent and pooled, tests as units, then boundary
+    clusters as units (a pooled report's: over every reference)."""
     lines = [
-        f"# Search-based testing of RL on `{report['subject']}`",
-        "",
-        *partial,
-        'Replication of "Search-Based Testing of Reinforcement Learning" (IJCAI-ECAI 2022) on a subject of ours, '
-        "through the services. Reproduce with:",
-        "",
-        f"    {command}",
-        "",
-        "Parameters: " + ", ".join(f"{k} = {v}" for k, v in report["parameters"].items()) + ".",
-        "",
-        "## Step 1: DFS",
-        "",
-        f"success {search['success']}, |τ_ref| = {search['reference_length']}, "
-        f"|DB| = {len(search['boundary_depths'])}, "
-        f"{search['samples']} samples, {search['visited']} states visited, {search['seconds']:.1f} s{reused}.",
-        "",
-        "## Step 2: safety suites (mean fail frequency over valid tests)",
-        "",
-        "Acting subjects: " + ", ".join(f"{m} in {a}" for m, a in report.get("acting_subjects", {}).items()) + ".",
-        "",
-        "| agent | suite | tests | invalid | mean fail frequency | failing tests (95 % interval) | mean accumulated "
-        "reward |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for model, agent in report["agents"].items():
-        for name, suite in agent["suites"].items():
-            low, high = failing_interval(suite) if "failing_tests" in suite else (float("nan"),) * 2
-            lines.append(
-                f"| {model} | {name} | {suite['tests']} | {suite['invalid']} | {suite['mean_fail_frequency']:.3f} | "
-                f"{suite.get('failing_tests', '?')} ({low:.3f}-{high:.3f}) | "
-                f"{suite.get('mean_reward', float('nan')):.2f} |"
-            )
-    lines += [
         "",
         "Boundary versus random states per agent, over distinct valid tests (a state that ST, IT and AC share counts "
         "once): the boundary side is ST, IT(is) and AC(k) together, the random side RS. p: two-sided permutation test "
@@ -770,7 +776,7 @@ def write_markdown(report: dict[str, Any], path: Path, command: str) -> None:
         "|---|---|---|---|---|---|---|---|",
     ]
     for model in report["agents"]:
-        b, r = sides(report, model)
+        b, r = agent_sides(report, model)
         lines.append(
             f"| {model} | {len(b)} | {sum(b) / len(b) if b else float('nan'):.3f} | {len(r)} | "
             f"{sum(r) / len(r) if r else float('nan'):.3f} | {boundary_vs_random(report, model):.2f} | "
@@ -798,6 +804,71 @@ def write_markdown(report: dict[str, Any], path: Path, command: str) -> None:
             f"({c['ratio_ci95'][0]:.2f}-{c['ratio_ci95'][1]:.2f}) | {c['difference']:.3f} "
             f"({c['difference_ci95'][0]:.3f} to {c['difference_ci95'][1]:.3f}) | {c['p']:.4f} |"
         )
+    return lines
+
+
+def action_order(search: dict[str, Any]) -> str:
+    """The order the DFS tried the search actions (and its initial test case where a stored reference's differs from
+    the declared one), as the Step 1 line says it ("" for a file from before the order was recorded)."""
+    if "search_actions" not in search:
+        return ""
+    declared = search.get("declared_search_actions", search["search_actions"])
+    other = f", not the subject's declared {declared}" if declared != search["search_actions"] else ""
+    initial = search.get("initial", search.get("declared_initial"))
+    start = (
+        f"; initial test case {initial}, not the subject's declared {search['declared_initial']}"
+        if initial != search.get("declared_initial")
+        else ""
+    )
+    return f"; search actions tried in the order {search['search_actions']}{other}{start}"
+
+
+def write_markdown(report: dict[str, Any], path: Path, command: str) -> None:
+    search = report["search"]
+    finished = sum(len(a["suites"]) for a in report["agents"].values())
+    partial = [] if report.get("complete", True) else [
+        f"**PARTIAL**: the run stopped after {finished} of {planned_suites(report)} (agent, suite) measurements "
+        f"({sum(1 for a in report['agents'].values() if 'performance' in a)} of {len(report['models'])} agents with "
+        "performance tests); `--resume` with the same arguments adds the rest.",
+        "",
+    ]  # fmt: skip
+    reused = f" (the DFS's stored result {search['reused_from']}, not rerun)" if search.get("reused_from") else ""
+    lines = [
+        f"# Search-based testing of RL on `{report['subject']}`",
+        "",
+        *partial,
+        'Replication of "Search-Based Testing of Reinforcement Learning" (IJCAI-ECAI 2022) on a subject of ours, '
+        "through the services. Reproduce with:",
+        "",
+        f"    {command}",
+        "",
+        "Parameters: " + ", ".join(f"{k} = {v}" for k, v in report["parameters"].items()) + ".",
+        "",
+        "## Step 1: DFS",
+        "",
+        f"success {search['success']}, |τ_ref| = {search['reference_length']}, "
+        f"|DB| = {len(search['boundary_depths'])}, "
+        f"{search['samples']} samples, {search['visited']} states visited, {search['seconds']:.1f} s{reused}"
+        f"{action_order(search)}.",
+        "",
+        "## Step 2: safety suites (mean fail frequency over valid tests)",
+        "",
+        "Acting subjects: " + ", ".join(f"{m} in {a}" for m, a in report.get("acting_subjects", {}).items()) + ".",
+        "",
+        "| agent | suite | tests | invalid | mean fail frequency | failing tests (95 % interval) | mean accumulated "
+        "reward |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for model, agent in report["agents"].items():
+        for name, suite in agent["suites"].items():
+            low, high = failing_interval(suite) if "failing_tests" in suite else (float("nan"),) * 2
+            lines.append(
+                f"| {model} | {name} | {suite['tests']} | {suite['invalid']} | {suite['mean_fail_frequency']:.3f} | "
+                f"{suite.get('failing_tests', '?')} ({low:.3f}-{high:.3f}) | "
+                f"{suite.get('mean_reward', float('nan')):.2f} |"
+            )
+    lines += comparison_lines(report)
+    clustered = report.get("boundary_vs_random_cluster") or cluster_summary(report)
     fuzz = report.get("fuzzing", {})
     if fuzz:
         lines += [
@@ -947,7 +1018,20 @@ def main(argv: list[str] | None = None) -> int:
         help="run nothing: read --out's stored search_based_<subject>.json, compute its statistics again (e.g. the "
         "cluster-aware boundary-versus-random test, for a file made before it) and rewrite the .json and .md",
     )
+    parser.add_argument(
+        "--pool",
+        nargs="+",
+        type=Path,
+        help="with --summarise-only: two or more stored results files of --subject (one per reference trace, e.g. "
+        "DFS runs with another action order) pooled into one boundary-versus-random comparison, each reference's "
+        "clusters and random states units of their own; writes --out's search_based_<subject>_pooled.{json,md}",
+    )
     args = parser.parse_args(argv)
+    if args.pool is not None:
+        if not args.summarise_only:
+            parser.error("--pool pools stored results files: it needs --summarise-only")
+        if len(args.pool) < 2 or len({p.resolve() for p in args.pool}) != len(args.pool):
+            parser.error("--pool needs two or more different results files")
     suites = tuple(dict.fromkeys(name.strip() for name in args.suites.split(",") if name.strip()))
     unknown = [name for name in suites if name not in SUITE_CHOICES]
     if unknown or not suites:
@@ -990,6 +1074,8 @@ def main(argv: list[str] | None = None) -> int:
         stem.with_suffix(".json").write_text(json.dumps({**report, "command": command}, indent=1))
         write_markdown(report, stem.with_suffix(".md"), command)
 
+    if args.pool is not None:
+        return summarise_pool(args.pool, args.subject, args.out, command)
     if args.summarise_only:  # the stored measurements, their statistics computed again; no service starts
         report = load_previous(stem.with_suffix(".json")) or {}
         if not report:
@@ -1038,6 +1124,101 @@ def main(argv: list[str] | None = None) -> int:
     return report_lines(report)
 
 
+def print_pooled_lines(report: dict[str, Any]) -> None:
+    """The bench's last lines: the boundary-versus-random figures over all agents (and, pooled, all references)."""
+    print(f"boundary_vs_random_state_fail_rate={boundary_vs_random(report):.3f}")
+    print(f"boundary_vs_random_p={boundary_vs_random_p(report):.4f}")
+    print(f"boundary_vs_random_fisher_p={boundary_vs_random_fisher_p(report):.4f}")
+    print(cluster_line(report["boundary_vs_random_cluster"]["pooled"]).replace(" ", "\n"))
+
+
+def pool_reports(paths: list[Path], subject: str) -> dict[str, Any]:
+    """Several stored results files of `subject` (each from its own reference trace) as one pooled report for the
+    boundary-versus-random statistics: reference i is labelled "R<i>" in the order given, its boundary clusters and
+    random states are units of their own ("R2:71-72-73"; the same key on two references is two units), and each
+    agent's tests are those of every file that tested it (the agents: every file's, in first-seen order)."""
+    sources: list[tuple[str, dict[str, Any]]] = []
+    for i, path in enumerate(paths, start=1):
+        report = load_previous(path)
+        if report is None:
+            raise SystemExit(f"--pool: no stored results at {path}")
+        if report.get("subject") != subject:
+            raise SystemExit(f"--pool {path}: results of subject {report.get('subject')!r}, not {subject!r}")
+        sources.append((f"R{i}", report))
+    models = list(dict.fromkeys(m for _, r in sources for m in r["agents"]))
+    return {
+        "subject": subject,
+        "references": [
+            {
+                "label": label,
+                "file": str(path),
+                "command": report.get("command", ""),
+                "complete": bool(report.get("complete")),
+                **{k: report["search"].get(k) for k in ("reference_length", "boundary_depths", "search_actions")},
+            }
+            for (label, report), path in zip(sources, paths)
+        ],
+        "models": models,
+        "agents": {m: {"references": [label for label, r in sources if m in r["agents"]]} for m in models},
+        "sources": sources,
+    }
+
+
+def pooled_summary(report: dict[str, Any]) -> dict[str, Any]:
+    """A pooled report's figures as its results file stores them (its sources left out: they are the files named)."""
+    rows = {m: (boundary_vs_random(report, m), boundary_vs_random_p(report, m)) for m in report["agents"]}
+    return {
+        **{k: v for k, v in report.items() if k != "sources"},
+        "boundary_vs_random": {
+            "agents": {m: {"ratio": ratio, "p": p} for m, (ratio, p) in rows.items()},
+            "pooled": {
+                "ratio": boundary_vs_random(report),
+                "p": boundary_vs_random_p(report),
+                "fisher_p": boundary_vs_random_fisher_p(report),
+            },
+        },
+    }
+
+
+def write_pooled_markdown(report: dict[str, Any], path: Path, command: str) -> None:
+    """The pooled comparison's page: the references pooled, then the boundary-versus-random tables."""
+    lines = [
+        f"# Search-based testing of RL on `{report['subject']}`: boundary versus random states over "
+        f"{len(report['references'])} reference traces",
+        "",
+        "Pooled from stored results files (nothing rerun) with:",
+        "",
+        f"    {command}",
+        "",
+        "Each reference's boundary clusters and random states are units of their own (unit ids prefixed with the "
+        "reference's label): a state on one reference and a state on another are different units. An agent's tests "
+        "are those of every reference that tested it.",
+        "",
+        "| reference | results file | search actions (order tried) | τ_ref | DB | complete |",
+        "|---|---|---|---|---|---|",
+    ]
+    for ref in report["references"]:
+        lines.append(
+            f"| {ref['label']} | {ref['file']} | {ref['search_actions'] or '(not recorded)'} | "
+            f"{ref['reference_length']} | {len(ref['boundary_depths'])} | {ref['complete']} |"
+        )
+    lines += comparison_lines(report)
+    path.write_text("\n".join([*lines, ""]))
+
+
+def summarise_pool(paths: list[Path], subject: str, out: Path, command: str) -> int:
+    """--pool: the pooled comparison of stored results files, written to out/search_based_<subject>_pooled.*."""
+    report = pool_reports(paths, subject)
+    report["boundary_vs_random_cluster"] = cluster_summary(report)
+    stem = out / f"search_based_{subject}_pooled"
+    stem.with_suffix(".json").write_text(json.dumps({**pooled_summary(report), "command": command}, indent=1))
+    write_pooled_markdown(report, stem.with_suffix(".md"), command)
+    for model in report["agents"]:
+        print(f"agent={model} {cluster_line(report['boundary_vs_random_cluster']['agents'][model])}")
+    print_pooled_lines(report)
+    return 0
+
+
 def report_lines(report: dict[str, Any]) -> int:
     """Prints what was measured, the last lines the boundary-versus-random figures; the exit status."""
     clustered = report["boundary_vs_random_cluster"]
@@ -1060,10 +1241,7 @@ def report_lines(report: dict[str, Any]) -> int:
         print(f"agent={model} {cluster_line(clustered['agents'][model])}")
     corr = report.get("correlation") or correlation(report)
     print(f"correlation={json.dumps(corr)}")
-    print(f"boundary_vs_random_state_fail_rate={boundary_vs_random(report):.3f}")
-    print(f"boundary_vs_random_p={boundary_vs_random_p(report):.4f}")
-    print(f"boundary_vs_random_fisher_p={boundary_vs_random_fisher_p(report):.4f}")
-    print(cluster_line(clustered["pooled"]).replace(" ", "\n"))
+    print_pooled_lines(report)
     if not report.get("complete"):
         print(
             f"PARTIAL: {sum(len(a['suites']) for a in report['agents'].values())} of {planned_suites(report)} "

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from common.generated.gauntlet.v1 import common_pb2, simulator_pb2
 from replications.replicate_search_based import (
+    agent_units,
     boundary_clusters,
     boundary_vs_random,
     boundary_vs_random_cluster,
@@ -20,6 +22,8 @@ from replications.replicate_search_based import (
     load_previous,
     main,
     pearson_interval,
+    pool_reports,
+    reuse_reference,
     sides,
     state_key,
     suite_settings,
@@ -245,3 +249,102 @@ def test_summarise_only_adds_the_cluster_statistics_to_the_stored_file_and_runs_
     with pytest.raises(SystemExit):  # without --summarise-only a run needs its models
         main(["--subject", "x", "--out", str(tmp_path)])
     assert "--model is required" in capsys.readouterr().err
+
+
+class DeclaringSimulator:
+    """A simulator stub that answers DescribeEnvironment with mario_1_1's search declaration (actions 0, 1 in that
+    order, initial test case noop_frames 0, seed 0)."""
+
+    def DescribeEnvironment(self, request: object, timeout: float) -> simulator_pb2.DescribeEnvironmentResponse:
+        search = simulator_pb2.SearchDeclaration(actions=[0, 1], agent_actions=2, seed=0)
+        search.initial["noop_frames"].CopyFrom(common_pb2.Value(integer=0))
+        return simulator_pb2.DescribeEnvironmentResponse(search=search)
+
+
+def stored_reference(path: Path, actions: list[int], initial: dict) -> Path:
+    document = {
+        "format": "gauntlet.search_reference.v1", "subject": "mario_1_1", "initial": initial, "seed": 0,
+        "search_actions": actions, "agent_actions": 2, "success": True, "reference_actions": [1, 1, 0],
+        "reference_rewards": [0.0, 0.0, 1.0], "reference_states": [], "boundary": [{"depth": 1, "state": [0]}],
+        "stats": {"samples": 9, "visited": 5, "explored": 2, "seconds": 1.0, "stopped": "goal"},
+    }  # fmt: skip
+    path.write_text(json.dumps(document))
+    return path
+
+
+def test_a_stored_reference_may_have_searched_the_actions_in_another_order_or_from_another_start(
+    tmp_path: Path,
+) -> None:
+    simulator = DeclaringSimulator()
+    reversed_order = stored_reference(tmp_path / "reversed.json", [1, 0], {"noop_frames": 0})
+    document = reuse_reference(simulator, "mario_1_1", reversed_order, tmp_path / "copy.json")  # type: ignore[arg-type]
+    assert document["search_actions"] == [1, 0] and document["stats"]["declared_search_actions"] == [0, 1]
+    assert json.loads((tmp_path / "copy.json").read_text())["search_actions"] == [1, 0]
+    later = stored_reference(tmp_path / "later.json", [0, 1], {"noop_frames": 30})
+    document = reuse_reference(simulator, "mario_1_1", later, tmp_path / "copy.json")  # type: ignore[arg-type]
+    assert document["stats"]["initial"] == {"noop_frames": 30}
+    assert document["stats"]["declared_initial"] == {"noop_frames": 0}
+    for actions, initial in (([0, 2], {"noop_frames": 0}), ([0], {"noop_frames": 0}), ([0, 1], {"frames": 0})):
+        other = stored_reference(tmp_path / "other.json", actions, initial)
+        with pytest.raises(SystemExit, match="declares actions \\[0, 1\\] \\(in any order\\)"):
+            reuse_reference(simulator, "mario_1_1", other, tmp_path / "copy.json")  # type: ignore[arg-type]
+
+
+def one_reference(rs: dict[str, float], st: dict[str, float]) -> dict:
+    """A results file of one agent "a" on a reference with boundary states at depths 3 and 10."""
+    suites = {"ST": with_tests(st), "RS": with_tests(rs)}
+    return {
+        "subject": "x",
+        "models": ["a"],
+        "search": {"boundary_depths": [3, 10], "reference_length": 12, "search_actions": [0, 1]},
+        "agents": {"a": {"suites": suites}},
+        "complete": True,
+    }
+
+
+def test_pooled_references_keep_each_references_states_as_units_of_their_own(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first = one_reference({"5": 0.0, "7": 1.0}, {"3": 1.0, "10": 0.0})
+    second = one_reference({"5": 0.0, "7": 0.0}, {"3": 1.0, "10": 1.0})  # the same keys on another trace
+    second["agents"]["b"] = second["agents"]["a"]  # an agent only the second reference tested
+    paths = [tmp_path / "first.json", tmp_path / "second.json"]
+    for path, report in zip(paths, (first, second)):
+        path.write_text(json.dumps(report))
+    pooled = pool_reports(paths, "x")
+    assert list(pooled["agents"]) == ["a", "b"] and pooled["agents"]["b"] == {"references": ["R2"]}
+    units = agent_units(pooled, "a")
+    assert units is not None
+    assert units[0] == {"R1:3": (1.0, 1), "R1:10": (0.0, 1), "R2:3": (1.0, 1), "R2:10": (1.0, 1)}
+    assert set(units[1]) == {"R1:RS 5", "R1:RS 7", "R2:RS 5", "R2:RS 7"}  # the same key twice: two units
+    assert sorted(sides(first, "a")[0] + sides(second, "a")[0]) == [0.0, 1.0, 1.0, 1.0]
+    assert boundary_vs_random(pooled, "a") == pytest.approx((3 / 4) / (1 / 4))
+    compared = boundary_vs_random_cluster(pooled, "a")
+    assert compared.units == (4, 4) and compared.ratio == pytest.approx(3.0)
+    assert main(["--subject", "x", "--out", str(tmp_path), "--summarise-only", "--pool", *map(str, paths)]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[-6].startswith("boundary_vs_random_state_fail_rate=")
+    assert printed[-1].startswith("boundary_vs_random_cluster_p=")
+    stored = json.loads((tmp_path / "search_based_x_pooled.json").read_text())
+    assert [r["label"] for r in stored["references"]] == ["R1", "R2"] and "sources" not in stored
+    assert stored["boundary_vs_random_cluster"]["agents"]["a"]["boundary_clusters"] == 4
+    md = (tmp_path / "search_based_x_pooled.md").read_text()
+    assert "| R2 | " in md and "| pooled | " in md
+    with pytest.raises(SystemExit, match="not 'y'"):
+        pool_reports(paths, "y")
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--pool", "a.json", "b.json"], "--pool pools stored results files: it needs --summarise-only"),
+        (["--summarise-only", "--pool", "a.json"], "--pool needs two or more different results files"),
+        (["--summarise-only", "--pool", "a.json", "a.json"], "--pool needs two or more different results files"),
+    ],
+)
+def test_bad_pool_flags_stop_before_anything_is_read(
+    flags: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        main(["--subject", "x", *flags])
+    assert stopped.value.code == 2 and message in capsys.readouterr().err
