@@ -110,6 +110,10 @@ class MarioEnv(gym.Env):
         # the slot holds a checkpoint: power-cycle and skip the start screen again, as SuperMarioBrosEnv's constructor
         from nes_py.nes_env import _LIB  # type: ignore[import-not-found]  # only in .venv-mario
 
+        # nes-py's Reset is the console's reset button: work RAM survives it, and the game's start screen then depends
+        # on what the last episode left there (on 1-2 the level restarted 21 px further on after a lost life). Zeroed
+        # RAM is the power-on state the constructor started from, so the start below is its level start bit for bit.
+        nes.ram[:] = 0
         nes._will_reset()
         _LIB.Reset(nes._env)
         nes._did_reset()

@@ -146,10 +146,12 @@ class Session:
         self.outbox.put(request)
         return next(self.replies)
 
-    def open(self, replay: tuple[int, ...] = ()) -> simulator_pb2.OpenSessionResponse:
+    def open(
+        self, replay: tuple[int, ...] = (), subject: str = "mario_1_1", noop_frames: int = 7
+    ) -> simulator_pb2.OpenSessionResponse:
         return self.send(
             simulator_pb2.OpenSessionRequest(
-                open=simulator_pb2.SessionOpen(subject="mario_1_1", test_case=noop_case(7), seed=0, replay=replay)
+                open=simulator_pb2.SessionOpen(subject=subject, test_case=noop_case(noop_frames), seed=0, replay=replay)
             )
         )
 
@@ -211,6 +213,36 @@ def test_snapshot_then_restore_replays_the_same_trajectory_bit_for_bit(mario_sui
         session.close()
     assert np.array_equal(from_tensor(replayed.observation), from_tensor(second[-1].observation))
     assert replayed.step == len(prefix) + len(suffix)
+
+
+def test_the_level_start_rebuilt_after_a_lost_life_is_the_first_one(mario_suite: LocalSuite) -> None:
+    """Regression: nes-py's Reset is the console's reset button and keeps work RAM, so on 1-2 the level start that a
+    power cycle rebuilt after Mario had lost a life lay 21 px further on, and the DFS's reference trace could not be
+    replayed. Running right from the start of 1-2, Mario meets a goomba on his 19th step."""
+    take = simulator_pb2.OpenSessionRequest(snapshot=simulator_pb2.SessionSnapshot())
+
+    def back_to(snapshot: simulator_pb2.OpenSessionResponse) -> None:
+        session.send(
+            simulator_pb2.OpenSessionRequest(restore=simulator_pb2.SessionRestore(snapshot_id=snapshot.snapshot_id))
+        )
+
+    session = Session(simulator(mario_suite))
+    try:
+        session.open(subject="mario_1_2", noop_frames=0)
+        start = session.send(take)
+        first = [session.step(0) for _ in range(17)]
+        before = session.send(take)
+        first.append(session.step(1))  # the first jump on 1-2's reference trace
+        back_to(before)  # replayed from the level start, then kept as the emulator's checkpoint
+        run = [session.step(0) for _ in range(2)]
+        assert run[-1].terminated  # the goomba: a lost life
+        back_to(start)  # the checkpoint lies past the start: the start is rebuilt by a power cycle
+        second = [session.step(0) for _ in range(17)] + [session.step(1)]
+    finally:
+        session.close()
+    for a, b in zip(first, second, strict=True):
+        assert np.array_equal(from_tensor(a.abstract_state), from_tensor(b.abstract_state))  # x and y position
+        assert np.array_equal(from_tensor(a.observation), from_tensor(b.observation))
 
 
 def test_a_campaign_on_mario_with_the_trained_agent_stores_its_verdicts(mario_suite: LocalSuite) -> None:
