@@ -15,7 +15,10 @@ Runs inside .venv-mario::
 `search.actions`): the DFS then finds another goal trace and its own boundary states. The order used is what the
 document's ``search_actions`` records. ``--initial noop_frames=30`` starts it from another initial test case (values
 of the subject's declared `search.initial` parameters): the level's enemies are elsewhere when Mario starts, so the
-trace differs too; the document's ``initial`` records it.
+trace differs too; the document's ``initial`` records it. ``--printed-visited-rule`` never explores a visited
+state again (the paper's printed rule; default: again when a shorter prefix reaches it), ``--reference-rule shortest``
+makes τ_ref the shortest goal trace (generator_service's shortest_reference_search); the document's ``stats`` record
+both (``visited_rule``, ``reference_rule``).
 """
 
 from __future__ import annotations
@@ -27,7 +30,15 @@ from pathlib import Path
 from typing import Any
 
 from generator_service.search_based.artifact import reference_document, write_reference
-from generator_service.search_based.dfs import ENDED, GOAL, ONGOING, UNSAFE, Visit, depth_first_search
+from generator_service.search_based.dfs import (
+    ENDED,
+    GOAL,
+    ONGOING,
+    UNSAFE,
+    Visit,
+    depth_first_search,
+    shortest_reference_search,
+)
 from simulator_service.api import load_subjects, make_env
 
 KINDS = {1: ONGOING, 2: GOAL, 3: UNSAFE, 4: ENDED}  # simulator_pb2.StateKind values
@@ -92,20 +103,33 @@ def parse_initial(pairs: list[str], declared: dict[str, Any]) -> dict[str, Any]:
 
 
 def search(
-    subject_name: str, max_samples: int, action_order: str | None = None, initial: list[str] | None = None
+    subject_name: str,
+    max_samples: int,
+    action_order: str | None = None,
+    initial: list[str] | None = None,
+    revisit_shorter: bool = True,
+    reference_rule: str = "first",
 ) -> dict[str, Any]:
     """The DFS on `subject_name` from its declared initial state (or the `initial` overrides, "name=value"), trying
-    the search actions in `action_order` (default: the subject's declared order); the reference document (success or
-    not)."""
+    the search actions in `action_order` (default: the subject's declared order), with `revisit_shorter` and
+    `reference_rule` as replications/replicate_search_based.py's; the reference document (success or not)."""
     spec = load_subjects()[subject_name].search
     if spec is None:
         raise SystemExit(f"subject {subject_name} declares no `search` section")
     values = parse_initial(initial or [], dict(spec.initial))
     actions = list(spec.actions) if action_order is None else parse_action_order(action_order, spec.actions)
     env = LocalSearchEnvironment(subject_name, values)
-    result = depth_first_search(env, actions, spec.repetitions, max_samples=max_samples)
+    if reference_rule == "shortest":
+        result = shortest_reference_search(env, actions, spec.repetitions, max_samples=max_samples)
+    else:
+        result = depth_first_search(
+            env, actions, spec.repetitions, max_samples=max_samples, revisit_shorter=revisit_shorter
+        )
     agent_actions = int(env.env.action_space.n)
-    return reference_document(result, subject_name, values, spec.seed, actions, agent_actions)
+    document = reference_document(result, subject_name, values, spec.seed, actions, agent_actions)
+    visited_rule = "revisit shorter" if revisit_shorter else "printed"
+    document["stats"] |= {"visited_rule": visited_rule, "reference_rule": reference_rule}
+    return document
 
 
 def main() -> None:
@@ -126,8 +150,26 @@ def main() -> None:
         metavar="NAME=VALUE",
         help="start from another initial test case, e.g. noop_frames=30 (default the subject's search.initial)",
     )
+    parser.add_argument("--printed-visited-rule", action="store_true", help="never explore a visited state again")
+    parser.add_argument(
+        "--reference-rule",
+        choices=("first", "shortest"),
+        default="first",
+        help="τ_ref: the first goal trace the DFS finds, or the shortest (DFS with a bisected horizon)",
+    )
     args = parser.parse_args()
-    document = search(args.subject, args.max_samples, args.action_order, args.initial)
+    if args.reference_rule == "shortest" and args.printed_visited_rule:
+        parser.error(
+            "--reference-rule shortest needs states revisited from shorter prefixes; drop --printed-visited-rule"
+        )
+    document = search(
+        args.subject,
+        args.max_samples,
+        args.action_order,
+        args.initial,
+        not args.printed_visited_rule,
+        args.reference_rule,
+    )
     write_reference(args.out, document)
     print(
         json.dumps(

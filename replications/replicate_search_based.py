@@ -14,9 +14,10 @@ then the same comparison with a boundary state's cluster (its ST test and the IT
 `boundary_vs_random_cluster_ci95=<lo>-<hi>` (cluster bootstrap interval of the ratio),
 `boundary_vs_random_cluster_difference_ci95=<lo>..<hi>` and `boundary_vs_random_cluster_p=<p>` (permutation test over
 unit means). `--summarise-only` recomputes the statistics of a stored results file and runs nothing; with `--pool A.json
-B.json` it pools the results files of several reference traces of one subject (e.g. the DFS with another action order,
-offline/mario_demos.py --action-order) into one comparison, each reference's clusters and random states units of
-their own, written to search_based_<subject>_pooled.{json,md}.
+B.json --pool-references A.ref.json B.ref.json` it pools the results files of several reference traces of one subject
+(e.g. DFS runs with another visited-state rule or action order, offline/mario_demos.py) into one comparison, each
+reference's clusters and random states units of their own except for the states two traces share, written to
+search_based_<subject>_pooled.{json,md}.
 `--focus-models` with `--focus-suites` gives the extra suites (and more random states) only to the agents named.
 
     python replications/replicate_search_based.py --subject taxi_large --model taxi-qlearning
@@ -519,12 +520,65 @@ def sides(report: dict[str, Any], model: str) -> tuple[list[float], list[float]]
 
 
 def agent_sides(report: dict[str, Any], model: str) -> tuple[list[float], list[float]]:
-    """sides' lists; for a pooled report (pool_reports) the agent's tests of every reference that tested it, one
-    after another: a state key on one reference and the same key on another are two tests."""
+    """sides' lists; for a pooled report (pool_reports) the agent's distinct states over every reference that tested
+    it (pooled_states: a state two references share counts once)."""
     if "sources" not in report:
         return sides(report, model)
-    pairs = [sides(source, model) for _, source in report["sources"] if model in source["agents"]]
-    return [f for b, _ in pairs for f in b], [f for _, r in pairs for f in r]
+    boundary, random = pooled_states(report)[model]
+    return [f for f, _ in boundary.values()], [f for f, _ in random.values()]
+
+
+def state_identity(label: str, key: str, reference: list[int], initial: dict[str, Any]) -> str:
+    """The state a test starts from, the same on every reference: its initial test case and the whole action sequence
+    its state key (state_key) stands for on `reference`. A key that names no state (a results file from before
+    per-test records) stays its reference's own ("R1:RS#3")."""
+    head, _, rest = key.partition("+")
+    if not head.isdigit():
+        return f"{label}:{key}"
+    actions = [int(a) for a in reference[: int(head)]] + ([int(a) for a in rest.split(",")] if rest else [])
+    return json.dumps([initial, actions], sort_keys=True)
+
+
+Placed = dict[str, tuple[float, str]]  # state identity -> (fail frequency, unit id)
+
+
+def pooled_states(report: dict[str, Any]) -> dict[str, tuple[Placed, Placed]]:
+    """Per agent of a pooled report (pool_reports), its distinct boundary and random states over all references,
+    each with its unit. Unit ids are namespaced by reference ("R2:92-93-94", "R2:RS 120"), and a state two references
+    share (the same actions from the same initial test case: traces with a common prefix) is one state, tested once
+    (the first reference's test; the subject is deterministic): boundary clusters that share a state are one
+    cluster, as within one reference (boundary_clusters), named by the first reference's; a shared random state is
+    one unit."""
+    parent: dict[str, str] = {}
+
+    def root(node: str) -> str:
+        while parent.setdefault(node, node) != node:
+            node = parent[node]
+        return node
+
+    first_unit: dict[str, str] = {}  # state identity -> the first unit it was placed in
+    states: dict[str, tuple[Placed, Placed]] = {m: ({}, {}) for m in report["agents"]}
+    for label, source in report["sources"]:
+        clusters = boundary_clusters(source) or {}
+        depths = list(source["search"]["boundary_depths"])
+        reference, initial = source["search"]["reference_actions"], source["search"]["initial"]
+        for model, agent in source["agents"].items():
+            boundary, random = states[model]
+            for name, entry in agent["suites"].items():
+                for key, value in suite_values(entry, name, depths).items():
+                    identity = state_identity(label, key, reference, initial)
+                    if name == "RS":
+                        random.setdefault(identity, (value, first_unit.setdefault(identity, f"{label}:RS {key}")))
+                        continue
+                    node = f"{label}:{clusters[model][key]}"
+                    earlier = first_unit.setdefault(f"B {identity}", node)
+                    if root(node) != root(earlier):
+                        parent[root(node)] = root(earlier)
+                    boundary.setdefault(identity, (value, node))
+    return {
+        m: ({i: (f, root(node)) for i, (f, node) in boundary.items()}, random)
+        for m, (boundary, random) in states.items()
+    }
 
 
 def _agents(report: dict[str, Any], model: str | None) -> list[tuple[list[float], list[float]]]:
@@ -667,20 +721,16 @@ Units = dict[str, tuple[float, int]]
 
 def agent_units(report: dict[str, Any], model: str) -> tuple[Units, Units] | None:
     """cluster_units' boundary clusters and random states of one agent (None when its tests cannot be placed in
-    clusters); for a pooled report (pool_reports) the units of every reference that tested it, each unit id prefixed
-    with its reference's label ("R2:71-72-73", "R2:RS 120"): a cluster or random state is a unit per reference."""
+    clusters); for a pooled report (pool_reports) its units over every reference (pooled_states)."""
     if "sources" not in report:
         clusters = boundary_clusters(report)
         return None if clusters is None else cluster_units(report, model, clusters)
+    placed, random = pooled_states(report)[model]
     boundary: Units = {}
-    random: Units = {}
-    for label, source in report["sources"]:
-        units = agent_units(source, model) if model in source["agents"] else ({}, {})
-        if units is None:
-            return None
-        boundary.update({f"{label}:{k}": v for k, v in units[0].items()})
-        random.update({f"{label}:{k}": v for k, v in units[1].items()})
-    return boundary, random
+    for value, unit in placed.values():
+        fails, tests = boundary.get(unit, (0.0, 0))
+        boundary[unit] = (fails + value, tests + 1)
+    return boundary, {unit: (value, 1) for value, unit in random.values()}
 
 
 CLUSTER_RESAMPLES = 10_000  # bootstrap draws of the cluster-aware interval
@@ -807,9 +857,10 @@ def comparison_lines(report: dict[str, Any]) -> list[str]:
     return lines
 
 
-def action_order(search: dict[str, Any]) -> str:
-    """The order the DFS tried the search actions (and its initial test case where a stored reference's differs from
-    the declared one), as the Step 1 line says it ("" for a file from before the order was recorded)."""
+def search_variant(search: dict[str, Any]) -> str:
+    """How the DFS of a stored reference was run where the Step 1 line should say it: the order it tried the search
+    actions, its initial test case where it differs from the declared one, its visited-state rule where a stored
+    document records it (offline/mario_demos.py); "" for a file from before the order was recorded."""
     if "search_actions" not in search:
         return ""
     declared = search.get("declared_search_actions", search["search_actions"])
@@ -820,7 +871,12 @@ def action_order(search: dict[str, Any]) -> str:
         if initial != search.get("declared_initial")
         else ""
     )
-    return f"; search actions tried in the order {search['search_actions']}{other}{start}"
+    rules = {
+        "printed": "; the paper's printed visited-state rule (a visited state is never explored again)",
+        "revisit shorter": "; a visited state explored again when a shorter prefix reaches it",
+    }
+    rule = rules.get(search.get("visited_rule", ""), "")
+    return f"; search actions tried in the order {search['search_actions']}{other}{start}{rule}"
 
 
 def write_markdown(report: dict[str, Any], path: Path, command: str) -> None:
@@ -849,7 +905,7 @@ def write_markdown(report: dict[str, Any], path: Path, command: str) -> None:
         f"success {search['success']}, |τ_ref| = {search['reference_length']}, "
         f"|DB| = {len(search['boundary_depths'])}, "
         f"{search['samples']} samples, {search['visited']} states visited, {search['seconds']:.1f} s{reused}"
-        f"{action_order(search)}.",
+        f"{search_variant(search)}.",
         "",
         "## Step 2: safety suites (mean fail frequency over valid tests)",
         "",
@@ -1024,7 +1080,16 @@ def main(argv: list[str] | None = None) -> int:
         type=Path,
         help="with --summarise-only: two or more stored results files of --subject (one per reference trace, e.g. "
         "DFS runs with another action order) pooled into one boundary-versus-random comparison, each reference's "
-        "clusters and random states units of their own; writes --out's search_based_<subject>_pooled.{json,md}",
+        "clusters and random states units of their own (a state two references share is one); writes --out's "
+        "search_based_<subject>_pooled.{json,md}",
+    )
+    parser.add_argument(
+        "--pool-references",
+        nargs="+",
+        type=Path,
+        default=[],
+        help="with --pool: the stored reference documents the --pool files were tested from, in the same order (their "
+        "traces tell which states two references share)",
     )
     args = parser.parse_args(argv)
     if args.pool is not None:
@@ -1032,6 +1097,8 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("--pool pools stored results files: it needs --summarise-only")
         if len(args.pool) < 2 or len({p.resolve() for p in args.pool}) != len(args.pool):
             parser.error("--pool needs two or more different results files")
+        if len(args.pool_references) != len(args.pool):
+            parser.error("--pool-references: one reference document per --pool file, in the same order")
     suites = tuple(dict.fromkeys(name.strip() for name in args.suites.split(",") if name.strip()))
     unknown = [name for name in suites if name not in SUITE_CHOICES]
     if unknown or not suites:
@@ -1075,7 +1142,7 @@ def main(argv: list[str] | None = None) -> int:
         write_markdown(report, stem.with_suffix(".md"), command)
 
     if args.pool is not None:
-        return summarise_pool(args.pool, args.subject, args.out, command)
+        return summarise_pool(args.pool, args.pool_references, args.subject, args.out, command)
     if args.summarise_only:  # the stored measurements, their statistics computed again; no service starts
         report = load_previous(stem.with_suffix(".json")) or {}
         if not report:
@@ -1132,19 +1199,56 @@ def print_pooled_lines(report: dict[str, Any]) -> None:
     print(cluster_line(report["boundary_vs_random_cluster"]["pooled"]).replace(" ", "\n"))
 
 
-def pool_reports(paths: list[Path], subject: str) -> dict[str, Any]:
-    """Several stored results files of `subject` (each from its own reference trace) as one pooled report for the
-    boundary-versus-random statistics: reference i is labelled "R<i>" in the order given, its boundary clusters and
-    random states are units of their own ("R2:71-72-73"; the same key on two references is two units), and each
-    agent's tests are those of every file that tested it (the agents: every file's, in first-seen order)."""
-    sources: list[tuple[str, dict[str, Any]]] = []
-    for i, path in enumerate(paths, start=1):
-        report = load_previous(path)
-        if report is None:
-            raise SystemExit(f"--pool: no stored results at {path}")
-        if report.get("subject") != subject:
-            raise SystemExit(f"--pool {path}: results of subject {report.get('subject')!r}, not {subject!r}")
-        sources.append((f"R{i}", report))
+def pooled_source(path: Path, reference: Path, subject: str) -> dict[str, Any]:
+    """One results file of a pool with its reference trace's actions and initial test case (from the stored
+    reference document it was tested from) in its search section; SystemExit naming the flag when they do not fit."""
+    report = load_previous(path)
+    if report is None:
+        raise SystemExit(f"--pool: no stored results at {path}")
+    if report.get("subject") != subject:
+        raise SystemExit(f"--pool {path}: results of subject {report.get('subject')!r}, not {subject!r}")
+    try:
+        document = read_reference(reference)
+    except ValueError as exc:
+        raise SystemExit(f"--pool-references: {exc}") from None
+    search = report["search"]
+    depths = [int(b["depth"]) for b in document["boundary"]]
+    if (len(document["reference_actions"]), depths) != (search["reference_length"], search["boundary_depths"]):
+        raise SystemExit(f"--pool-references {reference}: not the reference trace {path} was tested from")
+    if boundary_clusters(report) is None:
+        raise SystemExit(f"--pool {path}: boundary tests without per-test records cannot be placed in clusters")
+    search |= {"reference_actions": document["reference_actions"], "initial": document["initial"]}
+    search.setdefault("search_actions", document["search_actions"])
+    search["visited_rule"] = document["stats"].get("visited_rule", "not recorded")
+    return report
+
+
+def shared_boundary_states(sources: list[tuple[str, dict[str, Any]]]) -> dict[str, int]:
+    """Per reference, how many of its boundary states an earlier reference of the pool also has on its τ_ref (the
+    same actions from the same initial test case)."""
+    seen: set[str] = set()
+    shared: dict[str, int] = {}
+    for label, source in sources:
+        search = source["search"]
+        on_trace = {
+            state_identity(label, str(d), search["reference_actions"], search["initial"])
+            for d in range(search["reference_length"] + 1)
+        }
+        boundary = [state_identity(label, str(d), search["reference_actions"], search["initial"])
+                    for d in search["boundary_depths"]]  # fmt: skip
+        shared[label] = sum(1 for state in boundary if state in seen)
+        seen |= on_trace
+    return shared
+
+
+def pool_reports(paths: list[Path], references: list[Path], subject: str) -> dict[str, Any]:
+    """Several stored results files of `subject`, each with the reference trace it was tested from (`references`,
+    in the same order), as one pooled report for the boundary-versus-random statistics: reference i is labelled
+    "R<i>" in the order given, its boundary clusters and random states are units of their own ("R2:92-93-94") except
+    where two references share a state (pooled_states), and each agent's tests are those of every file that tested
+    it (the agents: every file's, in first-seen order)."""
+    sources = [(f"R{i}", pooled_source(p, r, subject)) for i, (p, r) in enumerate(zip(paths, references), start=1)]
+    shared = shared_boundary_states(sources)
     models = list(dict.fromkeys(m for _, r in sources for m in r["agents"]))
     return {
         "subject": subject,
@@ -1153,10 +1257,16 @@ def pool_reports(paths: list[Path], subject: str) -> dict[str, Any]:
                 "label": label,
                 "file": str(path),
                 "command": report.get("command", ""),
+                "reference": str(reference),
                 "complete": bool(report.get("complete")),
-                **{k: report["search"].get(k) for k in ("reference_length", "boundary_depths", "search_actions")},
+                "initial": report["search"]["initial"],
+                **{
+                    k: report["search"].get(k)
+                    for k in ("reference_length", "boundary_depths", "search_actions", "visited_rule")
+                },
+                "boundary_states_shared_with_earlier_references": shared[label],
             }
-            for (label, report), path in zip(sources, paths)
+            for (label, report), path, reference in zip(sources, paths, references)
         ],
         "models": models,
         "agents": {m: {"references": [label for label, r in sources if m in r["agents"]]} for m in models},
@@ -1191,24 +1301,28 @@ def write_pooled_markdown(report: dict[str, Any], path: Path, command: str) -> N
         f"    {command}",
         "",
         "Each reference's boundary clusters and random states are units of their own (unit ids prefixed with the "
-        "reference's label): a state on one reference and a state on another are different units. An agent's tests "
-        "are those of every reference that tested it.",
+        "reference's label), except where references share a state (the same actions from the same initial test "
+        "case, on traces with a common prefix): a shared state is tested once (the first reference's test), and "
+        "boundary clusters that share a state are one cluster, as within one reference. An agent's tests are those "
+        "of every reference that tested it.",
         "",
-        "| reference | results file | search actions (order tried) | τ_ref | DB | complete |",
-        "|---|---|---|---|---|---|",
+        "| reference | results file | search actions (order tried) | initial test case | DFS visited-state rule | "
+        "τ_ref | DB | boundary states an earlier reference has | complete |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for ref in report["references"]:
         lines.append(
-            f"| {ref['label']} | {ref['file']} | {ref['search_actions'] or '(not recorded)'} | "
-            f"{ref['reference_length']} | {len(ref['boundary_depths'])} | {ref['complete']} |"
+            f"| {ref['label']} | {ref['file']} | {ref['search_actions']} | {ref['initial']} | {ref['visited_rule']} | "
+            f"{ref['reference_length']} | {len(ref['boundary_depths'])} | "
+            f"{ref['boundary_states_shared_with_earlier_references']} | {ref['complete']} |"
         )
     lines += comparison_lines(report)
     path.write_text("\n".join([*lines, ""]))
 
 
-def summarise_pool(paths: list[Path], subject: str, out: Path, command: str) -> int:
+def summarise_pool(paths: list[Path], references: list[Path], subject: str, out: Path, command: str) -> int:
     """--pool: the pooled comparison of stored results files, written to out/search_based_<subject>_pooled.*."""
-    report = pool_reports(paths, subject)
+    report = pool_reports(paths, references, subject)
     report["boundary_vs_random_cluster"] = cluster_summary(report)
     stem = out / f"search_based_{subject}_pooled"
     stem.with_suffix(".json").write_text(json.dumps({**pooled_summary(report), "command": command}, indent=1))

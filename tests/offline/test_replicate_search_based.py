@@ -290,48 +290,64 @@ def test_a_stored_reference_may_have_searched_the_actions_in_another_order_or_fr
             reuse_reference(simulator, "mario_1_1", other, tmp_path / "copy.json")  # type: ignore[arg-type]
 
 
-def one_reference(rs: dict[str, float], st: dict[str, float]) -> dict:
-    """A results file of one agent "a" on a reference with boundary states at depths 3 and 10."""
-    suites = {"ST": with_tests(st), "RS": with_tests(rs)}
-    return {
+def one_reference(tmp_path: Path, name: str, actions: list[int], rs: dict[str, float], st: dict[str, float]) -> Path:
+    """A results file of one agent "a" on a reference trace `actions` with boundary states at depths 3 and 10, and
+    the reference document beside it (name.ref.json)."""
+    stored_reference(tmp_path / f"{name}.ref.json", [0, 1], {"noop_frames": 0})
+    document = json.loads((tmp_path / f"{name}.ref.json").read_text())
+    document |= {"reference_actions": actions, "boundary": [{"depth": 3, "state": [0]}, {"depth": 10, "state": [1]}]}
+    (tmp_path / f"{name}.ref.json").write_text(json.dumps(document))
+    report = {
         "subject": "x",
         "models": ["a"],
-        "search": {"boundary_depths": [3, 10], "reference_length": 12, "search_actions": [0, 1]},
-        "agents": {"a": {"suites": suites}},
+        "search": {"boundary_depths": [3, 10], "reference_length": len(actions), "search_actions": [0, 1]},
+        "agents": {"a": {"suites": {"ST": with_tests(st), "RS": with_tests(rs)}}},
         "complete": True,
     }
+    (tmp_path / f"{name}.json").write_text(json.dumps(report))
+    return tmp_path / f"{name}.json"
 
 
-def test_pooled_references_keep_each_references_states_as_units_of_their_own(
+def test_pooled_references_are_units_of_their_own_except_for_the_states_they_share(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    first = one_reference({"5": 0.0, "7": 1.0}, {"3": 1.0, "10": 0.0})
-    second = one_reference({"5": 0.0, "7": 0.0}, {"3": 1.0, "10": 1.0})  # the same keys on another trace
-    second["agents"]["b"] = second["agents"]["a"]  # an agent only the second reference tested
-    paths = [tmp_path / "first.json", tmp_path / "second.json"]
-    for path, report in zip(paths, (first, second)):
-        path.write_text(json.dumps(report))
-    pooled = pool_reports(paths, "x")
+    # two traces with a common prefix of 5 actions: states 3 and 5 are the same on both, states 7 and 10 are not
+    first_trace, second_trace = [0, 1, 1, 0, 1, 0, 0, 1, 1, 0, 1, 0], [0, 1, 1, 0, 1, 1, 1, 0, 0, 1, 0, 1]
+    first = one_reference(tmp_path, "first", first_trace, {"5": 0.0, "7": 1.0}, {"3": 1.0, "10": 0.0})
+    second = one_reference(tmp_path, "second", second_trace, {"5": 0.0, "7": 0.0}, {"3": 1.0, "10": 1.0})
+    stored = json.loads(second.read_text())
+    stored["agents"]["b"] = stored["agents"]["a"]  # an agent only the second reference tested
+    second.write_text(json.dumps(stored))
+    paths, references = [first, second], [tmp_path / "first.ref.json", tmp_path / "second.ref.json"]
+    pooled = pool_reports(paths, references, "x")
     assert list(pooled["agents"]) == ["a", "b"] and pooled["agents"]["b"] == {"references": ["R2"]}
+    assert [r["boundary_states_shared_with_earlier_references"] for r in pooled["references"]] == [0, 1]
     units = agent_units(pooled, "a")
     assert units is not None
-    assert units[0] == {"R1:3": (1.0, 1), "R1:10": (0.0, 1), "R2:3": (1.0, 1), "R2:10": (1.0, 1)}
-    assert set(units[1]) == {"R1:RS 5", "R1:RS 7", "R2:RS 5", "R2:RS 7"}  # the same key twice: two units
-    assert sorted(sides(first, "a")[0] + sides(second, "a")[0]) == [0.0, 1.0, 1.0, 1.0]
-    assert boundary_vs_random(pooled, "a") == pytest.approx((3 / 4) / (1 / 4))
+    assert units[0] == {"R1:3": (1.0, 1), "R1:10": (0.0, 1), "R2:10": (1.0, 1)}  # the shared state 3 once
+    assert set(units[1]) == {"R1:RS 5", "R1:RS 7", "R2:RS 7"}  # the same key, another state: two units
+    assert agent_units(pooled, "b") == (
+        {"R1:3": (1.0, 1), "R2:10": (1.0, 1)},
+        {"R1:RS 5": (0.0, 1), "R2:RS 7": (0.0, 1)},
+    )
+    assert boundary_vs_random(pooled, "a") == pytest.approx((2 / 3) / (1 / 3))
     compared = boundary_vs_random_cluster(pooled, "a")
-    assert compared.units == (4, 4) and compared.ratio == pytest.approx(3.0)
-    assert main(["--subject", "x", "--out", str(tmp_path), "--summarise-only", "--pool", *map(str, paths)]) == 0
+    assert compared.units == (3, 3) and compared.ratio == pytest.approx(2.0)
+    flags = ["--summarise-only", "--pool", *map(str, paths), "--pool-references", *map(str, references)]
+    assert main(["--subject", "x", "--out", str(tmp_path), *flags]) == 0
     printed = capsys.readouterr().out.splitlines()
     assert printed[-6].startswith("boundary_vs_random_state_fail_rate=")
     assert printed[-1].startswith("boundary_vs_random_cluster_p=")
-    stored = json.loads((tmp_path / "search_based_x_pooled.json").read_text())
-    assert [r["label"] for r in stored["references"]] == ["R1", "R2"] and "sources" not in stored
-    assert stored["boundary_vs_random_cluster"]["agents"]["a"]["boundary_clusters"] == 4
+    written = json.loads((tmp_path / "search_based_x_pooled.json").read_text())
+    assert [r["label"] for r in written["references"]] == ["R1", "R2"] and "sources" not in written
+    assert written["boundary_vs_random_cluster"]["agents"]["a"]["boundary_clusters"] == 3
     md = (tmp_path / "search_based_x_pooled.md").read_text()
     assert "| R2 | " in md and "| pooled | " in md
     with pytest.raises(SystemExit, match="not 'y'"):
-        pool_reports(paths, "y")
+        pool_reports(paths, references, "y")
+    other = stored_reference(tmp_path / "other.ref.json", [0, 1], {"noop_frames": 0})  # a 3-action trace
+    with pytest.raises(SystemExit, match="not the reference trace"):
+        pool_reports(paths, [references[0], other], "x")
 
 
 @pytest.mark.parametrize(
@@ -340,6 +356,7 @@ def test_pooled_references_keep_each_references_states_as_units_of_their_own(
         (["--pool", "a.json", "b.json"], "--pool pools stored results files: it needs --summarise-only"),
         (["--summarise-only", "--pool", "a.json"], "--pool needs two or more different results files"),
         (["--summarise-only", "--pool", "a.json", "a.json"], "--pool needs two or more different results files"),
+        (["--summarise-only", "--pool", "a.json", "b.json"], "--pool-references: one reference document per --pool"),
     ],
 )
 def test_bad_pool_flags_stop_before_anything_is_read(
