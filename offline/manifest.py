@@ -59,6 +59,55 @@ def update_model_fields(model_root: Path, name: str, fields: Mapping[str, Any], 
     return manifest
 
 
+def set_entry(model_root: Path, name: str, entry: Mapping[str, Any], section: str = "models") -> Path:
+    """Lists `entry` under `name` in `section` of `model_root`/manifest.yaml: replaces that entry's block, or adds it
+    at the end of the section, and keeps every other line as it is (a YAML round trip would drop the bundled
+    manifest's comments and refold its descriptions). A new manifest or section is created. ValueError when the
+    result would not parse to the old manifest plus exactly this entry."""
+    manifest = Path(model_root) / "manifest.yaml"
+    text = manifest.read_text() if manifest.exists() else ""
+    old = yaml.safe_load(text) or {}
+    block = [ENTRY_INDENT + line for line in yaml.safe_dump({name: dict(entry)}, sort_keys=False).splitlines()]
+    lines = text.splitlines()
+    if section not in old:
+        lines += [f"{section}:", *block]
+    elif name in (old.get(section) or {}):
+        start = _entry_line(lines, name, section, manifest)
+        lines[start : _block_end(lines, start)] = block
+    else:
+        header = next((i for i, line in enumerate(lines) if line.rstrip() == f"{section}:"), None)
+        if header is None:
+            raise ValueError(f"{manifest}: section {section!r} is not a block this editor can add to")
+        end = header + 1
+        while end < len(lines) and (not lines[end].strip() or _indent(lines[end]) > 0 or lines[end].startswith("#")):
+            end += 1
+        while end > header + 1 and (not lines[end - 1].strip() or lines[end - 1].startswith("#")):
+            end -= 1  # blank lines and comments before the next section stay with it
+        lines[end:end] = block
+    new_text = "\n".join(lines) + "\n"
+    expected = {**old, section: {**(old.get(section) or {}), name: _plain_entry(entry)}}
+    if (yaml.safe_load(new_text) or {}) != expected:
+        raise ValueError(f"{manifest}: entry {name!r} could not be written in place")
+    partial = manifest.with_name(manifest.name + ".partial")
+    partial.write_text(new_text)
+    partial.replace(manifest)
+    return manifest
+
+
+def _plain_entry(entry: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: _plain(v) for k, v in entry.items()}
+
+
+def _block_end(lines: list[str], start: int) -> int:
+    """The line after entry `start`'s block: its fields, and blank lines or comments inside it."""
+    end = start + 1
+    while end < len(lines) and (not lines[end].strip() or _indent(lines[end]) > len(ENTRY_INDENT)):
+        end += 1
+    while end > start + 1 and not lines[end - 1].strip():
+        end -= 1  # a blank line before the next entry is kept
+    return end
+
+
 def _entry_line(lines: list[str], name: str, section: str, manifest: Path) -> int:
     in_section = False
     for i, line in enumerate(lines):

@@ -26,6 +26,7 @@ import yaml
 
 from generator_service.api import INTERACTION_LOG_NAME, InteractionLog
 from offline.interaction_logger import InteractionLogger
+from offline.manifest import set_entry
 from simulator_service.api import check_first_observation, get_subject, make_env
 
 RECIPES = Path(__file__).parent / "recipes.yaml"
@@ -92,19 +93,12 @@ def get_recipe(name: str, path: Path = RECIPES) -> Recipe:
 
 def register_model(model_root: Path, recipe: Recipe, meta: dict[str, Any]) -> Path:
     """Lists the model trained from `recipe` in `model_root`/manifest.yaml (added, or replaced under its name), so
-    an agent service started with that model root serves it; returns the manifest's path. The file is replaced
-    whole (written beside it, then renamed), so a reader never sees half of it."""
-    manifest = model_root / "manifest.yaml"
-    data = (yaml.safe_load(manifest.read_text()) or {}) if manifest.exists() else {}
+    an agent service started with that model root serves it; returns the manifest's path. Only the entry's lines
+    change (offline/manifest.py's set_entry: the rest of the file, comments included, stays), and the file is
+    replaced whole (written beside it, then renamed), so a reader never sees half of it."""
     section = "translators" if recipe.algorithm == "PIX2PIX" else "models"  # the translator service's manifest
-    models = data.setdefault(section, {}) or {}
     description = recipe.description or f"{recipe.algorithm} trained on {recipe.subject} from recipe {recipe.name}"
-    models[recipe.name] = {"description": description, **meta}
-    data[section] = models
-    partial = manifest.with_name(manifest.name + ".partial")
-    partial.write_text(yaml.safe_dump(data, sort_keys=False))
-    partial.replace(manifest)
-    return manifest
+    return set_entry(model_root, recipe.name, {"description": description, **meta}, section)
 
 
 def save_for_serving(model: Any, path: Path) -> int:
