@@ -548,7 +548,9 @@ def pooled_states(report: dict[str, Any]) -> dict[str, tuple[Placed, Placed]]:
     share (the same actions from the same initial test case: traces with a common prefix) is one state, tested once
     (the first reference's test; the subject is deterministic): boundary clusters that share a state are one
     cluster, as within one reference (boundary_clusters), named by the first reference's; a shared random state is
-    one unit."""
+    one unit. With the report's `merge_within` (--pool-merge-within) clusters of different references also merge when
+    two of their boundary states lie within that distance in the abstraction's first coordinate (Mario: x in pixels),
+    as states at the same place of the level would be."""
     parent: dict[str, str] = {}
 
     def root(node: str) -> str:
@@ -556,7 +558,13 @@ def pooled_states(report: dict[str, Any]) -> dict[str, tuple[Placed, Placed]]:
             node = parent[node]
         return node
 
+    def merge(one: str, other: str) -> None:  # the merged cluster keeps the name of the one seen first
+        first, second = sorted((root(one), root(other)), key=lambda n: rank[n])
+        parent[second] = first
+
     first_unit: dict[str, str] = {}  # state identity -> the first unit it was placed in
+    rank: dict[str, int] = {}  # boundary cluster -> when it was first seen
+    nodes: dict[str, tuple[str, dict[int, float]]] = {}  # boundary cluster -> its reference, depth -> first coordinate
     states: dict[str, tuple[Placed, Placed]] = {m: ({}, {}) for m in report["agents"]}
     for label, source in report["sources"]:
         clusters = boundary_clusters(source) or {}
@@ -571,14 +579,36 @@ def pooled_states(report: dict[str, Any]) -> dict[str, tuple[Placed, Placed]]:
                         random.setdefault(identity, (value, first_unit.setdefault(identity, f"{label}:RS {key}")))
                         continue
                     node = f"{label}:{clusters[model][key]}"
-                    earlier = first_unit.setdefault(f"B {identity}", node)
-                    if root(node) != root(earlier):
-                        parent[root(node)] = root(earlier)
+                    nodes.setdefault(node, (label, source["search"]["boundary_first"]))
+                    rank.setdefault(node, len(rank))
+                    merge(node, first_unit.setdefault(f"B {identity}", node))
                     boundary.setdefault(identity, (value, node))
+    for later, earlier in nearby_clusters(nodes, report.get("merge_within")):
+        merge(later, earlier)
     return {
         m: ({i: (f, root(node)) for i, (f, node) in boundary.items()}, random)
         for m, (boundary, random) in states.items()
     }
+
+
+def nearby_clusters(nodes: dict[str, tuple[str, dict[int, float]]], within: float | None) -> list[tuple[str, str]]:
+    """Pairs (later, earlier) of boundary clusters ("R2:92-93-94", in first-seen order) of different references with
+    boundary states within `within` of each other in the abstraction's first coordinate; none when `within` is None."""
+    if within is None:
+        return []
+
+    def place(node: str) -> list[float]:
+        _, first = nodes[node]
+        return [first[int(d)] for d in node.split(":", 1)[1].split("-")]
+
+    order = list(nodes)
+    return [
+        (later, earlier)
+        for i, later in enumerate(order)
+        for earlier in order[:i]
+        if nodes[later][0] != nodes[earlier][0]
+        and min(abs(a - b) for a in place(later) for b in place(earlier)) <= within
+    ]
 
 
 def _agents(report: dict[str, Any], model: str | None) -> list[tuple[list[float], list[float]]]:
@@ -1091,12 +1121,23 @@ def main(argv: list[str] | None = None) -> int:
         help="with --pool: the stored reference documents the --pool files were tested from, in the same order (their "
         "traces tell which states two references share)",
     )
+    parser.add_argument(
+        "--pool-merge-within",
+        type=float,
+        help="with --pool: also merge boundary clusters of different references whose boundary states lie within this "
+        "distance in the abstraction's first coordinate (Mario: x in pixels), a sensitivity check for traces that "
+        "pass the same places of a level; writes search_based_<subject>_pooled_within<W>.*",
+    )
     args = parser.parse_args(argv)
     if args.pool is not None:
         if not args.summarise_only:
             parser.error("--pool pools stored results files: it needs --summarise-only")
         if len(args.pool) < 2 or len({p.resolve() for p in args.pool}) != len(args.pool):
             parser.error("--pool needs two or more different results files")
+        if args.pool_merge_within is not None and not (
+            math.isfinite(args.pool_merge_within) and args.pool_merge_within >= 0
+        ):
+            parser.error(f"--pool-merge-within must be a distance >= 0, got {args.pool_merge_within}")
         if len(args.pool_references) != len(args.pool):
             parser.error("--pool-references: one reference document per --pool file, in the same order")
     suites = tuple(dict.fromkeys(name.strip() for name in args.suites.split(",") if name.strip()))
@@ -1142,7 +1183,7 @@ def main(argv: list[str] | None = None) -> int:
         write_markdown(report, stem.with_suffix(".md"), command)
 
     if args.pool is not None:
-        return summarise_pool(args.pool, args.pool_references, args.subject, args.out, command)
+        return summarise_pool(args.pool, args.pool_references, args.subject, args.out, command, args.pool_merge_within)
     if args.summarise_only:  # the stored measurements, their statistics computed again; no service starts
         report = load_previous(stem.with_suffix(".json")) or {}
         if not report:
@@ -1219,6 +1260,7 @@ def pooled_source(path: Path, reference: Path, subject: str) -> dict[str, Any]:
         raise SystemExit(f"--pool {path}: boundary tests without per-test records cannot be placed in clusters")
     search |= {"reference_actions": document["reference_actions"], "initial": document["initial"]}
     search.setdefault("search_actions", document["search_actions"])
+    search["boundary_first"] = {int(b["depth"]): float(b["state"][0]) for b in document["boundary"]}
     search["visited_rule"] = document["stats"].get("visited_rule", "not recorded")
     return report
 
@@ -1241,7 +1283,9 @@ def shared_boundary_states(sources: list[tuple[str, dict[str, Any]]]) -> dict[st
     return shared
 
 
-def pool_reports(paths: list[Path], references: list[Path], subject: str) -> dict[str, Any]:
+def pool_reports(
+    paths: list[Path], references: list[Path], subject: str, merge_within: float | None = None
+) -> dict[str, Any]:
     """Several stored results files of `subject`, each with the reference trace it was tested from (`references`,
     in the same order), as one pooled report for the boundary-versus-random statistics: reference i is labelled
     "R<i>" in the order given, its boundary clusters and random states are units of their own ("R2:92-93-94") except
@@ -1270,6 +1314,7 @@ def pool_reports(paths: list[Path], references: list[Path], subject: str) -> dic
         ],
         "models": models,
         "agents": {m: {"references": [label for label, r in sources if m in r["agents"]]} for m in models},
+        "merge_within": merge_within,
         "sources": sources,
     }
 
@@ -1304,7 +1349,15 @@ def write_pooled_markdown(report: dict[str, Any], path: Path, command: str) -> N
         "reference's label), except where references share a state (the same actions from the same initial test "
         "case, on traces with a common prefix): a shared state is tested once (the first reference's test), and "
         "boundary clusters that share a state are one cluster, as within one reference. An agent's tests are those "
-        "of every reference that tested it.",
+        "of every reference that tested it."
+        + (
+            ""
+            if report.get("merge_within") is None
+            else f" Sensitivity check (--pool-merge-within {report['merge_within']:g}): boundary clusters of different "
+            "references also merge when two of their boundary states lie within "
+            f"{report['merge_within']:g} of each other in the abstraction's first coordinate (Mario: x in pixels), "
+            "as the same place of the level."
+        ),
         "",
         "| reference | results file | search actions (order tried) | initial test case | DFS visited-state rule | "
         "τ_ref | DB | boundary states an earlier reference has | complete |",
@@ -1320,13 +1373,17 @@ def write_pooled_markdown(report: dict[str, Any], path: Path, command: str) -> N
     path.write_text("\n".join([*lines, ""]))
 
 
-def summarise_pool(paths: list[Path], references: list[Path], subject: str, out: Path, command: str) -> int:
-    """--pool: the pooled comparison of stored results files, written to out/search_based_<subject>_pooled.*."""
-    report = pool_reports(paths, references, subject)
+def summarise_pool(
+    paths: list[Path], references: list[Path], subject: str, out: Path, command: str, merge_within: float | None
+) -> int:
+    """--pool: the pooled comparison of stored results files, written to out/search_based_<subject>_pooled.* (with
+    --pool-merge-within W: search_based_<subject>_pooled_within<W>.*)."""
+    report = pool_reports(paths, references, subject, merge_within)
     report["boundary_vs_random_cluster"] = cluster_summary(report)
-    stem = out / f"search_based_{subject}_pooled"
-    stem.with_suffix(".json").write_text(json.dumps({**pooled_summary(report), "command": command}, indent=1))
-    write_pooled_markdown(report, stem.with_suffix(".md"), command)
+    suffix = "" if merge_within is None else f"_within{merge_within:g}"
+    stem = f"search_based_{subject}_pooled{suffix}"  # a name with a dot (within0.5): no with_suffix
+    (out / f"{stem}.json").write_text(json.dumps({**pooled_summary(report), "command": command}, indent=1))
+    write_pooled_markdown(report, out / f"{stem}.md", command)
     for model in report["agents"]:
         print(f"agent={model} {cluster_line(report['boundary_vs_random_cluster']['agents'][model])}")
     print_pooled_lines(report)

@@ -345,6 +345,13 @@ def test_pooled_references_are_units_of_their_own_except_for_the_states_they_sha
     assert "| R2 | " in md and "| pooled | " in md
     with pytest.raises(SystemExit, match="not 'y'"):
         pool_reports(paths, references, "y")
+    # the sensitivity check: clusters of the two references with boundary states at nearby places merge too
+    near = pool_reports(paths, references, "x", merge_within=0.5)  # state 10 is at place 1 on both, state 3 at 0
+    assert agent_units(near, "a") == ({"R1:3": (1.0, 1), "R1:10": (1.0, 2)}, agent_units(pooled, "a")[1])  # type: ignore[index]
+    wide = pool_reports(paths, references, "x", merge_within=1.0)  # R2:10 is within 1 of both of R1's clusters
+    assert agent_units(wide, "a") == ({"R1:3": (2.0, 3)}, agent_units(pooled, "a")[1])  # type: ignore[index]
+    assert main(["--subject", "x", "--out", str(tmp_path), *flags, "--pool-merge-within", "0.5"]) == 0
+    assert "--pool-merge-within 0.5" in (tmp_path / "search_based_x_pooled_within0.5.md").read_text()
     other = stored_reference(tmp_path / "other.ref.json", [0, 1], {"noop_frames": 0})  # a 3-action trace
     with pytest.raises(SystemExit, match="not the reference trace"):
         pool_reports(paths, [references[0], other], "x")
@@ -357,6 +364,10 @@ def test_pooled_references_are_units_of_their_own_except_for_the_states_they_sha
         (["--summarise-only", "--pool", "a.json"], "--pool needs two or more different results files"),
         (["--summarise-only", "--pool", "a.json", "a.json"], "--pool needs two or more different results files"),
         (["--summarise-only", "--pool", "a.json", "b.json"], "--pool-references: one reference document per --pool"),
+        (
+            ["--summarise-only", "--pool", "a", "b", "--pool-merge-within", "-1"],
+            "--pool-merge-within must be a distance",
+        ),
     ],
 )
 def test_bad_pool_flags_stop_before_anything_is_read(
