@@ -1,4 +1,5 @@
-"""The search-based replication's boundary-versus-random statistics (replications/replicate_search_based.py)."""
+"""The search-based replication: its statistics (replications/search_based_statistics.py) and its command line
+(replications/replicate_search_based.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from common.generated.gauntlet.v1 import common_pb2, simulator_pb2
-from replications.replicate_search_based import (
+from replications.replicate_search_based import main, reuse_reference, suite_settings
+from replications.search_based_statistics import (
     agent_units,
     boundary_clusters,
     boundary_vs_random,
@@ -20,13 +22,10 @@ from replications.replicate_search_based import (
     correlation,
     failing_interval,
     load_previous,
-    main,
     pearson_interval,
     pool_reports,
-    reuse_reference,
     sides,
     state_key,
-    suite_settings,
 )
 
 
